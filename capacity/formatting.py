@@ -1,0 +1,46 @@
+"""Human-readable values with units, shared by the command line, the app and reports."""
+
+from __future__ import annotations
+
+import math
+
+from .analysis import RESULTS
+from .units import format_bytes, format_time
+
+
+def format_value(key: str, value: float | str | None, binary: bool = False) -> str:
+    """Format result ``key`` with its unit from ``RESULTS`` (bytes as GB or GiB, seconds as ms or s)."""
+    if isinstance(value, str):
+        return value
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    unit = RESULTS[key][0] if key in RESULTS else ""
+    if unit == "B":
+        return format_bytes(value, binary=binary)
+    if unit == "s":
+        return format_time(value)
+    if unit in ("blocks", "requests") and key != "goodput_in_flight":
+        return f"{value:,.0f} {unit}"
+    if unit == "$":
+        return f"${value:,.3f}"
+    if unit in ("-", "x"):
+        return f"{value:,.3f}" if unit == "-" else f"{value:,.1f}x"
+    return f"{value:,.2f} {unit}"
+
+
+#: Results grouped the way the table and the app present them.
+SECTIONS: dict[str, list[str]] = {
+    "Memory": ["kv_bytes_per_token", "weight_bytes_per_gpu", "pool_bytes", "pool_blocks", "blocks_per_request",
+               "shared_blocks", "private_blocks"],
+    "Concurrency": ["max_requests_contiguous", "max_requests_paged", "max_requests_shared_prefix", "batch_max",
+                    "batch_limit"],
+    "Roofline": ["context_tokens", "decode_memory_s", "decode_compute_s", "decode_step_s", "decode_bound",
+                 "prefill_tokens", "prefill_s", "critical_batch", "single_stream_tokens_per_s"],
+    "Ceiling": ["gpu_time_per_request_s", "ceiling_rps", "output_tokens_per_s_at_ceiling", "decode_share",
+                "tpot_at_ceiling_s", "batching_gain"],
+    "Promise": ["max_rate_for_tpot_rps", "max_rate_for_ttft_rps", "goodput_rps", "goodput_limit",
+                "goodput_in_flight", "tpot_at_goodput_s", "ttft_at_goodput_s", "capacity_given_up",
+                "output_tokens_per_s_at_goodput"],
+    "Load": ["load_fraction", "tpot_at_load_s", "ttft_at_load_s"],
+    "Cost": ["cost_per_million_tokens", "cost_per_million_tokens_at_ceiling"],
+}

@@ -1,0 +1,101 @@
+"""Roofline step times: a decode step or a prefill lasts as long as the slower of
+moving bytes and doing arithmetic, plus a fixed per-step overhead.
+
+Symbols (all per GPU of a tensor-parallel replica): W weight bytes [B], N params
+[-] (2N FLOPs per token), BW memory bandwidth [B/s], F FLOP/s, o overhead [s],
+B sequences in the decode batch, c average context per sequence [tokens].
+Source: essay 001 ("Serving many users at once", "The math").
+Every function takes scalars or numpy arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+
+def _f(x: ArrayLike) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def decode_memory_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: ArrayLike,
+                    kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike) -> np.ndarray:
+    """Memory term of a decode step: ``(W + B * c * kv_bytes_per_token) / BW`` [s].
+
+    Excel: ``=(weight_bytes+batch*context*kv_bytes_per_token)/bandwidth``.
+    Essay 001: (16 GB + 328 * 1,150 * 131,072 B) / 2 TB/s = 32.7 ms.
+    """
+    return (_f(weight_bytes) + _f(batch) * _f(context_tokens) * _f(kv_bytes_per_token)) / _f(bandwidth)
+
+
+def decode_compute_s(batch: ArrayLike, params: ArrayLike, flops: ArrayLike) -> np.ndarray:
+    """Compute term of a decode step: ``B * 2N / F`` [s]. Essay 001: 328 * 16 GFLOP / 150 TFLOP/s = 35.0 ms."""
+    return _f(batch) * 2.0 * _f(params) / _f(flops)
+
+
+def decode_step_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: ArrayLike,
+                  kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike, params: ArrayLike, flops: ArrayLike,
+                  step_overhead_s: ArrayLike) -> np.ndarray:
+    """One decode iteration: ``max(t_mem, t_compute) + o`` [s]. Essay 001: max(32.7, 35.0) + 3 = 38.0 ms."""
+    return np.maximum(decode_memory_s(weight_bytes, batch, context_tokens, kv_bytes_per_token, bandwidth),
+                      decode_compute_s(batch, params, flops)) + _f(step_overhead_s)
+
+
+def prefill_s(weight_bytes: ArrayLike, prompt_tokens: ArrayLike, params: ArrayLike, bandwidth: ArrayLike,
+              flops: ArrayLike, step_overhead_s: ArrayLike) -> np.ndarray:
+    """Prefill of P uncached prompt tokens, run alone: ``max(W / BW, P * 2N / F) + o`` [s].
+
+    Excel: ``=MAX(weight_bytes/bandwidth,prompt*2*params/flops)+overhead``.
+    Essay 001: max(8 ms, 1,000 * 16 GFLOP / 150 TFLOP/s) + 3 ms = 109.7 ms.
+    """
+    return np.maximum(_f(weight_bytes) / _f(bandwidth), _f(prompt_tokens) * 2.0 * _f(params) / _f(flops)) + _f(
+        step_overhead_s)
+
+
+def gpu_time_per_request_s(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
+                           output_tokens: ArrayLike) -> np.ndarray:
+    """GPU time one request costs at batch B: ``t_prefill + A * t_step(B) / B`` [s]. Essay 001: 144.4 ms."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _f(prefill_s) + _f(output_tokens) * _f(decode_step_s) / _f(batch)
+
+
+def ceiling_rps(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
+                output_tokens: ArrayLike) -> np.ndarray:
+    """Throughput ceiling: ``1 / (t_prefill + A * t_step(B_max) / B_max)`` [requests/s]; 0 when nothing fits.
+
+    Excel: ``=IF(batch>0,1/(prefill_s+output_tokens*decode_step_s/batch),0)``. Essay 001: 6.9 requests/s.
+    """
+    per_request = gpu_time_per_request_s(prefill_s, decode_step_s, batch, output_tokens)
+    with np.errstate(divide="ignore"):
+        return np.where(_f(batch) > 0, 1.0 / per_request, 0.0)
+
+
+def decode_share(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
+                 output_tokens: ArrayLike) -> np.ndarray:
+    """Share of GPU time spent decoding at the ceiling: ``(A t_step / B) / per_request`` [-]. Essay 001: 0.24."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        decode = _f(output_tokens) * _f(decode_step_s) / _f(batch)
+        share = decode / (_f(prefill_s) + decode)
+    return np.where(_f(batch) > 0, share, 0.0)
+
+
+def tpot_at_ceiling_s(decode_step_s: ArrayLike, decode_share: ArrayLike) -> np.ndarray:
+    """Time per output token users see at the ceiling: ``t_step(B_max) / decode_share`` [s].
+
+    Essay 001: 38.0 ms / 0.24 = 158 ms. Infinite when nothing fits (decode_share 0).
+    """
+    with np.errstate(divide="ignore"):
+        return np.where(_f(decode_share) > 0, _f(decode_step_s) / _f(decode_share), np.inf)
+
+
+def single_stream_tokens_per_s(bandwidth: ArrayLike, weight_bytes: ArrayLike) -> np.ndarray:
+    """Upper bound for one stream: ``BW / W`` [tokens/s]. Essay 001: 2 TB/s / 16 GB = 125 tokens/s."""
+    return _f(bandwidth) / _f(weight_bytes)
+
+
+def critical_batch(weight_bytes: ArrayLike, params: ArrayLike, bandwidth: ArrayLike, flops: ArrayLike) -> np.ndarray:
+    """Tokens per step where reading the weights and the arithmetic take equal time: ``W F / (2 N BW)`` [tokens].
+
+    For 2-byte weights this is F / BW: 150 TFLOP/s / 2 TB/s = 75 tokens (essay 001). KV reads are ignored.
+    """
+    return _f(weight_bytes) * _f(flops) / (2.0 * _f(params) * _f(bandwidth))

@@ -1,0 +1,239 @@
+"""A Scenario composes Model, Gpu, Serving, Workload and Slo; ``evaluate()`` returns Results.
+
+Scenario files are YAML (safe loading only). A section may name a catalog entry
+(``gpu: h100-sxm`` or ``gpu: {name: h100-sxm, count: 2}``) or give every number;
+explicit keys override catalog values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from .analysis import INPUTS, RESULTS, analyse
+from .errors import ScenarioError
+from .specs import (
+    SERVING_FIELDS,
+    SLO_FIELDS,
+    WORKLOAD_FIELDS,
+    Gpu,
+    Model,
+    Serving,
+    Slo,
+    Workload,
+    check_section,
+    gpu_from_mapping,
+    model_from_mapping,
+    text,
+)
+
+#: Largest scenario file read [bytes]; a scenario is a few hundred bytes.
+MAX_SCENARIO_BYTES = 1_000_000
+
+TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation"}
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Everything one sizing needs. ``units`` is how bytes are shown: 'GB' (decimal) or 'GiB' (binary)."""
+
+    model: Model
+    gpu: Gpu
+    serving: Serving
+    workload: Workload
+    slo: Slo = field(default_factory=Slo)
+    name: str = "scenario"
+    units: str = "GB"
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Scenario:
+        """Validate a scenario mapping; raise one ScenarioError listing every problem with its field path."""
+        if not isinstance(data, Mapping):
+            raise ScenarioError(f"a scenario must be a mapping with model, gpu, serving, workload; got {data!r:.80}")
+        problems: list[str] = []
+        for key in data:
+            if key not in TOP_LEVEL:
+                problems.append(f"{key} is not a known scenario section; allowed: {', '.join(sorted(TOP_LEVEL))}")
+        for required in ("model", "gpu", "workload"):
+            if data.get(required) is None:
+                problems.append(f"{required} is missing")
+        model = model_from_mapping(data["model"], problems) if data.get("model") is not None else None
+        weight_dtype = model.weight_dtype if model else "fp16"
+        gpu = gpu_from_mapping(data["gpu"], weight_dtype, problems) if data.get("gpu") is not None else None
+        s = check_section("serving", data.get("serving"), SERVING_FIELDS, problems=problems)
+        w = check_section("workload", data.get("workload"), WORKLOAD_FIELDS, problems=problems)
+        o = check_section("slo", data.get("slo"), SLO_FIELDS, problems=problems)
+        name = data.get("name", "scenario")
+        units = str(data.get("units", "GB"))
+        if units not in ("GB", "GiB"):
+            problems.append(f"units must be GB or GiB, got {units!r}")
+        for key in ("prompt_tokens", "output_tokens"):
+            if data.get("workload") is not None and key not in w and f"workload.{key}" not in " ".join(problems):
+                problems.append(f"workload.{key} is missing")
+        if problems:
+            raise ScenarioError(*problems)
+        assert model is not None and gpu is not None
+        serving = Serving(memory_utilization=s.get("memory_utilization", 0.90), block_size=s.get("block_size", 16),
+                          max_model_len=s.get("max_model_len", model.max_position_embeddings),
+                          step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"))
+        workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
+                            shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
+        scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
+                       slo=Slo(tpot_s=o.get("tpot"), ttft_s=o.get("ttft")), name=text(name, "name"), units=units,
+                       raw=dict(data))
+        scenario.check()
+        return scenario
+
+    def check(self) -> None:
+        """Cross-field checks: what no engine would accept for this model, GPU and workload."""
+        problems = []
+        w, s = self.workload, self.serving
+        if w.shared_prefix_tokens > w.prompt_tokens:
+            problems.append(f"workload.shared_prefix_tokens ({w.shared_prefix_tokens}) must not exceed "
+                            f"workload.prompt_tokens ({w.prompt_tokens})")
+        if s.max_model_len is not None and s.max_model_len < w.tokens_per_request:
+            problems.append(f"serving.max_model_len ({s.max_model_len}) is shorter than one request "
+                            f"(prompt + output = {w.tokens_per_request} tokens)")
+        if self.gpu.count > 1 and self.model.attention_heads and self.model.attention_heads % self.gpu.count:
+            problems.append(f"gpu.count ({self.gpu.count}) must divide the model's {self.model.attention_heads} "
+                            f"attention heads for tensor parallelism")
+        weights_per_gpu = self.model.weight_bytes / self.gpu.count
+        usable = self.gpu.memory_bytes * s.memory_utilization
+        if weights_per_gpu >= usable:
+            problems.append(
+                f"the weights ({weights_per_gpu / 1e9:,.2f} GB per GPU) do not fit in the usable memory "
+                f"({usable / 1e9:,.2f} GB = gpu.memory x serving.memory_utilization {s.memory_utilization}): "
+                f"no room for a KV pool; use more GPUs (gpu.count), a smaller weight_dtype or a larger GPU")
+        if problems:
+            raise ScenarioError(*problems)
+
+    def inputs(self) -> dict[str, float]:
+        """The flat inputs of ``analysis.INPUTS`` in base units; ``inf`` marks an unset option."""
+        m, g, s, w, o = self.model, self.gpu, self.serving, self.workload, self.slo
+        inf = math.inf
+        return {
+            "layers": m.layers, "kv_heads": m.kv_heads, "head_dim": m.head_dim,
+            "kv_bytes_per_value": m.kv_bytes_per_value, "params": m.params, "weight_bytes": m.weight_bytes,
+            "gpu_memory_bytes": g.memory_bytes, "bandwidth": g.effective_bandwidth, "flops": g.effective_flops,
+            "gpu_count": g.count, "price_per_hour": g.price_per_hour if g.price_per_hour is not None else math.nan,
+            "memory_utilization": s.memory_utilization, "block_size": s.block_size,
+            "max_model_len": s.max_model_len if s.max_model_len is not None else w.tokens_per_request,
+            "step_overhead_s": s.step_overhead_s,
+            "max_num_seqs": s.max_num_seqs if s.max_num_seqs is not None else inf,
+            "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
+            "shared_prefix_tokens": w.shared_prefix_tokens,
+            "arrival_rate": w.arrival_rate if w.arrival_rate else 0.0,
+            "tpot_slo_s": o.tpot_s if o.tpot_s is not None else inf,
+            "ttft_slo_s": o.ttft_s if o.ttft_s is not None else inf,
+        }
+
+    def evaluate(self) -> Results:
+        """Run the analytic model on this scenario."""
+        values = analyse(self.inputs())
+        return Results(self, {key: _scalar(v) for key, v in values.items()})
+
+    def with_changes(self, **sections: Mapping[str, Any]) -> Scenario:
+        """A copy with some dataclass fields replaced, e.g. ``with_changes(workload={'prompt_tokens': 2000})``."""
+        parts = {name: replace(getattr(self, name), **changes) for name, changes in sections.items()}
+        new = replace(self, **parts)
+        new.check()
+        return new
+
+
+def _scalar(value: np.ndarray) -> float | str:
+    item = np.asarray(value).item()
+    return item if isinstance(item, str) else float(item)
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    """Every quantity of ``analysis.RESULTS`` for one scenario, in base units."""
+
+    scenario: Scenario
+    values: dict[str, float | str]
+
+    def __getitem__(self, key: str) -> float | str:
+        return self.values[key]
+
+    def __getattr__(self, key: str) -> float | str:
+        try:
+            return self.values[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def to_dict(self) -> dict[str, float | int | str | None]:
+        """JSON-safe results: counts as ints, infinite or undefined values as None (see ``notes()``)."""
+        out: dict[str, float | int | str | None] = {}
+        for key, value in self.values.items():
+            if isinstance(value, str):
+                out[key] = value
+            elif not math.isfinite(value):
+                out[key] = None
+            elif RESULTS[key][0] in ("blocks", "requests") and key != "goodput_in_flight":
+                out[key] = int(value)
+            else:
+                out[key] = value
+        out["notes"] = self.notes()
+        return out
+
+    def notes(self) -> list[str]:
+        """Plain-language reasons for every result that is zero, undefined or limited."""
+        v, notes = self.values, []
+        if v["batch_max"] <= 0:
+            notes.append("no request fits in the KV pool: nothing can be served")
+        limit = v["goodput_limit"]
+        if v["goodput_rps"] <= 0 and limit == "tpot":
+            alone = 1.0 / v["single_stream_tokens_per_s"] + self.scenario.serving.step_overhead_s
+            notes.append(f"goodput is 0: no load meets the TPOT promise of {self.scenario.slo.tpot_s * 1e3:g} ms; "
+                         f"one sequence alone already needs {alone * 1e3:,.1f} ms per token")
+        elif v["goodput_rps"] <= 0 and limit == "ttft":
+            notes.append(f"goodput is 0: the prefill alone ({v['prefill_s'] * 1e3:,.1f} ms) exceeds the TTFT "
+                         f"promise of {self.scenario.slo.ttft_s * 1e3:g} ms")
+        if self.scenario.gpu.price_per_hour is None:
+            notes.append("cost is not computed: no gpu.price_per_hour")
+        elif not math.isfinite(v["cost_per_million_tokens"]):
+            notes.append("cost per million tokens is undefined: the goodput is 0")
+        if not self.scenario.workload.arrival_rate:
+            notes.append("no workload.arrival_rate: latencies at load are not computed")
+        elif not math.isfinite(v["tpot_at_load_s"]):
+            notes.append("the arrival rate exceeds what the GPU can decode: the queue grows without bound")
+        return notes
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file (safe loading, size-limited)."""
+    return Scenario.from_dict(read_yaml(path))
+
+
+def read_yaml(path: str | Path, limit: int = MAX_SCENARIO_BYTES) -> Any:
+    """Safe-load a YAML file no larger than ``limit`` bytes; ScenarioError with the reason otherwise."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise ScenarioError(f"{path} is {size:,} bytes; scenario files are limited to {limit:,} bytes")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_yaml(raw.decode("utf-8", errors="replace"), str(path))
+
+
+def parse_yaml(text_: str, origin: str = "scenario") -> Any:
+    """Safe-load YAML text; a syntax error becomes a one-line ScenarioError with the line number."""
+    try:
+        return yaml.safe_load(text_)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ScenarioError(f"{origin} is not valid YAML{where}: {problem}") from None
+
+
+__all__ = ["INPUTS", "RESULTS", "Results", "Scenario", "load_scenario", "parse_yaml", "read_yaml"]

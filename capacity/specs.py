@@ -1,0 +1,320 @@
+"""What a scenario describes: Model, Gpu, Serving, Workload and Slo, validated from YAML mappings.
+
+Each section is a small frozen dataclass in base units. ``*_from_mapping``
+functions turn one YAML section (catalog entry merged with the user's keys, the
+user's keys winning) into a dataclass, collecting every problem with its field
+path before raising one ScenarioError.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import catalog
+from .errors import ScenarioError
+from .memory import BYTES_PER_VALUE
+from .units import parse_quantity
+
+#: Bytes per weight by weight dtype. int4 carries one fp16 scale per group of 128
+#: weights: 0.5 + 2/128 = 0.516 B ("about 0.52", essay 001).
+BYTES_PER_WEIGHT = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5 + 2.0 / 128}
+
+#: Catalog FLOP/s key used for each weight dtype (W8A8 runs on 8-bit tensor cores).
+FLOPS_KEY_FOR_DTYPE = {"fp8": "flops_fp8", "int8": "flops_int8"}
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """A model: architecture numbers and dtypes. ``weight_bytes`` [B] is given or params x bytes/weight."""
+
+    name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    params: float
+    weight_bytes: float
+    weight_dtype: str = "fp16"
+    kv_dtype: str = "fp16"
+    attention_heads: int | None = None
+    max_position_embeddings: int | None = None
+    source: str = "user"
+
+    @property
+    def kv_bytes_per_value(self) -> float:
+        return BYTES_PER_VALUE[self.kv_dtype]
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One GPU type and how many form a tensor-parallel replica. Figures are peak; efficiencies scale them."""
+
+    name: str
+    memory_bytes: float
+    bandwidth: float
+    flops: float
+    count: int = 1
+    bandwidth_efficiency: float = 1.0
+    flops_efficiency: float = 1.0
+    price_per_hour: float | None = None
+    source: str = "user"
+
+    @property
+    def effective_bandwidth(self) -> float:
+        """Bandwidth the roofline uses: peak x bandwidth_efficiency [B/s]."""
+        return self.bandwidth * self.bandwidth_efficiency
+
+    @property
+    def effective_flops(self) -> float:
+        """FLOP/s the roofline uses: peak x flops_efficiency [FLOP/s]."""
+        return self.flops * self.flops_efficiency
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """Engine settings. ``max_model_len`` None means the model's context length."""
+
+    memory_utilization: float = 0.90
+    block_size: int = 16
+    max_model_len: int | None = None
+    step_overhead_s: float = 0.0
+    max_num_seqs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One request shape and the offered load [requests/s]."""
+
+    prompt_tokens: int
+    output_tokens: int
+    shared_prefix_tokens: int = 0
+    arrival_rate: float | None = None
+
+    @property
+    def tokens_per_request(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Latency promises [s]; None means no promise."""
+
+    tpot_s: float | None = None
+    ttft_s: float | None = None
+
+
+# --- field validators: (value, path) -> converted value, or raise ScenarioError ------------------------------
+
+Check = Callable[[Any, str], Any]
+
+
+def _number(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ScenarioError(f"{path} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ScenarioError(f"{path} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ScenarioError(f"{path} must be finite, got {value!r}")
+    return number
+
+
+def positive(value: Any, path: str) -> float:
+    number = _number(value, path)
+    if number <= 0:
+        raise ScenarioError(f"{path} must be > 0, got {value!r}")
+    return number
+
+
+def non_negative(value: Any, path: str) -> float:
+    number = _number(value, path)
+    if number < 0:
+        raise ScenarioError(f"{path} must be >= 0, got {value!r}")
+    return number
+
+
+def _integer(value: Any, path: str, minimum: int) -> int:
+    number = _number(value, path)
+    if number != int(number) or number < minimum or number > 1e15:
+        raise ScenarioError(f"{path} must be a whole number >= {minimum}, got {value!r}")
+    return int(number)
+
+
+def positive_int(value: Any, path: str) -> int:
+    return _integer(value, path, 1)
+
+
+def non_negative_int(value: Any, path: str) -> int:
+    return _integer(value, path, 0)
+
+
+def fraction(value: Any, path: str) -> float:
+    number = _number(value, path)
+    if not 0 < number <= 1:
+        raise ScenarioError(f"{path} must be in (0, 1], got {value!r}")
+    return number
+
+
+def text(value: Any, path: str) -> str:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ScenarioError(f"{path} must be text, got {value!r}")
+    return str(value)
+
+
+def dtype(value: Any, path: str) -> str:
+    name = str(value).lower()
+    if name not in BYTES_PER_VALUE:
+        raise ScenarioError(f"{path} {value!r} is not a known dtype; use one of {', '.join(BYTES_PER_VALUE)}")
+    return name
+
+
+def quantity(kind: str, allow_zero: bool = False) -> Check:
+    def check(value: Any, path: str) -> float:
+        number = parse_quantity(value, kind, path)
+        if number < 0 or (number == 0 and not allow_zero):
+            raise ScenarioError(f"{path} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+        return number
+
+    return check
+
+
+def anything(value: Any, path: str) -> Any:
+    return value
+
+
+#: Fields a catalog entry may carry that the analytic core does not read (yet); accepted, not checked.
+_INFO = {"aliases", "source", "notes", "params_source", "hf_id", "key", "missing", "vendor", "memory_type",
+         "interconnect", "price_source", "tdp_watts", "hidden_size", "intermediate_size", "vocab_size",
+         "tie_word_embeddings", "sliding_window", "sliding_window_layers", "num_experts", "experts_per_token",
+         "num_shared_experts", "moe_intermediate_size", "first_dense_layers", "active_params", "attention",
+         "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "flops_bf16",
+         "flops_fp8", "flops_int8", "flops_fp16", "interconnect_bandwidth", "memory_usable", "form_factor",
+         "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers"}
+
+MODEL_FIELDS: dict[str, Check] = {
+    "name": text, "layers": positive_int, "kv_heads": positive_int, "head_dim": positive_int,
+    "params": positive, "weights": quantity("bytes"), "weight_dtype": dtype, "kv_dtype": dtype,
+    "attention_heads": positive_int, "max_position_embeddings": positive_int,
+}
+GPU_FIELDS: dict[str, Check] = {
+    "name": text, "memory": quantity("bytes"), "bandwidth": quantity("bandwidth"), "flops": quantity("flops"),
+    "count": positive_int, "bandwidth_efficiency": fraction, "flops_efficiency": fraction,
+    "price_per_hour": non_negative,
+}
+SERVING_FIELDS: dict[str, Check] = {
+    "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
+    "step_overhead": quantity("time", allow_zero=True), "max_num_seqs": positive_int,
+}
+WORKLOAD_FIELDS: dict[str, Check] = {
+    "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
+    "arrival_rate": non_negative,
+}
+SLO_FIELDS: dict[str, Check] = {"tpot": quantity("time"), "ttft": quantity("time")}
+
+
+def check_section(section: str, raw: Any, fields: Mapping[str, Check], extra: frozenset[str] = frozenset(),
+                  problems: list[str] | None = None) -> dict[str, Any]:
+    """Validate one mapping against ``fields``; append problems (unknown keys suggest close names)."""
+    problems = [] if problems is None else problems
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{section} must be a mapping of keys to values, got {raw!r}")
+        return {}
+    clean: dict[str, Any] = {}
+    for key, value in raw.items():
+        path = f"{section}.{key}"
+        if key in fields:
+            if value is None:
+                continue
+            try:
+                clean[key] = fields[key](value, path)
+            except ScenarioError as exc:
+                problems.extend(exc.problems)
+        elif key in extra:
+            clean[key] = value
+        else:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; allowed: {', '.join(fields)}"
+            problems.append(f"{path} is not a known key{hint}")
+    return clean
+
+
+def _merge_catalog(section: str, raw: Any, lookup: Callable[[object], dict[str, Any]],
+                   problems: list[str]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Return (catalog entry or {}, user keys) for a section that may name a catalog entry; None on failure."""
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{section} must be a catalog name or a mapping, got {raw!r}")
+        return None
+    entry: dict[str, Any] = {}
+    if "name" in raw:
+        try:
+            entry = lookup(raw["name"])
+        except ScenarioError as exc:
+            if not any(k in raw for k in ("layers", "memory")):  # else: the user's own model/GPU, named
+                problems.extend(exc.problems)
+                return None
+    return entry, dict(raw)
+
+
+def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
+    """Build the Model of a scenario's ``model:`` section (catalog name plus overrides, or explicit numbers)."""
+    found = _merge_catalog("model", raw, catalog.model, problems)
+    if found is None:
+        return None
+    entry, user = found
+    merged = {**{k: v for k, v in entry.items() if k in MODEL_FIELDS or k in _INFO}, **user}
+    f = check_section("model", merged, MODEL_FIELDS, frozenset(_INFO), problems)
+    missing = [k for k in ("layers", "kv_heads", "head_dim", "params") if merged.get(k) is None]
+    if missing:
+        problems.append(f"model is missing {', '.join('model.' + k for k in missing)}")
+    if any(k not in f for k in ("layers", "kv_heads", "head_dim", "params")):
+        return None
+    weight_dtype = f.get("weight_dtype", "fp16")
+    weights = f.get("weights", f["params"] * BYTES_PER_WEIGHT[weight_dtype])
+    return Model(
+        name=str(f.get("name", entry.get("key", "custom model"))), layers=f["layers"], kv_heads=f["kv_heads"],
+        head_dim=f["head_dim"], params=f["params"], weight_bytes=weights, weight_dtype=weight_dtype,
+        kv_dtype=f.get("kv_dtype", "fp16"), attention_heads=f.get("attention_heads"),
+        max_position_embeddings=f.get("max_position_embeddings"),
+        source=str(entry.get("source", "user")) if entry else "user")
+
+
+def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | None:
+    """Build the Gpu of a scenario's ``gpu:`` section.
+
+    Catalog figures are peak and take the catalog's efficiency factors; a figure the
+    user gives explicitly is taken as effective (efficiency 1) unless the user also
+    gives its efficiency key (SPEC, "Interfaces").
+    """
+    found = _merge_catalog("gpu", raw, catalog.gpu, problems)
+    if found is None:
+        return None
+    entry, user = found
+    defaults = catalog.gpu_defaults() if entry else {}
+    if entry and "flops" not in user:
+        key = FLOPS_KEY_FOR_DTYPE.get(weight_dtype, "flops_bf16")
+        entry["flops"] = entry.get(key, entry.get("flops_bf16"))
+    merged = {**{k: v for k, v in entry.items() if k in GPU_FIELDS or k in _INFO}, **user}
+    for figure in ("bandwidth", "flops"):
+        eff = f"{figure}_efficiency"
+        if figure in user or not entry:
+            merged.setdefault(eff, 1.0)
+        else:
+            merged.setdefault(eff, entry.get(eff, defaults.get(eff, 1.0)))
+    f = check_section("gpu", merged, GPU_FIELDS, frozenset(_INFO), problems)
+    missing = [k for k in ("memory", "bandwidth", "flops") if merged.get(k) is None]
+    if missing:
+        problems.append(f"gpu is missing {', '.join('gpu.' + k for k in missing)}")
+    if any(k not in f for k in ("memory", "bandwidth", "flops")):
+        return None
+    return Gpu(name=str(f.get("name", entry.get("key", "custom GPU"))), memory_bytes=f["memory"],
+               bandwidth=f["bandwidth"], flops=f["flops"], count=f.get("count", 1),
+               bandwidth_efficiency=f["bandwidth_efficiency"], flops_efficiency=f["flops_efficiency"],
+               price_per_hour=f.get("price_per_hour"), source=str(entry.get("source", "user")) if entry else "user")
