@@ -65,6 +65,7 @@ RESULTS: dict[str, tuple[str, str]] = {
     # Beyond the contract: what the app and reports explain with.
     "weight_bytes_per_gpu": ("B", "weights held by one GPU"),
     "kv_bytes_per_token_per_gpu": ("B", "KV cache per token held by one GPU"),
+    "params_per_gpu": ("params", "parameters each GPU multiplies per token"),
     "batch_max": ("requests", "largest decode batch: what fits, capped by max_num_seqs"),
     "context_tokens": ("tokens", "average context of a decoding sequence: prompt + answer / 2"),
     "prefill_tokens": ("tokens", "prompt tokens prefilled (the cached prefix is skipped)"),
@@ -162,6 +163,7 @@ def analyse(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
             "cost_per_million_tokens": slo.cost_per_million_tokens(x["price_per_hour"], tp, goodput, a_tokens),
             "weight_bytes_per_gpu": w_gpu,
             "kv_bytes_per_token_per_gpu": kv_gpu,
+            "params_per_gpu": params_gpu,
             "batch_max": batch,
             "context_tokens": context,
             "prefill_tokens": prefill_tokens,

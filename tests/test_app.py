@@ -1,0 +1,107 @@
+"""The Streamlit app through AppTest: every preset renders, sliders move numbers as the library predicts."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from streamlit.testing.v1 import AppTest
+
+from app_views.state import presets, scenario_from_state, state_from_scenario
+from capacity import Scenario
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PRESETS = presets()
+
+
+def start() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=60).run()
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def choose(at: AppTest, preset: str) -> AppTest:
+    return at.sidebar.selectbox(key="preset").select(preset).run()
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_every_preset_renders_the_library_numbers(preset):
+    at = choose(start(), preset)
+    assert not at.exception, at.exception
+    assert not at.error
+    expected = Scenario.from_dict(yaml.safe_load(PRESETS[preset].read_text())).evaluate()
+    shown = metrics(at)
+    assert shown["Requests that fit"] == f"{expected['batch_max']:,.0f}"
+    assert shown["Ceiling"] == f"{expected['ceiling_rps']:,.2f} req/s"
+    assert shown["Goodput under promises"] == f"{expected['goodput_rps']:,.2f} req/s"
+
+
+def test_essay_001_preset_shows_the_essay_numbers():
+    at = choose(start(), "essay 001 sale-day napkin")
+    shown = metrics(at)
+    assert shown["Requests that fit"] == "328"
+    assert shown["Decode step at that batch"] == "38.0 ms"
+    assert shown["Memory term"] == "32.7 ms" and shown["Compute term"] == "35.0 ms"
+    assert shown["Prefill"] == "109.7 ms"
+    assert shown["Ceiling"] == "6.92 req/s"
+    assert shown["Goodput under promises"] == "5.90 req/s"
+    assert shown["In flight at goodput"] == "88"
+    assert shown["TPOT at the ceiling"] == "157.9 ms"
+    assert shown["Single stream"] == "125 tokens/s"
+
+
+def test_essay_000_preset_shows_the_essay_numbers():
+    at = choose(start(), "essay 000 worked example")
+    shown = metrics(at)
+    assert shown["Requests that fit"] == "752"
+    assert shown["KV pool per GPU"] == "56.00 GiB"
+    assert shown["Blocks per request"] == "113"
+    assert shown["Paged vs contiguous"] == "18.1x"  # 253 / 14
+
+
+def test_memory_utilisation_slider_changes_concurrency_as_the_library_predicts():
+    at = choose(start(), "essay 000 worked example")
+    at = at.sidebar.slider(key="memory_utilization").set_value(0.70).run()
+    # Essay 000: at 0.70 the pool is 40 GiB = 20,480 blocks; with the 1,200-token prefix,
+    # (20,480 - 75) // 38 = 536 requests (paged alone would be 181).
+    assert metrics(at)["Requests that fit"] == f"{(20_480 - 75) // 38:,}"
+    assert metrics(at)["KV pool per GPU"] == "40.00 GiB"
+
+
+def test_tpot_promise_change_moves_goodput():
+    at = choose(start(), "essay 001 sale-day napkin")
+    at = at.sidebar.number_input(key="tpot_ms").set_value(80.0).run()
+    expected = Scenario.from_dict({**yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text()),
+                                   "slo": {"tpot": "80 ms"}}).evaluate()
+    assert metrics(at)["Goodput under promises"] == f"{expected['goodput_rps']:,.2f} req/s"
+
+
+def test_impossible_values_show_a_message_not_an_exception():
+    at = choose(start(), "essay 001 sale-day napkin")
+    at = at.sidebar.number_input(key="weights_mem").set_value(90.0).run()
+    assert not at.exception
+    assert any("do not fit in the usable memory" in e.value for e in at.error)
+    at = at.sidebar.number_input(key="weights_mem").set_value(16.0).run()
+    at = at.sidebar.number_input(key="shared_prefix_tokens").set_value(5000).run()
+    assert any("shared_prefix_tokens" in e.value for e in at.error)
+    assert not at.exception
+
+
+def test_state_round_trips_through_the_scenario_mapping():
+    for path in PRESETS.values():
+        data = yaml.safe_load(path.read_text())
+        rebuilt = scenario_from_state(state_from_scenario(data))
+        a, b = Scenario.from_dict(rebuilt).evaluate(), Scenario.from_dict(data).evaluate()
+        for key in ("pool_blocks", "batch_max", "ceiling_rps", "goodput_rps"):
+            assert a[key] == pytest.approx(b[key], rel=1e-9), (path.name, key)
+
+
+def test_a_shared_link_restores_the_sizing():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"prompt_tokens": "2000", "output_tokens": "500", "model": "llama-3-8b",
+                            "gpu": "h100-sxm", "units": "GB", "weights_mem": "0", "block_size": "16"})
+    at.run()
+    assert not at.exception
+    assert at.sidebar.number_input(key="prompt_tokens").value == 2000
+    assert "llama-3-8b" in at.caption[0].value.lower() or "llama 3 8b" in at.caption[0].value.lower()
