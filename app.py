@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -35,20 +36,20 @@ st.set_page_config(page_title="LLM serving capacity planner", layout="wide")
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def evaluate(scenario_yaml: str):
-    """Scenario YAML -> (Results, None) or (None, problems). Pure, so cached by its text."""
+def evaluate(scenario_json: str):
+    """Scenario JSON -> (Results, None) or (None, problems). Pure, so cached by its text."""
     try:
-        return Scenario.from_dict(yaml.safe_load(scenario_yaml)).evaluate(), None
+        return Scenario.from_dict(json.loads(scenario_json)).evaluate(), None
     except ScenarioError as exc:
         return None, exc.problems
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def compare(scenario_yaml: str, gpus: tuple[str, ...]) -> pd.DataFrame:
-    return compare_gpus(yaml.safe_load(scenario_yaml), gpus)
+def compare(scenario_json: str, gpus: tuple[str, ...]) -> pd.DataFrame:
+    return compare_gpus(json.loads(scenario_json), gpus)
 
 
-PRESETS = presets()
+PRESETS = st.cache_resource(presets)()
 
 
 def apply_state(state: dict) -> None:
@@ -128,6 +129,7 @@ c2.number_input("TTFT promise (ms, 0 = none)", 0.0, 1e7, key="ttft_ms")
 state = {key: st.session_state[key] for key in FIELDS}
 st.query_params.from_dict({key: str(value) for key, value in state.items()})
 scenario_dict = scenario_from_state(state, name=st.session_state["preset"])
+scenario_json = json.dumps(scenario_dict, sort_keys=True)
 scenario_yaml = yaml.safe_dump(scenario_dict, sort_keys=False)
 
 sb.subheader("Save and load")
@@ -145,7 +147,7 @@ if upload is not None and st.session_state.get("loaded_upload") != upload.file_i
 
 # ---------------------------------------------------------------- main area
 st.title("LLM serving capacity planner")
-results, problems = evaluate(scenario_yaml)
+results, problems = evaluate(scenario_json)
 if problems:
     st.error("This scenario cannot be evaluated:\n\n" + "\n".join(f"- {p}" for p in problems))
     st.stop()
@@ -246,7 +248,7 @@ with cost_tab:
 
 with compare_tab:
     choices = st.multiselect("GPUs", list(catalog.gpus()), default=list(catalog.gpus())[:6])
-    table = compare(scenario_yaml, tuple(choices))
+    table = compare(scenario_json, tuple(choices))
     if len(table):
         st.plotly_chart(charts.compare_chart(table), width="stretch")
         shown = table.copy()
