@@ -38,7 +38,6 @@ from .slo import (
     in_flight,
     max_rate_for_tpot_rps,
     max_rate_for_ttft_rps,
-    step_pieces,
     tpot_at_rate_s,
     ttft_at_rate_s,
 )
@@ -53,5 +52,5 @@ __all__ = [
     "in_flight", "kv_bytes_per_token", "load_scenario", "max_rate_for_tpot_rps", "max_rate_for_ttft_rps",
     "max_requests_contiguous", "max_requests_paged", "max_requests_shared_prefix", "parse_quantity",
     "pool_blocks", "pool_bytes", "prefill_s", "private_blocks", "shared_blocks", "single_stream_tokens_per_s",
-    "step_pieces", "tpot_at_ceiling_s", "tpot_at_rate_s", "ttft_at_rate_s", "weight_bytes",
+    "tpot_at_ceiling_s", "tpot_at_rate_s", "ttft_at_rate_s", "weight_bytes",
 ]

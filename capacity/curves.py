@@ -10,15 +10,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from . import roofline, slo
+from . import slo
+from .analysis import StepModel, _inputs, step_model
 from .scenario import Results
 
 
-def _per_gpu(results: Results) -> dict[str, float]:
-    inputs = results.scenario.inputs()
-    return {"weight_bytes": results["weight_bytes_per_gpu"], "kv": results["kv_bytes_per_token_per_gpu"],
-            "params": results["params_per_gpu"], "bandwidth": inputs["bandwidth"], "flops": inputs["flops"],
-            "overhead": inputs["step_overhead_s"], "context": results["context_tokens"]}
+def _model(results: Results) -> StepModel:
+    return step_model(_inputs(results.scenario.inputs()), np.asarray(results["context_tokens"]))[0]
 
 
 def decode_curve(results: Results, batches: ArrayLike) -> pd.DataFrame:
@@ -26,11 +24,8 @@ def decode_curve(results: Results, batches: ArrayLike) -> pd.DataFrame:
 
     Columns: batch, memory_s, compute_s, step_s (max + overhead), tokens_per_s (B / step_s).
     """
-    g = _per_gpu(results)
     b = np.asarray(batches, dtype=float)
-    memory = roofline.decode_memory_s(g["weight_bytes"], b, g["context"], g["kv"], g["bandwidth"])
-    compute = roofline.decode_compute_s(b, g["params"], g["flops"])
-    step = np.maximum(memory, compute) + g["overhead"]
+    memory, compute, step = _model(results).decode_terms(b)
     return pd.DataFrame({"batch": b, "memory_s": memory, "compute_s": compute, "step_s": step,
                          "tokens_per_s": b / step})
 
@@ -38,11 +33,13 @@ def decode_curve(results: Results, batches: ArrayLike) -> pd.DataFrame:
 def balance_batch(results: Results) -> float:
     """Decode batch where the compute term overtakes the memory term: ``(W/BW) / (2N/F - c kv/BW)`` [sequences].
 
+    For MoE the weight term is taken at all experts (the large-batch limit).
+
     Infinite when each added sequence costs more bytes than arithmetic (the memory term always wins).
     """
-    g = _per_gpu(results)
-    slope = 2.0 * g["params"] / g["flops"] - g["context"] * g["kv"] / g["bandwidth"]
-    return float(g["weight_bytes"] / g["bandwidth"] / slope) if slope > 0 else float("inf")
+    (a_mem, m_mem), (a_comp, m_comp) = _model(results).pieces()
+    slope = m_comp - m_mem
+    return float((a_mem - a_comp) / slope) if slope > 0 else float("inf")
 
 
 def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
@@ -51,12 +48,13 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     Columns: rate_rps, tpot_s (fixed point of t_step(λ A TPOT) / (1 - λ t_p)), ttft_s (t_p + M/D/1 wait),
     in_flight (λ A TPOT), with infinities where the load cannot be served.
     """
-    g = _per_gpu(results)
+    model = _model(results)
     lam = np.asarray(rates, dtype=float)
     a_tokens = results.scenario.workload.output_tokens
-    pieces = slo.step_pieces(g["weight_bytes"], g["context"], g["kv"], g["bandwidth"], g["params"], g["flops"],
-                             g["overhead"])
-    tpot = slo.tpot_at_rate_s(lam, results["prefill_s"], a_tokens, pieces)
+    if model.moe:
+        tpot = slo.tpot_at_rate_general(model.step_s, lam, results["prefill_s"], a_tokens)
+    else:
+        tpot = slo.tpot_at_rate_s(lam, results["prefill_s"], a_tokens, model.pieces())
     ttft = slo.ttft_at_rate_s(lam, results["prefill_s"], results["ceiling_rps"])
     batch = slo.in_flight(lam, a_tokens, tpot)
     over = (lam > results["ceiling_rps"]) | (batch > results["batch_max"])

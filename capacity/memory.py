@@ -112,3 +112,61 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
 def weight_bytes(params: ArrayLike, bytes_per_weight: ArrayLike) -> np.ndarray:
     """Weight memory: ``params * bytes_per_weight`` [B]. 8e9 params in fp16 = 16 GB (essay 001)."""
     return np.asarray(params, float) * np.asarray(bytes_per_weight, float)
+
+
+def mla_kv_bytes_per_token(layers: ArrayLike, latent_dim: ArrayLike, bytes_per_value: ArrayLike) -> np.ndarray:
+    """KV bytes per token with multi-head latent attention: ``layers * latent_dim * bytes_per_value`` [B].
+
+    MLA (DeepSeek-V2/V3) caches one compressed latent of ``kv_lora_rank + qk_rope_head_dim`` values
+    per layer, no separate K and V, so no factor 2. DeepSeek-V3: 61 x (512 + 64) x 2 B = 70,272 B in bf16.
+    """
+    return np.asarray(layers, float) * np.asarray(latent_dim, float) * np.asarray(bytes_per_value, float)
+
+
+def windowed_tokens(tokens: ArrayLike, sliding_window: ArrayLike, local_fraction: ArrayLike) -> np.ndarray:
+    """Tokens cached per layer on average when a share of the layers keeps only a sliding window [tokens].
+
+    ``tokens * (1 - f) + min(tokens, window) * f`` with f the share of KV layers that are local
+    (gemma-2: every other layer, f = 0.5, window 4,096; mistral-7b v0.1: all layers, f = 1).
+    """
+    t, f = np.asarray(tokens, float), np.asarray(local_fraction, float)
+    return t * (1.0 - f) + np.minimum(t, np.asarray(sliding_window, float)) * f
+
+
+def windowed_blocks(tokens: ArrayLike, block_size: ArrayLike, sliding_window: ArrayLike,
+                    local_fraction: ArrayLike) -> np.ndarray:
+    """Blocks of ``block_size`` tokens (all layers) a request holds when local layers keep only the window.
+
+    ``(1 - f) * blocks_for(tokens) + f * blocks_for(min(tokens, window))``; equals ``blocks_for`` without windows.
+    """
+    f = np.asarray(local_fraction, float)
+    capped = np.minimum(np.asarray(tokens, float), np.asarray(sliding_window, float))
+    return (1.0 - f) * blocks_for(tokens, block_size) + f * blocks_for(capped, block_size)
+
+
+def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, experts_per_token: ArrayLike) -> np.ndarray:
+    """Experts a batch of ``tokens`` touches per MoE layer, routing uniform: ``E (1 - (1 - k/E)^tokens)``.
+
+    One token touches k experts; a large batch touches all E. 0 experts means a dense model (returns 0).
+    """
+    e, k, b = np.asarray(experts, float), np.asarray(experts_per_token, float), np.asarray(tokens, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        touched = e * (1.0 - np.power(1.0 - k / e, np.maximum(b, 0.0)))
+    return np.where(e > 0, touched, 0.0)
+
+
+def weight_bytes_read(weight_bytes: ArrayLike, params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
+                      experts_per_token: ArrayLike, tokens: ArrayLike) -> np.ndarray:
+    """Weight bytes one forward pass over ``tokens`` tokens reads [B].
+
+    Dense models read all of W. For MoE with E experts, top-k routing, N total and N_a active params:
+    expert params per expert p_e = (N - N_a) / (E - k), shared params N - E p_e, and a pass reads
+    ``W * (N - E p_e + p_e * distinct(tokens)) / N`` where distinct is ``expected_distinct_experts``.
+    """
+    w, n, na = np.asarray(weight_bytes, float), np.asarray(params, float), np.asarray(active_params, float)
+    e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
+    moe = (e > 0) & (e > k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_expert = np.where(moe, (n - na) / (e - k), 0.0)
+        share = (n - e * per_expert + per_expert * expected_distinct_experts(tokens, e, k)) / n
+    return np.where(moe, w * share, w)

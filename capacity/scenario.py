@@ -36,6 +36,9 @@ from .specs import (
 #: Largest scenario file read [bytes]; a scenario is a few hundred bytes.
 MAX_SCENARIO_BYTES = 1_000_000
 
+#: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
+RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
+
 TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation"}
 
 
@@ -82,7 +85,8 @@ class Scenario:
         assert model is not None and gpu is not None
         serving = Serving(memory_utilization=s.get("memory_utilization", 0.90), block_size=s.get("block_size", 16),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),
-                          step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"))
+                          step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"),
+                          reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
@@ -104,12 +108,13 @@ class Scenario:
         if self.gpu.count > 1 and self.model.attention_heads and self.model.attention_heads % self.gpu.count:
             problems.append(f"gpu.count ({self.gpu.count}) must divide the model's {self.model.attention_heads} "
                             f"attention heads for tensor parallelism")
-        weights_per_gpu = self.model.weight_bytes / self.gpu.count
-        usable = self.gpu.memory_bytes * s.memory_utilization
+        weights_per_gpu = self.model.weight_bytes / self.gpu.gpus_per_replica
+        usable = self.gpu.memory_bytes * s.memory_utilization - s.reserved_bytes
         if weights_per_gpu >= usable:
             problems.append(
                 f"the weights ({weights_per_gpu / 1e9:,.2f} GB per GPU) do not fit in the usable memory "
-                f"({usable / 1e9:,.2f} GB = gpu.memory x serving.memory_utilization {s.memory_utilization}): "
+                f"({usable / 1e9:,.2f} GB = gpu.memory x serving.memory_utilization {s.memory_utilization}"
+                f"{' - reserves' if s.reserved_bytes else ''}): "
                 f"no room for a KV pool; use more GPUs (gpu.count), a smaller weight_dtype or a larger GPU")
         if problems:
             raise ScenarioError(*problems)
@@ -132,6 +137,16 @@ class Scenario:
             "arrival_rate": w.arrival_rate if w.arrival_rate else 0.0,
             "tpot_slo_s": o.tpot_s if o.tpot_s is not None else inf,
             "ttft_slo_s": o.ttft_s if o.ttft_s is not None else inf,
+            "kv_latent_dim": m.kv_latent_dim,
+            "sliding_window": m.sliding_window if m.sliding_window else inf,
+            "local_layer_fraction": m.local_layer_fraction,
+            "active_params": m.active_params if m.active_params is not None else m.params,
+            "experts": m.experts, "experts_per_token": m.experts_per_token,
+            "pipeline_parallel": g.pipeline_parallel, "hidden_size": m.hidden_size or 0,
+            # Vendors state interconnect bandwidth both ways together; a ring all-reduce sends one way.
+            "interconnect_bandwidth": g.interconnect_bandwidth / 2 if g.interconnect_bandwidth else inf,
+            "allreduce_latency_s": g.allreduce_latency_s, "reserved_bytes": s.reserved_bytes,
+            "replicas": g.replicas,
         }
 
     def evaluate(self) -> Results:

@@ -29,7 +29,10 @@ def _f(x: ArrayLike) -> np.ndarray:
 def step_pieces(weight_bytes: ArrayLike, context_tokens: ArrayLike, kv_bytes_per_token: ArrayLike,
                 bandwidth: ArrayLike, params: ArrayLike, flops: ArrayLike,
                 step_overhead_s: ArrayLike) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """Intercept [s] and slope [s per sequence] of the memory and compute pieces of ``t_step(B)``."""
+    """Intercept [s] and slope [s per sequence] of the memory and compute pieces of a dense ``t_step(B)``.
+
+    ``a_mem = W/BW + o``, ``m_mem = c kv/BW``, ``a_comp = o``, ``m_comp = 2N/F`` (per-GPU figures).
+    """
     o = _f(step_overhead_s)
     memory = (_f(weight_bytes) / _f(bandwidth) + o, _f(context_tokens) * _f(kv_bytes_per_token) / _f(bandwidth))
     compute = (o + 0.0 * memory[0], 2.0 * _f(params) / _f(flops) + 0.0 * memory[1])
@@ -64,6 +67,56 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
     for a, m in pieces:
         best = np.minimum(best, (finite_t - a) / (finite_t * tp + m * a_tokens * finite_t))
     return np.where(np.isfinite(t), np.maximum(best, 0.0), np.inf)
+
+
+def _bisect(ok, lo: np.ndarray, hi: np.ndarray, iterations: int = 100) -> np.ndarray:
+    """Largest x in [lo, hi] with ``ok(x)`` for a condition true below a threshold and false above it."""
+    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        good = ok(mid)
+        lo, hi = np.where(good, mid, lo), np.where(good, hi, mid)
+    return lo
+
+
+def max_rate_for_tpot_general(step_s, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
+                              ceiling_rps: ArrayLike) -> np.ndarray:
+    """Largest λ with ``step_s(λ A T) <= T (1 - λ t_p)`` for any step time increasing in the batch [requests/s].
+
+    The left side rises and the right side falls with λ, so the condition holds on [0, λ*]; bisection
+    finds λ* to machine precision. Used where MoE makes the weight read concave in the batch.
+    """
+    t, tp, a = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens)
+    finite_t = np.where(np.isfinite(t), t, 1.0)
+
+    def ok(lam):
+        return step_s(lam * a * finite_t) <= finite_t * (1.0 - lam * tp)
+
+    hi = np.minimum(1.0 / tp, np.maximum(_f(ceiling_rps), 0.0) * 2.0 + 1e-9)
+    zero = np.zeros(np.broadcast(t, tp, a, hi).shape)
+    rate = np.where(ok(zero), _bisect(ok, zero, hi + zero), 0.0)
+    return np.where(np.isfinite(t), rate, np.inf)
+
+
+def tpot_at_rate_general(step_s, arrival_rate: ArrayLike, prefill_s: ArrayLike,
+                         output_tokens: ArrayLike, longest_s: float = 1e4) -> np.ndarray:
+    """Smallest fixed point of ``TPOT (1 - λ t_p) = step_s(λ A TPOT)`` by bisection [s]; inf if none below 10^4 s.
+
+    For a step time concave or linear in the batch, ``step_s(λ A s) <= s (1 - λ t_p)`` holds exactly from the
+    fixed point upward, so the condition is monotone in s.
+    """
+    lam, tp, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
+    lam = np.where(np.isfinite(lam), lam, 0.0)
+    share = 1.0 - lam * tp
+
+    def ok(s):
+        return step_s(lam * a * s) <= s * share
+
+    shape = np.broadcast(lam, tp, a).shape
+    top = np.full(shape, longest_s)
+    found = ok(top) & (share > 0)
+    lowest_bad = _bisect(lambda s: ~ok(s), np.zeros(shape), top)
+    return np.where(found & np.isfinite(_f(arrival_rate)), lowest_bad, np.inf)
 
 
 def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike) -> np.ndarray:

@@ -42,6 +42,13 @@ class Model:
     attention_heads: int | None = None
     max_position_embeddings: int | None = None
     source: str = "user"
+    kv_latent_dim: int = 0                  # MLA: kv_lora_rank + qk_rope_head_dim values per layer; 0 otherwise
+    sliding_window: int | None = None       # tokens kept by local layers
+    local_layer_fraction: float = 0.0       # share of KV layers that are local (sliding window)
+    experts: int = 0                        # routed experts per MoE layer; 0 = dense
+    experts_per_token: int = 0
+    active_params: float | None = None      # params a token uses (MoE); None = params
+    hidden_size: int | None = None
 
     @property
     def kv_bytes_per_value(self) -> float:
@@ -61,6 +68,14 @@ class Gpu:
     flops_efficiency: float = 1.0
     price_per_hour: float | None = None
     source: str = "user"
+    interconnect_bandwidth: float | None = None   # total both ways per GPU, as vendors state it [B/s]
+    allreduce_latency_s: float = 0.0
+    pipeline_parallel: int = 1
+    replicas: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.count * self.pipeline_parallel
 
     @property
     def effective_bandwidth(self) -> float:
@@ -82,6 +97,7 @@ class Serving:
     max_model_len: int | None = None
     step_overhead_s: float = 0.0
     max_num_seqs: int | None = None
+    reserved_bytes: float = 0.0   # per GPU outside the KV pool: activation peak + CUDA graphs + non-torch memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,32 +198,43 @@ def quantity(kind: str, allow_zero: bool = False) -> Check:
     return check
 
 
-def anything(value: Any, path: str) -> Any:
-    return value
+def _choice(value: Any, path: str, allowed: tuple[str, ...]) -> str:
+    name = str(value).lower()
+    if name not in allowed:
+        raise ScenarioError(f"{path} must be one of {', '.join(allowed)}, got {value!r}")
+    return name
 
 
 #: Fields a catalog entry may carry that the analytic core does not read (yet); accepted, not checked.
 _INFO = {"aliases", "source", "notes", "params_source", "hf_id", "key", "missing", "vendor", "memory_type",
-         "interconnect", "price_source", "tdp_watts", "hidden_size", "intermediate_size", "vocab_size",
-         "tie_word_embeddings", "sliding_window", "sliding_window_layers", "num_experts", "experts_per_token",
-         "num_shared_experts", "moe_intermediate_size", "first_dense_layers", "active_params", "attention",
-         "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "flops_bf16",
-         "flops_fp8", "flops_int8", "flops_fp16", "interconnect_bandwidth", "memory_usable", "form_factor",
+         "interconnect", "price_source", "tdp_watts", "intermediate_size", "vocab_size",
+         "tie_word_embeddings", "num_shared_experts", "moe_intermediate_size", "first_dense_layers",
+         "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "flops_bf16",
+         "flops_fp8", "flops_int8", "flops_fp16", "memory_usable", "form_factor",
          "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers"}
 
 MODEL_FIELDS: dict[str, Check] = {
     "name": text, "layers": positive_int, "kv_heads": positive_int, "head_dim": positive_int,
     "params": positive, "weights": quantity("bytes"), "weight_dtype": dtype, "kv_dtype": dtype,
     "attention_heads": positive_int, "max_position_embeddings": positive_int,
+    "attention": lambda v, p: _choice(v, p, ("gqa", "mha", "mqa", "mla")), "kv_lora_rank": positive_int,
+    "qk_rope_head_dim": positive_int, "sliding_window": positive_int,
+    "sliding_window_layers": lambda v, p: _choice(v, p, ("all", "alternate", "none")),
+    "local_layers": non_negative_int, "num_experts": non_negative_int, "experts_per_token": non_negative_int,
+    "active_params": positive, "hidden_size": positive_int, "attention_layers": positive_int,
 }
 GPU_FIELDS: dict[str, Check] = {
     "name": text, "memory": quantity("bytes"), "bandwidth": quantity("bandwidth"), "flops": quantity("flops"),
     "count": positive_int, "bandwidth_efficiency": fraction, "flops_efficiency": fraction,
-    "price_per_hour": non_negative,
+    "price_per_hour": non_negative, "interconnect_bandwidth": quantity("bandwidth"),
+    "allreduce_latency": quantity("time", allow_zero=True), "pipeline_parallel": positive_int,
+    "replicas": positive_int,
 }
 SERVING_FIELDS: dict[str, Check] = {
     "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
     "step_overhead": quantity("time", allow_zero=True), "max_num_seqs": positive_int,
+    "activation_memory": quantity("bytes", allow_zero=True), "cuda_graph_memory": quantity("bytes", allow_zero=True),
+    "non_torch_memory": quantity("bytes", allow_zero=True),
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
@@ -264,26 +291,63 @@ def _merge_catalog(section: str, raw: Any, lookup: Callable[[object], dict[str, 
 
 
 def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
-    """Build the Model of a scenario's ``model:`` section (catalog name plus overrides, or explicit numbers)."""
-    found = _merge_catalog("model", raw, catalog.model, problems)
-    if found is None:
-        return None
-    entry, user = found
+    """Build the Model of a scenario's ``model:`` section (catalog name plus overrides, or explicit numbers).
+
+    MLA models (``attention: mla``) need kv_lora_rank and qk_rope_head_dim instead of kv_heads/head_dim.
+    Sliding windows apply to ``local_layers`` of the layers, or to all / every other layer as
+    ``sliding_window_layers`` says. ``attention_layers`` counts only the layers that hold a KV cache
+    (hybrid models with SSM layers). MoE models give num_experts, experts_per_token and active_params.
+    """
+    if isinstance(raw, Mapping) and "config" in raw:  # a Hugging Face config.json on disk
+        from .hf_config import load_config
+
+        try:
+            entry, user = load_config(raw["config"]), {k: v for k, v in raw.items() if k != "config"}
+            entry["source"] = f"config.json {raw['config']}"
+        except ScenarioError as exc:
+            problems.extend(f"model.config: {p}" for p in exc.problems)
+            return None
+    else:
+        found = _merge_catalog("model", raw, catalog.model, problems)
+        if found is None:
+            return None
+        entry, user = found
     merged = {**{k: v for k, v in entry.items() if k in MODEL_FIELDS or k in _INFO}, **user}
     f = check_section("model", merged, MODEL_FIELDS, frozenset(_INFO), problems)
-    missing = [k for k in ("layers", "kv_heads", "head_dim", "params") if merged.get(k) is None]
+    mla = f.get("attention") == "mla"
+    required = ("layers", "params", "kv_lora_rank", "qk_rope_head_dim") if mla else (
+        "layers", "kv_heads", "head_dim", "params")
+    missing = [k for k in required if merged.get(k) is None]
     if missing:
         problems.append(f"model is missing {', '.join('model.' + k for k in missing)}")
-    if any(k not in f for k in ("layers", "kv_heads", "head_dim", "params")):
+    if any(k not in f for k in required):
         return None
+    layers = f.get("attention_layers", f["layers"])
+    window = f.get("sliding_window")
+    if "local_layers" in f:
+        local = min(f["local_layers"], layers) / layers
+    else:
+        local = {"all": 1.0, "alternate": 0.5, "none": 0.0}[f.get("sliding_window_layers", "all")]
+    experts, top_k = f.get("num_experts", 0), f.get("experts_per_token", 0)
+    if experts and not 0 < top_k <= experts:
+        problems.append(f"model.experts_per_token must be in [1, num_experts = {experts}], got {top_k}")
+    active = f.get("active_params")
+    if active is not None and active > f["params"]:
+        problems.append(f"model.active_params ({active:g}) must not exceed model.params ({f['params']:g})")
+    elif active is not None and experts and 0 < top_k <= experts and active < f["params"] * top_k / experts:
+        problems.append(f"model.active_params ({active:g}) must be at least params x experts_per_token / "
+                        f"num_experts ({f['params'] * top_k / experts:g}): the experts alone hold that many")
     weight_dtype = f.get("weight_dtype", "fp16")
     weights = f.get("weights", f["params"] * BYTES_PER_WEIGHT[weight_dtype])
     return Model(
-        name=str(f.get("name", entry.get("key", "custom model"))), layers=f["layers"], kv_heads=f["kv_heads"],
-        head_dim=f["head_dim"], params=f["params"], weight_bytes=weights, weight_dtype=weight_dtype,
+        name=str(f.get("name", entry.get("key", "custom model"))), layers=layers, kv_heads=f.get("kv_heads", 1),
+        head_dim=f.get("head_dim", 1), params=f["params"], weight_bytes=weights, weight_dtype=weight_dtype,
         kv_dtype=f.get("kv_dtype", "fp16"), attention_heads=f.get("attention_heads"),
         max_position_embeddings=f.get("max_position_embeddings"),
-        source=str(entry.get("source", "user")) if entry else "user")
+        source=str(entry.get("source", "user")) if entry else "user",
+        kv_latent_dim=f["kv_lora_rank"] + f["qk_rope_head_dim"] if mla else 0,
+        sliding_window=window, local_layer_fraction=local if window else 0.0, experts=experts,
+        experts_per_token=top_k, active_params=active, hidden_size=f.get("hidden_size"))
 
 
 def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | None:
@@ -317,4 +381,7 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
     return Gpu(name=str(f.get("name", entry.get("key", "custom GPU"))), memory_bytes=f["memory"],
                bandwidth=f["bandwidth"], flops=f["flops"], count=f.get("count", 1),
                bandwidth_efficiency=f["bandwidth_efficiency"], flops_efficiency=f["flops_efficiency"],
-               price_per_hour=f.get("price_per_hour"), source=str(entry.get("source", "user")) if entry else "user")
+               price_per_hour=f.get("price_per_hour"), source=str(entry.get("source", "user")) if entry else "user",
+               interconnect_bandwidth=f.get("interconnect_bandwidth"),
+               allreduce_latency_s=f.get("allreduce_latency", 0.0), pipeline_parallel=f.get("pipeline_parallel", 1),
+               replicas=f.get("replicas", 1))

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity import RESULTS, analyse
+from capacity import RESULTS, analyse, blocks_for
 
 NUMERIC = [k for k in RESULTS if RESULTS[k][0] not in ("",)]
 
@@ -32,6 +32,28 @@ def inputs(draw):
         "arrival_rate": draw(st.floats(0, 50)),
         "tpot_slo_s": draw(st.sampled_from([np.inf, 0.005, 0.02, 0.05, 0.2])),
         "ttft_slo_s": draw(st.sampled_from([np.inf, 0.1, 0.5, 2.0, 10.0])),
+        **draw(architecture(params)),
+    }
+
+
+@st.composite
+def architecture(draw, params):
+    """Optional MLA, sliding windows, MoE, pipeline stages, all-reduce and reserves."""
+    experts = draw(st.sampled_from([0, 0, 8, 64]))
+    top_k = draw(st.integers(1, 8)) if experts else 0
+    return {
+        "kv_latent_dim": draw(st.sampled_from([0, 0, 576])),
+        "sliding_window": draw(st.sampled_from([np.inf, 1024, 4096])),
+        "local_layer_fraction": draw(st.sampled_from([0.0, 0.5, 1.0])),
+        "experts": experts, "experts_per_token": top_k,
+        # Consistent MoE: the k active experts are at most the active params (shared part >= 0).
+        "active_params": params * (top_k / experts + (1 - top_k / experts) * draw(st.floats(0.0, 0.3)))
+        if experts else params,
+        "pipeline_parallel": draw(st.sampled_from([1, 1, 2])),
+        "hidden_size": draw(st.sampled_from([0, 4096])),
+        "interconnect_bandwidth": draw(st.sampled_from([np.inf, 4.5e11, 3.2e10])),
+        "allreduce_latency_s": draw(st.sampled_from([0.0, 1e-5])),
+        "reserved_bytes": draw(st.sampled_from([0.0, 2e9])),
     }
 
 
@@ -45,7 +67,8 @@ def test_sharing_never_fits_fewer_than_paging_which_never_fits_fewer_than_contig
     r = analyse(x)
     assert r["max_requests_shared_prefix"] >= r["max_requests_paged"]
     # Paging beats a contiguous reservation once max_model_len covers the request's block-rounded length.
-    if x["max_model_len"] >= r["blocks_per_request"] * x["block_size"]:
+    tokens = x["prompt_tokens"] + x["output_tokens"]
+    if x["max_model_len"] >= blocks_for(tokens, x["block_size"]) * x["block_size"]:
         assert r["max_requests_paged"] >= r["max_requests_contiguous"]
 
 

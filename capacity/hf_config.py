@@ -1,0 +1,150 @@
+"""Import a model from a Hugging Face ``config.json``: architecture fields and a parameter count.
+
+Supported families: llama, mistral, qwen2, qwen3, gemma/gemma2/gemma3 text, mixtral, qwen2_moe/qwen3_moe,
+deepseek_v2/v3 (MLA). Parameters are counted from the weight shapes the config implies:
+
+    embed V H + layers * (attention + MLP + norms) + final norm H + (untied lm_head V H)
+
+with gated MLPs (3 H I), MoE layers holding E routed experts (plus shared ones) and a router H E,
+and MLA attention counted from its low-rank projections. DeepSeek's multi-token-prediction
+layer is not counted (it is not used to serve).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import ScenarioError
+
+#: Largest config.json read [bytes]; real ones are a few kB.
+MAX_CONFIG_BYTES = 200_000
+
+
+def _need(config: dict[str, Any], *keys: str) -> None:
+    missing = [k for k in keys if config.get(k) is None]
+    if missing:
+        raise ScenarioError(f"config.json is missing {', '.join(missing)}")
+
+
+def _head_dim(c: dict[str, Any]) -> int:
+    return int(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
+
+
+def _experts(c: dict[str, Any]) -> tuple[int, int, int]:
+    """(routed experts, experts per token, shared experts)."""
+    routed = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
+    shared = c.get("n_shared_experts") or (1 if c.get("shared_expert_intermediate_size") else 0)
+    return int(routed), int(c.get("num_experts_per_tok") or 0), int(shared)
+
+
+def _attention_params(c: dict[str, Any]) -> int:
+    h, nh = c["hidden_size"], c["num_attention_heads"]
+    if c.get("kv_lora_rank"):  # MLA (DeepSeek-V2/V3)
+        rope, nope, v = c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
+        q_rank, kv_rank = c.get("q_lora_rank"), c["kv_lora_rank"]
+        q = h * q_rank + q_rank + q_rank * nh * (nope + rope) if q_rank else h * nh * (nope + rope)
+        kv = h * (kv_rank + rope) + kv_rank + kv_rank * nh * (nope + v)
+        return q + kv + nh * v * h
+    hd, nkv = _head_dim(c), c.get("num_key_value_heads") or nh
+    weights = h * nh * hd + 2 * h * nkv * hd + nh * hd * h
+    qkv_bias = c.get("model_type") in ("qwen2", "qwen2_moe") or c.get("attention_bias")
+    bias = (nh * hd + 2 * nkv * hd) if qkv_bias else 0
+    bias += h if c.get("attention_bias") and c.get("model_type") not in ("qwen2", "qwen2_moe") else 0
+    qk_norm = 2 * hd if c.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3") else 0
+    return weights + bias + qk_norm
+
+
+def _norms_per_layer(c: dict[str, Any]) -> int:
+    return 4 * c["hidden_size"] if c.get("model_type", "").startswith("gemma2") or c.get(
+        "model_type", "").startswith("gemma3") else 2 * c["hidden_size"]
+
+
+def param_counts(config: dict[str, Any]) -> tuple[int, int]:
+    """(total, active per token) parameters implied by a config.json."""
+    c = config.get("text_config") or config
+    _need(c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
+    h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    routed, top_k, shared = _experts(c)
+    dense_mlp = 3 * h * c["intermediate_size"]
+    expert_width = c.get("moe_intermediate_size") or c["intermediate_size"]
+    shared_width = c.get("shared_expert_intermediate_size") or expert_width * max(shared, 0)
+    first_dense = c.get("first_k_dense_replace", 0) or 0
+    mlp_only = set(c.get("mlp_only_layers") or [])
+    step = c.get("decoder_sparse_step", 1) or 1
+    total = active = 0
+    for i in range(layers):
+        base = _attention_params(c) + _norms_per_layer(c)
+        moe_layer = routed and i >= first_dense and i not in mlp_only and (i + 1) % step == 0
+        if moe_layer:
+            router = h * routed + (routed if c.get("topk_method") == "noaux_tc" else 0)
+            shared_mlp = 3 * h * shared_width if shared else 0
+            total += base + router + shared_mlp + routed * 3 * h * expert_width
+            active += base + router + shared_mlp + top_k * 3 * h * expert_width
+        else:
+            total += base + dense_mlp
+            active += base + dense_mlp
+    # transformers ties the embeddings by default for Gemma (its configs omit the key).
+    tied = c.get("tie_word_embeddings", str(c.get("model_type", "")).startswith("gemma"))
+    ends = vocab * h + h + (0 if tied else vocab * h)
+    return total + ends, active + ends
+
+
+def model_from_config(config: dict[str, Any], name: str = "imported model") -> dict[str, Any]:
+    """A scenario ``model:`` mapping from a parsed config.json (missing fields are named in the error)."""
+    if not isinstance(config, dict):
+        raise ScenarioError("config.json must hold a JSON object")
+    c = config.get("text_config") or config
+    _need(c, "num_hidden_layers", "num_attention_heads", "hidden_size")
+    total, active = param_counts(config)
+    model: dict[str, Any] = {"name": name, "layers": c["num_hidden_layers"], "params": float(total),
+                             "attention_heads": c["num_attention_heads"], "hidden_size": c["hidden_size"]}
+    if c.get("kv_lora_rank"):
+        _need(c, "qk_rope_head_dim")
+        model.update(attention="mla", kv_lora_rank=c["kv_lora_rank"], qk_rope_head_dim=c["qk_rope_head_dim"])
+    else:
+        model.update(kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"], head_dim=_head_dim(c))
+    if c.get("max_position_embeddings"):
+        model["max_position_embeddings"] = c["max_position_embeddings"]
+    window = c.get("sliding_window")
+    if window and c.get("use_sliding_window", True):
+        types = c.get("layer_types")
+        if types:
+            model.update(sliding_window=window, local_layers=sum(t == "sliding_attention" for t in types))
+        elif str(c.get("model_type", "")).startswith("gemma2"):
+            model.update(sliding_window=window, sliding_window_layers="alternate")
+        elif str(c.get("model_type", "")).startswith("gemma3"):
+            pattern = c.get("sliding_window_pattern", 6)  # 5 local then 1 global
+            model.update(sliding_window=window,
+                         local_layers=sum((i + 1) % pattern != 0 for i in range(c["num_hidden_layers"])))
+        else:
+            model.update(sliding_window=window, sliding_window_layers="all")
+    routed, top_k, _shared = _experts(c)
+    if routed:
+        model.update(num_experts=routed, experts_per_token=top_k, active_params=float(active))
+    return model
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a config.json (size-limited) and return its ``model:`` mapping, named after the file's folder."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ScenarioError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes; is it really a config.json?")
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return model_from_text(text, path.stem if path.stem != "config" else path.parent.name)
+
+
+def model_from_text(text: str, name: str = "imported model") -> dict[str, Any]:
+    """The ``model:`` mapping of config.json text (pasted in the app, or read from a file)."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES:
+        raise ScenarioError(f"the config is larger than {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"config.json is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") \
+            from None
+    return model_from_config(config, name)
