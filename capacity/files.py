@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -24,3 +25,9 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise ScenarioError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def safe_filename(name: str, suffix: str, fallback: str = "sizing") -> str:
+    """A download file name from free text: letters, digits, '-', '_' and '.', no path, at most 80 characters."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip(".-_")[:80] or fallback
+    return f"{stem}{suffix}"

@@ -249,6 +249,8 @@ def parse_yaml(text_: str, origin: str = "scenario") -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ScenarioError(f"{origin} is not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ScenarioError(f"{origin} is nested too deeply to be a scenario") from None
 
 
 __all__ = ["INPUTS", "RESULTS", "Results", "Scenario", "load_scenario", "parse_yaml", "read_yaml"]

@@ -17,7 +17,7 @@ from typing import Any
 from . import catalog
 from .errors import ScenarioError
 from .memory import BYTES_PER_VALUE
-from .units import parse_quantity
+from .units import BASE_UNIT, parse_quantity
 
 #: Bytes per weight by weight dtype. int4 carries one fp16 scale per group of 128
 #: weights: 0.5 + 2/128 = 0.516 B ("about 0.52", essay 001).
@@ -136,6 +136,8 @@ def _number(value: Any, path: str) -> float:
         raise ScenarioError(f"{path} must be a number, got {value!r}") from None
     if not math.isfinite(number):
         raise ScenarioError(f"{path} must be finite, got {value!r}")
+    if abs(number) > NUMBER_MAX:
+        raise ScenarioError(f"{path} is implausibly large ({value!r}); the limit is {NUMBER_MAX:g}")
     return number
 
 
@@ -188,11 +190,20 @@ def dtype(value: Any, path: str) -> str:
     return name
 
 
+#: Largest value of each quantity kind that any real deployment could mean (an exabyte, 100 PB/s,
+#: 100 EFLOP/s, four months); beyond it a number is a typo, not a sizing.
+QUANTITY_MAX = {"bytes": 1e18, "bandwidth": 1e17, "flops": 1e20, "time": 1e7}
+NUMBER_MAX = 1e18
+
+
 def quantity(kind: str, allow_zero: bool = False) -> Check:
     def check(value: Any, path: str) -> float:
         number = parse_quantity(value, kind, path)
         if number < 0 or (number == 0 and not allow_zero):
             raise ScenarioError(f"{path} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+        if number > QUANTITY_MAX[kind]:
+            raise ScenarioError(f"{path} is implausibly large ({value!r}); the limit is {QUANTITY_MAX[kind]:g} "
+                                f"{BASE_UNIT[kind]}")
         return number
 
     return check
