@@ -89,6 +89,11 @@ c1, c2 = sb.columns(2)
 c1.selectbox("weight dtype", DTYPES, key="weight_dtype")
 c2.selectbox("KV dtype", KV_DTYPES, key="kv_dtype")
 sb.number_input(f"weights ({unit}, 0 = parameters x dtype)", 0.0, 100_000.0, key="weights_mem", format="%.2f")
+if st.session_state["model"] == CUSTOM:
+    sb.text_area("or paste a Hugging Face config.json (max 200 kB)", key="config_json", height=80,
+                 help="layers, heads, KV heads, head_dim, MLA, sliding windows and MoE are read from it; "
+                      "parameters are counted from its shapes")
+messages = {"model": sb.container()}
 
 sb.subheader("GPU")
 sb.selectbox("GPU", [*catalog.gpus(), CUSTOM], key="gpu")
@@ -97,12 +102,16 @@ if st.session_state["gpu"] == CUSTOM:
     c1, c2 = sb.columns(2)
     c1.number_input("bandwidth (TB/s)", 0.01, 100.0, key="bandwidth_tbs")
     c2.number_input("FLOP/s (TFLOP/s)", 0.1, 100_000.0, key="tflops")
+c1, c2, c3 = sb.columns(3)
+c1.number_input("tensor parallel GPUs", 1, 64, key="gpu_count")
+c2.number_input("pipeline stages", 1, 64, key="pipeline_parallel")
+c3.number_input("replicas", 1, 100_000, key="replicas")
 c1, c2 = sb.columns(2)
-c1.number_input("GPUs per replica (tensor parallel)", 1, 64, key="gpu_count")
 c2.number_input("price ($ per GPU-hour, assumption)", 0.0, 1000.0, key="price_per_hour", format="%.2f")
 c1, c2 = sb.columns(2)
 c1.slider("bandwidth efficiency", 0.05, 1.0, key="bandwidth_efficiency", step=0.01)
 c2.slider("FLOP/s efficiency", 0.05, 1.0, key="flops_efficiency", step=0.01)
+messages["gpu"] = sb.container()
 
 sb.subheader("Serving engine")
 sb.slider("memory utilisation", 0.10, 1.00, key="memory_utilization", step=0.01)
@@ -112,6 +121,9 @@ c2.number_input("max model length (tokens)", 1, 10_000_000, key="max_model_len")
 c1, c2 = sb.columns(2)
 c1.number_input("overhead per step (ms)", 0.0, 1000.0, key="step_overhead_ms")
 c2.number_input("max running sequences (0 = none)", 0, 1_000_000, key="max_num_seqs")
+sb.number_input(f"engine reserve per GPU ({unit}): activations, CUDA graphs", 0.0, 10_000.0, key="reserve_mem",
+                format="%.2f", help="memory the engine holds outside the KV pool (vLLM logs it at start-up)")
+messages["serving"] = sb.container()
 
 sb.subheader("Workload")
 c1, c2 = sb.columns(2)
@@ -120,15 +132,23 @@ c2.number_input("answer (tokens)", 1, 10_000_000, key="output_tokens")
 c1, c2 = sb.columns(2)
 c1.number_input("shared prefix (tokens)", 0, 10_000_000, key="shared_prefix_tokens")
 c2.number_input("arrival rate (requests/s, 0 = none)", 0.0, 1e6, key="arrival_rate", format="%.2f")
+messages["workload"] = sb.container()
 
 sb.subheader("Promises")
 c1, c2 = sb.columns(2)
 c1.number_input("TPOT promise (ms, 0 = none)", 0.0, 1e6, key="tpot_ms")
 c2.number_input("TTFT promise (ms, 0 = none)", 0.0, 1e7, key="ttft_ms")
+messages["slo"] = sb.container()
 
 state = {key: st.session_state[key] for key in FIELDS}
 st.query_params.from_dict({key: str(value) for key, value in state.items()})
-scenario_dict = scenario_from_state(state, name=st.session_state["preset"])
+try:
+    scenario_dict = scenario_from_state({**state, "config_json": st.session_state.get("config_json", "")},
+                                        name=st.session_state["preset"])
+except ScenarioError as exc:
+    for problem in exc.problems:
+        messages["model"].error(problem)
+    st.stop()
 scenario_json = json.dumps(scenario_dict, sort_keys=True)
 scenario_yaml = yaml.safe_dump(scenario_dict, sort_keys=False)
 
@@ -149,6 +169,11 @@ if upload is not None and st.session_state.get("loaded_upload") != upload.file_i
 st.title("LLM serving capacity planner")
 results, problems = evaluate(scenario_json)
 if problems:
+    # Each problem is shown under the inputs it names, and all of them here.
+    for problem in problems:
+        section = problem.split(".", 1)[0] if problem.split(".", 1)[0] in messages else (
+            "gpu" if "weights" in problem else "serving")
+        messages[section].error(problem)
     st.error("This scenario cannot be evaluated:\n\n" + "\n".join(f"- {p}" for p in problems))
     st.stop()
 

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from capacity import catalog
+from capacity.hf_config import model_from_text
 from capacity.scenario import parse_yaml
 from capacity.units import parse_quantity
 
@@ -27,7 +28,8 @@ FIELDS: dict[str, type] = {
     "units": str, "model": str, "layers": int, "kv_heads": int, "head_dim": int, "params_b": float,
     "weights_mem": float, "weight_dtype": str, "kv_dtype": str, "gpu": str, "memory_mem": float,
     "bandwidth_tbs": float, "tflops": float, "bandwidth_efficiency": float, "flops_efficiency": float,
-    "gpu_count": int, "price_per_hour": float, "memory_utilization": float, "block_size": int,
+    "gpu_count": int, "pipeline_parallel": int, "replicas": int, "reserve_mem": float, "price_per_hour": float,
+    "memory_utilization": float, "block_size": int,
     "max_model_len": int, "step_overhead_ms": float, "max_num_seqs": int, "prompt_tokens": int,
     "output_tokens": int, "shared_prefix_tokens": int, "arrival_rate": float, "tpot_ms": float, "ttft_ms": float,
 }
@@ -82,6 +84,10 @@ def state_from_scenario(data: dict[str, Any]) -> dict[str, Any]:
     for eff in ("bandwidth_efficiency", "flops_efficiency"):
         state[eff] = float(gpu.get(eff, defaults.get(eff, 1.0) if in_catalog else 1.0))
     state["gpu_count"] = int(gpu.get("count", 1))
+    state["pipeline_parallel"] = int(gpu.get("pipeline_parallel", 1))
+    state["replicas"] = int(gpu.get("replicas", 1))
+    reserves = [serving[k] for k in ("activation_memory", "cuda_graph_memory", "non_torch_memory") if serving.get(k)]
+    state["reserve_mem"] = sum(_bytes_in(v, units) for v in reserves)
     state["price_per_hour"] = float(gpu.get("price_per_hour", g_entry.get("price_per_hour", 0.0)) or 0.0)
 
     state["memory_utilization"] = float(serving.get("memory_utilization", 0.90))
@@ -99,11 +105,16 @@ def state_from_scenario(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def scenario_from_state(state: dict[str, Any], name: str = "app scenario") -> dict[str, Any]:
-    """The scenario mapping the widgets describe; zero means "not set" for the optional numbers."""
+    """The scenario mapping the widgets describe; zero means "not set" for the optional numbers.
+
+    A custom model with pasted config.json text is read from it (ScenarioError if the text is not a config).
+    """
     units = state["units"]
-    if state["model"] == CUSTOM:
-        model: dict[str, Any] = {"name": "custom model", "layers": state["layers"], "kv_heads": state["kv_heads"],
-                                 "head_dim": state["head_dim"], "params": state["params_b"] * 1e9}
+    if state["model"] == CUSTOM and state.get("config_json", "").strip():
+        model = model_from_text(state["config_json"], "imported config.json")
+    elif state["model"] == CUSTOM:
+        model = {"name": "custom model", "layers": state["layers"], "kv_heads": state["kv_heads"],
+                 "head_dim": state["head_dim"], "params": state["params_b"] * 1e9}
     else:
         model = {"name": state["model"]}
     if state["weights_mem"] > 0:
@@ -116,6 +127,10 @@ def scenario_from_state(state: dict[str, Any], name: str = "app scenario") -> di
         gpu = {"name": state["gpu"]}
     gpu.update(count=state["gpu_count"], bandwidth_efficiency=state["bandwidth_efficiency"],
                flops_efficiency=state["flops_efficiency"])
+    if state.get("pipeline_parallel", 1) > 1:
+        gpu["pipeline_parallel"] = state["pipeline_parallel"]
+    if state.get("replicas", 1) > 1:
+        gpu["replicas"] = state["replicas"]
     if state["price_per_hour"] > 0:
         gpu["price_per_hour"] = state["price_per_hour"]
     serving: dict[str, Any] = {"memory_utilization": state["memory_utilization"], "block_size": state["block_size"],
@@ -123,6 +138,8 @@ def scenario_from_state(state: dict[str, Any], name: str = "app scenario") -> di
                                "step_overhead": f"{state['step_overhead_ms']} ms"}
     if state["max_num_seqs"] > 0:
         serving["max_num_seqs"] = state["max_num_seqs"]
+    if state.get("reserve_mem", 0) > 0:
+        serving["activation_memory"] = f"{state['reserve_mem']} {units}"
     workload: dict[str, Any] = {"prompt_tokens": state["prompt_tokens"], "output_tokens": state["output_tokens"],
                                 "shared_prefix_tokens": state["shared_prefix_tokens"]}
     if state["arrival_rate"] > 0:

@@ -105,3 +105,34 @@ def test_a_shared_link_restores_the_sizing():
     assert not at.exception
     assert at.sidebar.number_input(key="prompt_tokens").value == 2000
     assert "llama-3-8b" in at.caption[0].value.lower() or "llama 3 8b" in at.caption[0].value.lower()
+
+
+def test_problems_show_next_to_the_inputs_they_name():
+    at = choose(start(), "essay 001 sale-day napkin")
+    at = at.sidebar.number_input(key="shared_prefix_tokens").set_value(5000).run()
+    assert any("workload.shared_prefix_tokens" in e.value for e in at.sidebar.error)
+
+
+def test_pasted_config_json_sizes_the_imported_model():
+    config = (Path(__file__).resolve().parent / "data" / "configs" / "gemma-2-9b.json").read_text()
+    at = choose(start(), "essay 001 sale-day napkin")
+    at = at.sidebar.number_input(key="weights_mem").set_value(0.0).run()
+    at = at.sidebar.text_area(key="config_json").input(config).run()
+    assert not at.exception and not at.error
+    data = {**yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text())}
+    data["model"] = {"config": str(Path(__file__).resolve().parent / "data" / "configs" / "gemma-2-9b.json"),
+                     "weight_dtype": "bf16", "kv_dtype": "bf16"}
+    expected = Scenario.from_dict(data).evaluate()
+    assert metrics(at)["Requests that fit"] == f"{expected['batch_max']:,.0f}"
+    at = at.sidebar.text_area(key="config_json").input('{"num_hidden_layers": 2}').run()
+    assert any("config.json is missing" in e.value for e in at.sidebar.error)
+    assert not at.exception
+
+
+def test_pipeline_stages_split_the_weights():
+    at = choose(start(), "RAG, llama-3.1-70b fp8 on 4 x H100 SXM")
+    at = at.sidebar.number_input(key="pipeline_parallel").set_value(2).run()
+    data = yaml.safe_load(PRESETS["RAG, llama-3.1-70b fp8 on 4 x H100 SXM"].read_text())
+    data["gpu"]["pipeline_parallel"] = 2
+    expected = Scenario.from_dict(data).evaluate()
+    assert metrics(at)["Requests that fit"] == f"{expected['batch_max']:,.0f}"
