@@ -24,7 +24,7 @@ from app_views.state import (
     state_from_scenario,
 )
 from capacity import RESULTS, Scenario, ScenarioError, catalog
-from capacity.compare import compare_gpus
+from capacity.compare import compare
 from capacity.curves import balance_batch, decode_curve, load_curve
 from capacity.fleet import fleet_for_load
 from capacity.formatting import SECTIONS, format_value
@@ -45,8 +45,8 @@ def evaluate(scenario_json: str):
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def compare(scenario_json: str, gpus: tuple[str, ...]) -> pd.DataFrame:
-    return compare_gpus(json.loads(scenario_json), gpus)
+def compare_table(scenario_json: str, gpus: tuple[str, ...], models: tuple[str, ...]) -> pd.DataFrame:
+    return compare(json.loads(scenario_json), gpus, models)
 
 
 PRESETS = st.cache_resource(presets)()
@@ -272,8 +272,10 @@ with cost_tab:
         st.warning(str(exc))
 
 with compare_tab:
-    choices = st.multiselect("GPUs", list(catalog.gpus()), default=list(catalog.gpus())[:6])
-    table = compare(scenario_json, tuple(choices))
+    c1, c2 = st.columns(2)
+    choices = c1.multiselect("GPUs", list(catalog.gpus()), default=list(catalog.gpus())[:6])
+    model_choices = c2.multiselect("models (empty: this scenario's model)", list(catalog.models()))
+    table = compare_table(scenario_json, tuple(choices), tuple(model_choices))
     if len(table):
         st.plotly_chart(charts.compare_chart(table), width="stretch")
         shown = table.copy()

@@ -101,8 +101,9 @@ def load_chart(curve: pd.DataFrame, ceiling: float, goodput: float, tpot_slo_ms:
 
 def compare_chart(table: pd.DataFrame) -> go.Figure:
     ok = table[table["problem"] == ""]
-    data = [{"type": "bar", "x": ok["gpu"], "y": ok["goodput_rps"], "name": "goodput (requests/s)"},
-            {"type": "scatter", "x": ok["gpu"], "y": ok["cost_per_million_tokens"], "yaxis": "y2",
+    labels = ok["gpu"] if ok["model"].nunique() <= 1 else ok["model"] + " on " + ok["gpu"]
+    data = [{"type": "bar", "x": labels, "y": ok["goodput_rps"], "name": "goodput (requests/s)"},
+            {"type": "scatter", "x": labels, "y": ok["cost_per_million_tokens"], "yaxis": "y2",
              "name": "$ per million output tokens", "mode": "markers", "marker": {"size": 12}}]
-    return _figure(data, "Same model and workload on each GPU", "", "requests/s",
+    return _figure(data, "Same workload on each GPU and model", "", "requests/s",
                    yaxis2={"overlaying": "y", "side": "right", "title": {"text": "$ / M tokens"}})

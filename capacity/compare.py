@@ -1,8 +1,9 @@
-"""The same model and workload across several GPUs, side by side."""
+"""The same workload across several GPUs and models, side by side."""
 
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,17 +16,27 @@ COLUMNS = ["max_requests_shared_prefix", "decode_step_s", "ceiling_rps", "goodpu
            "single_stream_tokens_per_s", "cost_per_million_tokens"]
 
 
-def compare_gpus(scenario: Mapping[str, Any], gpu_names: Iterable[str]) -> pd.DataFrame:
-    """One row per catalog GPU (its own peak figures, efficiencies and price; the scenario's gpu.count kept).
+def compare(scenario: Mapping[str, Any], gpus: Iterable[str] = (), models: Iterable[str] = ()) -> pd.DataFrame:
+    """One row per (model, GPU) pair from the catalogs; an empty list keeps the scenario's own model or GPU.
 
-    A GPU that cannot hold the model gets a row with the reason in ``problem`` and no numbers.
+    Each catalog GPU brings its peak figures, efficiencies and price (the scenario's gpu.count is kept);
+    each catalog model keeps the scenario's weight and KV dtypes. A pair that cannot be served (weights
+    too large, heads not divisible) gets a row with the reason in ``problem`` and no numbers.
     """
-    rows = []
     base_gpu = scenario.get("gpu") if isinstance(scenario.get("gpu"), Mapping) else {}
-    for name in gpu_names:
+    base_model = scenario.get("model") if isinstance(scenario.get("model"), Mapping) else {}
+    gpu_list = list(gpus) or [None]
+    model_list = list(models) or [None]
+    rows = []
+    for model, gpu in itertools.product(model_list, gpu_list):
         data = copy.deepcopy(dict(scenario))
-        data["gpu"] = {"name": name, "count": base_gpu.get("count", 1)}
-        row: dict[str, Any] = {"gpu": name}
+        if gpu is not None:
+            data["gpu"] = {"name": gpu, "count": base_gpu.get("count", 1)}
+        if model is not None:
+            data["model"] = {"name": model, **{k: base_model[k] for k in ("weight_dtype", "kv_dtype")
+                                               if k in base_model}}
+        row: dict[str, Any] = {"model": model or str(base_model.get("name", "scenario model")),
+                               "gpu": gpu or str(base_gpu.get("name", "scenario GPU"))}
         try:
             results = Scenario.from_dict(data).evaluate()
             row.update({key: results[key] for key in COLUMNS})
@@ -33,4 +44,9 @@ def compare_gpus(scenario: Mapping[str, Any], gpu_names: Iterable[str]) -> pd.Da
         except ScenarioError as exc:
             row["problem"] = str(exc)
         rows.append(row)
-    return pd.DataFrame(rows, columns=["gpu", *COLUMNS, "problem"])
+    return pd.DataFrame(rows, columns=["model", "gpu", *COLUMNS, "problem"])
+
+
+def compare_gpus(scenario: Mapping[str, Any], gpu_names: Iterable[str]) -> pd.DataFrame:
+    """The scenario's model on each catalog GPU (see ``compare``)."""
+    return compare(scenario, gpus=gpu_names)

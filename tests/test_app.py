@@ -136,3 +136,17 @@ def test_pipeline_stages_split_the_weights():
     data["gpu"]["pipeline_parallel"] = 2
     expected = Scenario.from_dict(data).evaluate()
     assert metrics(at)["Requests that fit"] == f"{expected['batch_max']:,.0f}"
+
+
+def test_compare_across_gpus_and_models():
+    from capacity.compare import compare
+
+    data = yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text())
+    table = compare(data, gpus=["h100-sxm", "l4"], models=["llama-3.1-8b", "llama-3.1-70b"])
+    assert len(table) == 4
+    row = table[(table.model == "llama-3.1-8b") & (table.gpu == "h100-sxm")].iloc[0]
+    alone = Scenario.from_dict({**data, "model": {"name": "llama-3.1-8b"}, "gpu": {"name": "h100-sxm", "count": 1}})
+    assert row.goodput_rps == pytest.approx(alone.evaluate()["goodput_rps"])
+    # 70B in 16-bit (141 GB) cannot fit one 24 GB L4: a reason, not numbers.
+    big = table[(table.model == "llama-3.1-70b") & (table.gpu == "l4")].iloc[0]
+    assert "do not fit" in big.problem
