@@ -84,7 +84,7 @@ def tpot_at_ceiling_s(decode_step_s: ArrayLike, decode_share: ArrayLike) -> np.n
 
     Essay 001: 38.0 ms / 0.24 = 158 ms. Infinite when nothing fits (decode_share 0).
     """
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(_f(decode_share) > 0, _f(decode_step_s) / _f(decode_share), np.inf)
 
 
