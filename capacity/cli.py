@@ -1,4 +1,4 @@
-"""The ``capacity`` command line: evaluate scenario files.
+"""The ``capacity`` command line: evaluate scenario files (table, JSON, CSV, XLSX) and sweep them over grids.
 
 Exit status: 0 success, 2 invalid input (one line per problem on stderr), 1 an
 internal error (reported in one line, never a traceback).
@@ -7,7 +7,6 @@ internal error (reported in one line, never a traceback).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
@@ -29,9 +28,18 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ev = sub.add_parser("evaluate", help="evaluate a scenario YAML file with the analytic model")
     ev.add_argument("scenario", help="scenario YAML file")
-    ev.add_argument("--format", choices=["table", "json"], default="table",
-                    help="table (default, with units) or json (base units: bytes, seconds, requests/s)")
+    ev.add_argument("--format", choices=["table", "json", "csv", "xlsx"], default="table",
+                    help="table (default, with units); json or csv report (base units: bytes, seconds, "
+                         "requests/s); xlsx workbook with live formulas (needs -o)")
     ev.add_argument("-o", "--output", help="write to this file instead of standard output")
+    sw = sub.add_parser("sweep", help="evaluate a scenario over a grid of inputs and write a table")
+    sw.add_argument("scenario", help="scenario YAML file")
+    sw.add_argument("--vary", action="append", default=[], metavar="KEY=START:STOP:STEPS", required=True,
+                    help="a scenario key (serving.memory_utilization, workload.prompt_tokens, slo.tpot, ...) or flat "
+                         "input name, with STEPS even values from START to STOP; repeat for a grid")
+    sw.add_argument("--format", choices=["csv", "xlsx", "parquet", "json"],
+                    help="table format (default: from the -o suffix, else csv)")
+    sw.add_argument("-o", "--output", help="write to this file (required for xlsx and parquet)")
     return parser
 
 
@@ -51,28 +59,50 @@ def render_table(results: Results) -> str:
 
 
 def render_json(results: Results) -> str:
-    """One JSON object of every result in base units (SPEC's result keys among them)."""
-    return json.dumps({"name": results.scenario.name, **results.to_dict()}, indent=2) + "\n"
+    """The report as one JSON object: every result in base units at the top level (SPEC's keys among them),
+    plus inputs with units and sources, binding resource, assumptions and the scenario (see ``report.py``)."""
+    from .report import report_for, to_json
+
+    return to_json(report_for(results))
 
 
-def _evaluate(args: argparse.Namespace) -> str:
+def _evaluate(args: argparse.Namespace) -> str | bytes:
+    if args.format == "xlsx" and not args.output:
+        raise ScenarioError("--format xlsx writes a binary workbook: give -o FILE.xlsx")
     results = load_scenario(args.scenario).evaluate()
+    if args.format in ("csv", "xlsx"):
+        from .report import report_for, to_csv
+        from .xlsx import workbook_bytes
+
+        report = report_for(results)
+        return to_csv(report) if args.format == "csv" else workbook_bytes(report)
     return render_json(results) if args.format == "json" else render_table(results)
 
 
-def _write(text: str, output: str | None) -> None:
+def _sweep(args: argparse.Namespace) -> str | bytes:
+    from .sweep import sweep_bytes
+
+    suffix = (args.output or "").rsplit(".", 1)[-1].lower() if args.output and "." in args.output else ""
+    fmt = args.format or (suffix if suffix in ("csv", "xlsx", "parquet", "json") else "csv")
+    if fmt in ("xlsx", "parquet") and not args.output:
+        raise ScenarioError(f"--format {fmt} writes a binary file: give -o FILE.{fmt}")
+    data = sweep_bytes(load_scenario(args.scenario), args.vary, fmt)
+    return data.decode("utf-8") if fmt in ("csv", "json") else data
+
+
+def _write(text: str | bytes, output: str | None) -> None:
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(text if isinstance(text, str) else text.decode("utf-8"))
         return
     from .files import write_atomic
 
-    write_atomic(output, text.encode("utf-8"))
+    write_atomic(output, text.encode("utf-8") if isinstance(text, str) else text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        text = {"evaluate": _evaluate}[args.command](args)
+        text = {"evaluate": _evaluate, "sweep": _sweep}[args.command](args)
         _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:

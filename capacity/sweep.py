@@ -1,0 +1,279 @@
+"""Sweeps: a scenario evaluated over a grid of inputs in one vectorised call, written as a table.
+
+``--vary KEY=START:STOP:STEPS`` gives ``STEPS`` evenly spaced values from START to STOP
+(inclusive). KEY is a scenario path (``serving.memory_utilization``, ``workload.prompt_tokens``,
+``slo.tpot``, ``gpu.bandwidth`` ...) or a flat input name of ``analysis.INPUTS``
+(``memory_utilization``, ``tpot_slo_s``, ``bandwidth`` ...). START and STOP take units where
+the quantity has them (``slo.tpot=20ms:100ms:5``, ``gpu.memory=40GB:80GB:3``). Scenario paths
+mean what the scenario file means: ``gpu.bandwidth`` and ``gpu.flops`` are peak figures
+(scaled by the scenario's efficiencies), the flat ``bandwidth`` and ``flops`` are effective.
+Token counts, layers, heads, block sizes and GPU counts are rounded to whole numbers
+(repeated values dropped). Several ``--vary`` build the full grid (their product).
+
+The table has one row per grid point: every flat input (base units), every result, and
+``problem``: empty, or why no engine would accept that row (its results are then blank).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .analysis import INPUTS, RESULTS, analyse
+from .errors import ScenarioError
+from .report import INPUT_PATHS, flat_inputs, neutralise, today_iso
+from .scenario import Scenario
+from .specs import GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS
+from .units import BASE_UNIT, parse_quantity
+
+#: Most grid points one sweep evaluates (product of the STEPS).
+MAX_ROWS = 1_000_000
+FORMATS = ("csv", "xlsx", "parquet", "json")
+
+_FIELDS = {"model": MODEL_FIELDS, "gpu": GPU_FIELDS, "serving": SERVING_FIELDS, "workload": WORKLOAD_FIELDS,
+           "slo": SLO_FIELDS}
+#: Scenario path -> flat input (kv_dtype is a name, not a number; engine reserves are a sum of three keys).
+PATHS: dict[str, str] = {f"{sec}.{key}": flat for flat, (sec, key) in INPUT_PATHS.items()
+                         if flat in INPUTS and key != "kv_dtype" and "|" not in key}
+#: Flat inputs that are whole numbers.
+INTEGER_INPUTS = {"layers", "kv_heads", "head_dim", "gpu_count", "block_size", "max_model_len", "max_num_seqs",
+                  "prompt_tokens", "output_tokens", "shared_prefix_tokens", "experts", "experts_per_token",
+                  "pipeline_parallel", "replicas"}
+_KIND = {unit: kind for kind, unit in BASE_UNIT.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """One ``--vary``: the key as written, the flat input it sets, and its values in base units (effective)."""
+
+    key: str
+    input: str
+    values: np.ndarray
+
+
+def _resolve(key: str) -> tuple[str, str]:
+    """(flat input, scenario path or '' when none checks it) for a key given either way; ScenarioError otherwise."""
+    if key in PATHS:
+        return PATHS[key], key
+    if key in INPUTS:
+        path = next((p for p, flat in PATHS.items() if flat == key), "")
+        return key, path
+    raise ScenarioError(f"--vary {key}: not a scenario key; use one of {', '.join(PATHS)} "
+                        f"or a flat input name ({', '.join(INPUTS)})")
+
+
+def parse_vary(spec: str, scenario: Scenario) -> Axis:
+    """Parse ``KEY=START:STOP:STEPS`` into an Axis, checking every value as the scenario file would."""
+    key, sep, rng = spec.partition("=")
+    parts = rng.split(":")
+    if not sep or len(parts) != 3:
+        raise ScenarioError(f"--vary {spec!r} must look like KEY=START:STOP:STEPS, e.g. "
+                            f"serving.memory_utilization=0.7:0.95:6")
+    key = key.strip()
+    flat, path = _resolve(key)
+    kind = _KIND.get(INPUTS[flat][0])
+    start, stop = (_number(text, kind, key) for text in parts[:2])
+    try:
+        steps = int(parts[2])
+    except ValueError:
+        raise ScenarioError(f"--vary {key}: STEPS must be a whole number, got {parts[2]!r}") from None
+    if steps < 1 or (steps == 1 and start != stop):
+        raise ScenarioError(f"--vary {key}: STEPS must be >= 2 (or 1 with START = STOP), got {steps}")
+    values = np.linspace(start, stop, steps)
+    if flat in INTEGER_INPUTS:
+        values = np.array(list(dict.fromkeys(np.round(values).tolist())), dtype=float)
+    if path:
+        section, yaml_key = path.split(".")
+        check = _FIELDS[section][yaml_key]
+        for value in values:
+            check(int(value) if flat in INTEGER_INPUTS else float(value), path)
+    elif np.any(values < 0):
+        raise ScenarioError(f"--vary {key}: values must be >= 0")
+    if key in ("gpu.bandwidth", "gpu.flops"):  # the scenario's peak figure: scale it like the scenario does
+        g = scenario.gpu
+        values = values * (g.bandwidth_efficiency if key == "gpu.bandwidth" else g.flops_efficiency)
+    if key == "gpu.interconnect_bandwidth":  # vendors state both directions; the all-reduce sends one way
+        values = values / 2
+    return Axis(key, flat, values)
+
+
+def _number(text: str, kind: str | None, key: str) -> float:
+    if kind is not None:
+        return parse_quantity(text.strip(), kind, f"--vary {key}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ScenarioError(f"--vary {key}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ScenarioError(f"--vary {key}: {text!r} is not finite")
+    return value
+
+
+def grid_inputs(scenario: Scenario, axes: list[Axis]) -> dict[str, np.ndarray]:
+    """Flat inputs over the full grid of ``axes`` (one row per point, row-major in the order given)."""
+    seen = [a.input for a in axes]
+    if len(set(seen)) != len(seen):
+        raise ScenarioError(f"--vary sets the same input twice: {', '.join(seen)}")
+    rows = math.prod(len(a.values) for a in axes)
+    if rows > MAX_ROWS:
+        raise ScenarioError(f"the sweep has {rows:,} grid points; the limit is {MAX_ROWS:,} (use fewer STEPS)")
+    mesh = np.meshgrid(*[a.values for a in axes], indexing="ij")
+    base = flat_inputs(scenario)
+    inputs = {key: np.full(rows, base[key]) for key in INPUTS}
+    for axis, values in zip(axes, mesh, strict=True):
+        inputs[axis.input] = values.ravel()
+    if scenario.serving.max_model_len is None and "max_model_len" not in seen:
+        inputs["max_model_len"] = inputs["prompt_tokens"] + inputs["output_tokens"]  # as Scenario.inputs() does
+    return inputs
+
+
+def row_problems(scenario: Scenario, x: dict[str, np.ndarray]) -> np.ndarray:
+    """Per row, why no engine would accept it (``Scenario.check`` on arrays); '' when the row is valid."""
+    heads = scenario.model.attention_heads
+    checks = [
+        (x["shared_prefix_tokens"] > x["prompt_tokens"], "shared_prefix_tokens exceeds prompt_tokens"),
+        (x["max_model_len"] < x["prompt_tokens"] + x["output_tokens"], "max_model_len is shorter than one request"),
+        (x["weight_bytes"] / x["gpu_count"] >= x["gpu_memory_bytes"] * x["memory_utilization"],
+         "the weights do not fit in the usable memory"),
+        (np.mod(heads, x["gpu_count"]) != 0 if heads else np.zeros_like(x["gpu_count"], dtype=bool),
+         f"gpu_count must divide the model's {heads} attention heads"),
+    ]
+    out = np.full(len(x["layers"]), "", dtype=object)
+    for mask, text in checks:
+        out[mask] = [f"{p}; {text}" if p else text for p in out[mask]]
+    return out
+
+
+def run_sweep(scenario: Scenario, specs: list[str]) -> pd.DataFrame:
+    """Evaluate ``scenario`` over the grid of ``--vary`` specs in one ``analyse`` call; one row per point."""
+    if not specs:
+        raise ScenarioError("sweep needs at least one --vary KEY=START:STOP:STEPS")
+    axes = [parse_vary(spec, scenario) for spec in specs]
+    x = grid_inputs(scenario, axes)
+    results = analyse(x)
+    problem = row_problems(scenario, x)
+    bad = problem != ""
+    columns: dict[str, Any] = {}
+    varied = [a.input for a in axes]
+    for key in [*varied, *[k for k in INPUTS if k not in varied]]:
+        columns[key] = _column(key, x[key], INPUTS[key][0], np.zeros_like(bad))
+    for key in RESULTS:
+        columns[key] = _column(key, np.broadcast_to(results[key], bad.shape), RESULTS[key][0], bad)
+    columns["problem"] = problem
+    return pd.DataFrame(columns)
+
+
+def _column(key: str, values: np.ndarray, unit: str, blank: np.ndarray) -> pd.Series:
+    """Non-finite values and invalid rows become missing; whole-number quantities become nullable ints."""
+    if values.dtype.kind in "US":
+        return pd.Series(np.where(blank, None, values.astype(object)), dtype=object)
+    v = np.where(blank | ~np.isfinite(values), np.nan, values.astype(float))
+    whole = key in INTEGER_INPUTS or (unit in ("B", "blocks", "requests") and key != "goodput_in_flight")
+    if whole and np.all(np.isnan(v) | (v == np.round(v))):
+        return pd.Series(v).astype("Int64")
+    return pd.Series(v)
+
+
+def units_of(columns: list[str]) -> dict[str, str]:
+    """Unit of each sweep column (base units)."""
+    table = {**{k: u for k, (u, _) in INPUTS.items()}, **{k: u for k, (u, _) in RESULTS.items()}}
+    return {c: table.get(c, "") for c in columns}
+
+
+# --- writers: table -> bytes -----------------------------------------------------------------------------------
+
+def to_csv_bytes(table: pd.DataFrame) -> bytes:
+    """CSV with a header of keys (units: ``units_of``); text cells neutralised against formula injection."""
+    safe = table.copy()
+    for col in safe.columns:
+        if not pd.api.types.is_numeric_dtype(safe[col]):
+            safe[col] = safe[col].map(lambda v: neutralise(v) if isinstance(v, str) else v)
+    return safe.to_csv(index=False).encode("utf-8")
+
+
+def to_json_bytes(table: pd.DataFrame, meta: dict[str, Any]) -> bytes:
+    """``{..meta, "units": {column: unit}, "rows": [{column: value}]}``; missing values are null."""
+    rows = table.astype(object).where(table.notna(), None).to_dict("records")
+    data = {**meta, "units": units_of(list(table.columns)), "rows": rows}
+    return (json.dumps(data, indent=1, default=_json_default) + "\n").encode("utf-8")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def to_parquet_bytes(table: pd.DataFrame, meta: dict[str, Any]) -> bytes:
+    """Parquet (needs pyarrow) with the units and sweep description in the schema metadata."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ScenarioError("--format parquet needs pyarrow (pip install pyarrow); use csv, xlsx or json") from None
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    extra = {b"capacity": json.dumps({**meta, "units": units_of(list(table.columns))}).encode("utf-8")}
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **extra})
+    buffer = io.BytesIO()
+    pq.write_table(arrow, buffer)
+    return buffer.getvalue()
+
+
+def to_xlsx_bytes(table: pd.DataFrame, meta: dict[str, Any]) -> bytes:
+    """XLSX: a ``Sweep`` sheet (header of keys, one row per point, blank = missing), ``Units`` and ``About``."""
+    import xlsxwriter
+
+    buffer = io.BytesIO()
+    wb = xlsxwriter.Workbook(buffer, {"in_memory": True, "strings_to_formulas": False, "strings_to_urls": False})
+    bold = wb.add_format({"bold": True})
+    ws = wb.add_worksheet("Sweep")
+    for col, name in enumerate(table.columns):
+        ws.write_string(0, col, name, bold)
+        for row, value in enumerate(table[name].tolist(), 1):
+            if isinstance(value, str):
+                ws.write_string(row, col, value)
+            elif value is not None and value is not pd.NA and not (isinstance(value, float) and math.isnan(value)):
+                ws.write_number(row, col, float(value))
+    ws.freeze_panes(1, 0)
+    units = wb.add_worksheet("Units")
+    meanings = {**{k: m for k, (_, m) in INPUTS.items()}, **{k: m for k, (_, m) in RESULTS.items()}}
+    for row, (name, unit) in enumerate([("column", "unit"), *units_of(list(table.columns)).items()]):
+        units.write_string(row, 0, name, bold if row == 0 else None)
+        units.write_string(row, 1, unit, bold if row == 0 else None)
+        units.write_string(row, 2, "meaning" if row == 0 else meanings.get(name, "why the row is invalid, if it is"))
+    about = wb.add_worksheet("About")
+    for row, (name, value) in enumerate(meta.items()):
+        about.write_string(row, 0, name, bold)
+        about.write_string(row, 1, value if isinstance(value, str) else json.dumps(value))
+    wb.close()
+    return buffer.getvalue()
+
+
+def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None = None) -> bytes:
+    """Run the sweep and render it as ``fmt`` (csv, xlsx, parquet or json)."""
+    from . import __version__
+
+    if fmt not in FORMATS:
+        raise ScenarioError(f"--format {fmt!r} is not a sweep format; use one of {', '.join(FORMATS)}")
+    table = run_sweep(scenario, specs)
+    meta = {"scenario": scenario.name, "tool_version": __version__, "date": date or today_iso(), "vary": list(specs),
+            "values": "base units (B, B/s, FLOP/s, s, requests/s); blank/null = undefined, unbounded or invalid row"}
+    if fmt == "csv":
+        return to_csv_bytes(table)
+    if fmt == "json":
+        return to_json_bytes(table, meta)
+    if fmt == "parquet":
+        return to_parquet_bytes(table, meta)
+    return to_xlsx_bytes(table, meta)
+
+
+__all__ = ["FORMATS", "MAX_ROWS", "PATHS", "Axis", "grid_inputs", "parse_vary", "row_problems", "run_sweep",
+           "sweep_bytes", "units_of"]

@@ -1,0 +1,149 @@
+"""The XLSX formulas recalculated by a real spreadsheet engine (LibreOffice headless) agree with the library.
+
+Two checks: (1) every workbook, with its cached values removed so only the formulas can produce numbers, is
+recalculated by LibreOffice and every named result cell compared with the library; (2) input cells are edited
+with openpyxl (memory utilisation, prompt length, TPOT promise), LibreOffice recalculates, and the results are
+compared with the library on the changed scenario. Skipped only where ``soffice`` is absent (CI installs it).
+"""
+
+import io
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import openpyxl
+import pytest
+from test_report import SCENARIO_IDS, all_scenarios
+from test_xlsx import NAMED_FORMULAS, library_values, matches, named_cells
+
+from capacity import RESULTS
+from capacity.report import report_for
+from capacity.xlsx import workbook_bytes
+
+SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")
+pytestmark = pytest.mark.skipif(SOFFICE is None, reason="LibreOffice (soffice) is not installed; .ci/run installs it")
+
+#: LibreOffice keeps an XLSX file's cached values on load unless told to recalculate; this profile setting
+#: (Tools > Options > Calc > Formula > "Recalculation on file load": Always) makes it recalculate every formula.
+RECALC_ALWAYS = """<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema">
+<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="OOXMLRecalcMode" oor:op="fuse">
+<value>0</value></prop></item>
+</oor:items>
+"""
+
+
+def recalculate(files: list[Path], out: Path, profile: Path) -> dict[str, Path]:
+    """Open each file in LibreOffice headless, recalculate, save as XLSX under ``out``; name -> new path."""
+    (profile / "user").mkdir(parents=True, exist_ok=True)
+    (profile / "user" / "registrymodifications.xcu").write_text(RECALC_ALWAYS, encoding="utf-8")
+    subprocess.run([SOFFICE, f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
+                    "--convert-to", "xlsx", "--outdir", str(out), *map(str, files)],
+                   check=True, capture_output=True, timeout=600)
+    converted = {f.name: out / f.name for f in files}
+    missing = [name for name, path in converted.items() if not path.exists()]
+    assert missing == [], f"LibreOffice did not convert {missing}"
+    return converted
+
+
+def without_cached_values(data: bytes) -> bytes:
+    """The same XLSX with every formula's cached value removed: only a recalculation can fill those cells."""
+    source, target = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
+        for item in source.infolist():
+            body = source.read(item.filename)
+            if item.filename.startswith("xl/worksheets/"):
+                body = re.sub(rb"(<f>[^<]*</f>)<v>[^<]*</v>", rb"\1", body)
+                body = re.sub(rb' t="(?:str|e|b)"(?=[^>]*>\s*<f>)', b"", body)
+            out.writestr(item, body)
+    return target.getvalue()
+
+
+def differences(path: Path, report) -> dict[str, tuple]:
+    """Named result cells whose recalculated value differs from the library's; empty when all agree."""
+    cells = named_cells(openpyxl.load_workbook(path, data_only=True))
+    want = library_values(report)
+    assert set(RESULTS) <= set(cells) and set(NAMED_FORMULAS) <= set(cells)
+    return {key: (cells[key].value, want[key]) for key in NAMED_FORMULAS
+            if not matches(cells[key].value, want[key])}
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("lo-profile")
+
+
+@pytest.fixture(scope="module")
+def recalculated(tmp_path_factory, profile):
+    """Every scenario's workbook without cached values, recalculated by LibreOffice in one run."""
+    folder = tmp_path_factory.mktemp("xlsx")
+    reports, files = {}, []
+    for key, scenario in all_scenarios().items():
+        reports[key] = report_for(scenario)
+        path = folder / f"{key}.xlsx"
+        path.write_bytes(without_cached_values(workbook_bytes(reports[key])))
+        files.append(path)
+    converted = recalculate(files, folder / "out", profile)
+    return {key: (reports[key], converted[f"{key}.xlsx"]) for key in reports}
+
+
+def test_stripping_really_removes_the_cached_values(tmp_path):
+    path = tmp_path / "stripped.xlsx"
+    path.write_bytes(without_cached_values(workbook_bytes(report_for(all_scenarios()["essay-001-sale-day"]))))
+    cells = named_cells(openpyxl.load_workbook(path, data_only=True))
+    assert all(cells[key].value is None for key in NAMED_FORMULAS)
+
+
+@pytest.mark.parametrize("key", SCENARIO_IDS)
+def test_libreoffice_recalculates_every_result_as_the_library(recalculated, key):
+    report, path = recalculated[key]
+    assert differences(path, report) == {}
+
+
+def test_recalculated_essay_numbers(recalculated):
+    _, path = recalculated["essay-000-paging"]
+    cells = named_cells(openpyxl.load_workbook(path, data_only=True))
+    assert (cells["max_requests_contiguous"].value, cells["max_requests_paged"].value,
+            cells["max_requests_shared_prefix"].value) == (14, 253, 752)  # essay 000
+    _, path = recalculated["essay-001-sale-day"]
+    cells = named_cells(openpyxl.load_workbook(path, data_only=True))
+    assert cells["max_requests_paged"].value == 328 and round(cells["goodput_rps"].value, 1) == 5.9  # essay 001
+    assert round(cells["decode_step_s"].value * 1e3, 1) == 38.0 and cells["goodput_limit"].value == "tpot"
+
+
+#: Input edits: (scenario id, new memory_utilization, new prompt_tokens, new TPOT promise in s or None to clear it).
+EDITS = [
+    ("essay-001-sale-day", 0.80, 1500, 0.080),
+    ("essay-000-paging", 0.70, 1500, 0.100),  # essay 000 at utilisation 0.70: 181 paged requests; TPOT newly set
+    ("capped-batch", 0.95, 900, None),  # clearing the TPOT promise leaves the TTFT promise
+    ("chat-llama-3.1-8b-h100", 0.85, 2000, 0.030),
+    ("ttft-bound-70b", 0.92, 3000, 0.060),
+    ("mla-moe-deepseek-v3", 0.88, 2500, 0.080),  # MoE: the Solver sheet's bisections recompute
+    ("window-pipeline-gemma-2", 0.80, 3000, 0.050),
+]
+
+
+def test_edited_inputs_recalculate_as_the_library_on_the_changed_scenario(tmp_path, profile):
+    files, expected = [], {}
+    for key, utilisation, prompt, tpot in EDITS:
+        scenario = all_scenarios()[key]
+        wb = openpyxl.load_workbook(io.BytesIO(workbook_bytes(report_for(scenario))))
+        cells = named_cells(wb)
+        cells["memory_utilization"].value = utilisation
+        cells["prompt_tokens"].value = prompt
+        cells["tpot_slo_s"].value = tpot
+        path = tmp_path / f"edited-{key}.xlsx"
+        wb.save(path)  # openpyxl keeps the formulas and drops every cached value
+        changed = scenario.with_changes(serving={"memory_utilization": utilisation},
+                                        workload={"prompt_tokens": prompt}, slo={"tpot_s": tpot})
+        expected[path.name] = report_for(changed)
+        files.append(path)
+    converted = recalculate(files, tmp_path / "out", profile)
+    for name, report in expected.items():
+        assert differences(converted[name], report) == {}, name
+    cells = named_cells(openpyxl.load_workbook(converted["edited-essay-000-paging.xlsx"], data_only=True))
+    assert cells["max_requests_paged"].value == 181  # essay 000: 181 requests at utilisation 0.70
+    cells = named_cells(openpyxl.load_workbook(converted["edited-capped-batch.xlsx"], data_only=True))
+    assert cells["max_rate_for_tpot_rps"].value == "#N/A" and cells["goodput_limit"].value == "ttft"
