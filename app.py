@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
@@ -23,14 +22,17 @@ from app_views.state import (
     state_from_query,
     state_from_scenario,
 )
-from capacity import RESULTS, Scenario, ScenarioError, catalog
+from capacity import Scenario, ScenarioError, catalog
 from capacity.compare import compare
 from capacity.curves import balance_batch, decode_curve, load_curve
+from capacity.files import safe_filename
 from capacity.fleet import fleet_for_load
 from capacity.formatting import SECTIONS, format_value
 from capacity.pool_picture import pool_map
+from capacity.report import report_for, to_csv, to_json
 from capacity.units import format_bytes
 from capacity.verdict import verdict
+from capacity.xlsx import workbook_bytes
 
 st.set_page_config(page_title="LLM serving capacity planner", layout="wide")
 
@@ -50,6 +52,19 @@ def compare_table(scenario_json: str, gpus: tuple[str, ...], models: tuple[str, 
 
 
 PRESETS = st.cache_resource(presets)()
+
+
+def report_downloads(where, results) -> None:
+    """CSV, XLSX and JSON report buttons; each file is built only when its button is clicked."""
+    name = results.scenario.name
+    cols = where.columns(3)
+    cols[0].download_button("Report (CSV)", lambda: to_csv(report_for(results)), safe_filename(name, ".csv"),
+                            mime="text/csv")
+    cols[1].download_button("Report (XLSX, live formulas)", lambda: workbook_bytes(report_for(results)),
+                            safe_filename(name, ".xlsx"),
+                            mime="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+    cols[2].download_button("Report (JSON)", lambda: to_json(report_for(results)), safe_filename(name, ".json"),
+                            mime="application/json")
 
 
 def apply_state(state: dict) -> None:
@@ -153,7 +168,8 @@ scenario_json = json.dumps(scenario_dict, sort_keys=True)
 scenario_yaml = yaml.safe_dump(scenario_dict, sort_keys=False)
 
 sb.subheader("Save and load")
-sb.download_button("Save scenario (YAML)", scenario_yaml, file_name="scenario.yaml", mime="application/x-yaml")
+sb.download_button("Save scenario (YAML)", scenario_yaml, file_name=safe_filename(st.session_state["preset"], ".yaml"),
+                   mime="application/x-yaml")
 upload = sb.file_uploader("Load scenario (YAML, max 1 MB)", type=["yaml", "yml"])
 if upload is not None and st.session_state.get("loaded_upload") != upload.file_id:
     st.session_state["loaded_upload"] = upload.file_id
@@ -202,6 +218,7 @@ for line in verdict(r):
     st.markdown(f"- {line}")
 for note in r.notes():
     st.caption(f"Note: {note}")
+report_downloads(st, r)
 
 memory_tab, roofline_tab, promise_tab, cost_tab, compare_tab, table_tab = st.tabs(
     ["Memory", "Roofline", "Promise", "Cost", "Compare", "All numbers"])
@@ -287,6 +304,3 @@ with table_tab:
     rows = [{"section": sec, "quantity": key, "value": format_value(key, r[key], binary)}
             for sec, keys in SECTIONS.items() for key in keys]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=600)
-    csv = pd.DataFrame([{"quantity": key, "value": r[key] if isinstance(r[key], str) or math.isfinite(r[key])
-                         else "", "unit": unit_} for key, (unit_, _meaning) in RESULTS.items()]).to_csv(index=False)
-    st.download_button("Download results (CSV, base units)", csv, file_name="sizing.csv", mime="text/csv")

@@ -150,3 +150,9 @@ def test_compare_across_gpus_and_models():
     # 70B in 16-bit (141 GB) cannot fit one 24 GB L4: a reason, not numbers.
     big = table[(table.model == "llama-3.1-70b") & (table.gpu == "l4")].iloc[0]
     assert "do not fit" in big.problem
+
+
+def test_report_download_buttons_are_offered():
+    at = choose(start(), "essay 001 sale-day napkin")
+    labels = [button.proto.label for button in at.get("download_button")]
+    assert {"Report (CSV)", "Report (XLSX, live formulas)", "Report (JSON)", "Save scenario (YAML)"} <= set(labels)

@@ -1,0 +1,214 @@
+"""Paged KV blocks: a pool of fixed-size blocks, a prefix cache, and the growth of decoding sequences.
+
+Blocks are counted, not named: the simulator needs how many are free, cached or
+held, never which. A sequence holding ``L`` tokens holds ``ceil(L / bs)`` blocks
+(essay 000: 1,800 tokens -> 113 blocks of 16). The first ``h = floor(prefix / bs)``
+of them (only full blocks are shareable) belong to its prefix and are stored once
+for every request with that prefix (PagedAttention; vLLM automatic prefix caching).
+
+Prefix entries are reference-counted; when the last request using a prefix leaves,
+its blocks stay cached but become evictable, and allocation evicts unreferenced
+blocks in least-recently-used order only when no free block is left.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class PrefixEntry:
+    """One cached prefix: ``blocks`` of it are cached (from its start), ``refs`` running requests use it."""
+
+    blocks: int = 0
+    refs: int = 0
+
+
+@dataclass(slots=True)
+class BlockAllocator:
+    """Free and cached block counts of one KV pool of ``pool_blocks`` blocks.
+
+    Invariant: ``free + cached + private == pool_blocks`` where ``private`` are the blocks
+    held by running requests outside their prefix; ``cached`` are prefix blocks, of which
+    ``evictable`` have no reference.
+    """
+
+    pool_blocks: int
+    caching: bool = True
+    free: int = 0
+    cached: int = 0
+    evictable: int = 0
+    prefixes: dict[int, PrefixEntry] = field(default_factory=dict)
+    lru: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    hit_blocks: int = 0
+
+    def __post_init__(self) -> None:
+        self.free = self.pool_blocks
+
+    @property
+    def available(self) -> int:
+        """Blocks an allocation may take now: free plus evictable cached ones."""
+        return self.free + self.evictable
+
+    @property
+    def used(self) -> int:
+        """Blocks that hold live KV state of running requests (cached-but-unreferenced ones excluded)."""
+        return self.pool_blocks - self.free - self.evictable
+
+    def prefix_hits(self, prefix_id: int, prefix_blocks: int) -> int:
+        """Blocks of this prefix already cached (a contiguous run from its start)."""
+        if not self.caching or prefix_blocks <= 0:
+            return 0
+        entry = self.prefixes.get(prefix_id)
+        return min(entry.blocks, prefix_blocks) if entry is not None else 0
+
+    def room_for(self, prefix_id: int, prefix_blocks: int) -> tuple[int, int]:
+        """``(hits, room)`` for a request with this prefix: its cached prefix blocks, and the blocks it may take.
+
+        An unreferenced cached prefix counts as evictable; referencing it pins all its blocks,
+        so they are not room for the request's other blocks.
+        """
+        entry = self.prefixes.get(prefix_id) if self.caching and prefix_blocks > 0 else None
+        if entry is None:
+            return 0, self.free + self.evictable
+        pinned = entry.blocks if entry.refs == 0 else 0
+        return min(entry.blocks, prefix_blocks), self.free + self.evictable - pinned
+
+    def take(self, blocks: int) -> None:
+        """Take ``blocks`` from the free list, evicting unreferenced cached blocks (LRU) when it runs out."""
+        if blocks <= self.free:
+            self.free -= blocks
+            return
+        short = blocks - self.free
+        while short > 0 and self.lru:
+            oldest = next(iter(self.lru))
+            entry = self.prefixes[oldest]
+            evict = min(short, entry.blocks)
+            entry.blocks -= evict  # the tail of a prefix goes first, so what stays is still a prefix
+            self.cached -= evict
+            self.evictable -= evict
+            self.free += evict
+            short -= evict
+            if entry.blocks == 0:
+                del self.lru[oldest]
+                del self.prefixes[oldest]
+        if blocks > self.free:
+            raise RuntimeError(f"KV pool overdrawn: {blocks} blocks wanted, {self.free} free")
+        self.free -= blocks
+
+    def acquire_prefix(self, prefix_id: int, prefix_blocks: int) -> int:
+        """Reference a prefix for one request; allocate its missing blocks. Returns the blocks newly taken.
+
+        Callers check ``available`` first: they need ``prefix_blocks - prefix_hits`` plus their private blocks.
+        """
+        if prefix_blocks <= 0:
+            return 0
+        if not self.caching:
+            self.take(prefix_blocks)
+            return prefix_blocks
+        entry = self.prefixes.get(prefix_id)
+        if entry is None:
+            entry = self.prefixes[prefix_id] = PrefixEntry()
+        elif entry.refs == 0:
+            del self.lru[prefix_id]
+            self.evictable -= entry.blocks
+        hits = min(entry.blocks, prefix_blocks)
+        self.hit_blocks += hits
+        missing = prefix_blocks - entry.blocks
+        entry.refs += 1
+        if missing > 0:
+            entry.refs += 1  # pin while evicting so ``take`` cannot evict this very prefix
+            self.take(missing)
+            entry.refs -= 1
+            entry.blocks += missing
+            self.cached += missing
+        return max(missing, 0)
+
+    def release_prefix(self, prefix_id: int, prefix_blocks: int) -> None:
+        """Drop one request's reference; an unreferenced prefix stays cached, most recently used last."""
+        if prefix_blocks <= 0:
+            return
+        if not self.caching:
+            self.free += prefix_blocks
+            return
+        entry = self.prefixes[prefix_id]
+        entry.refs -= 1
+        if entry.refs == 0:
+            self.lru[prefix_id] = None
+            self.evictable += entry.blocks
+
+    def check(self) -> None:
+        """Raise if the counts are inconsistent (used by tests and at the end of every run)."""
+        if not (0 <= self.free <= self.pool_blocks and 0 <= self.evictable <= self.cached <= self.pool_blocks):
+            raise RuntimeError(f"inconsistent KV pool: free {self.free}, cached {self.cached}, "
+                               f"evictable {self.evictable}, pool {self.pool_blocks}")
+
+
+class GrowthTracker:
+    """Blocks held by decoding sequences whose contexts all grow by one token per decode step.
+
+    A sequence joining at decode step ``G0`` with ``L0`` tokens holds ``ceil((c + G) / bs)`` blocks at
+    step ``G``, with ``c = L0 - G0`` constant. Writing ``c + bs - 1 = bs u + v`` and ``G = bs a + b``,
+    ``sum ceil((c + G) / bs) = sum u + n a + #{v >= bs - b}``: the last count comes from a Fenwick
+    tree over the ``bs`` residues, so ``total(G)`` costs O(log bs) whatever the batch.
+    """
+
+    __slots__ = ("block_size", "count", "u_sum", "tree")
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.count = 0
+        self.u_sum = 0
+        self.tree = [0] * (block_size + 1)
+
+    def _update(self, residue: int, delta: int) -> None:
+        i = residue + 1
+        while i <= self.block_size:
+            self.tree[i] += delta
+            i += i & -i
+
+    def _below(self, residue: int) -> int:
+        """Sequences with residue ``v < residue``."""
+        i, total = residue, 0
+        while i > 0:
+            total += self.tree[i]
+            i -= i & -i
+        return total
+
+    def add(self, c: int) -> None:
+        u, v = divmod(c + self.block_size - 1, self.block_size)
+        self.count += 1
+        self.u_sum += u
+        self._update(v, 1)
+
+    def remove(self, c: int) -> None:
+        u, v = divmod(c + self.block_size - 1, self.block_size)
+        self.count -= 1
+        self.u_sum -= u
+        self._update(v, -1)
+
+    def total(self, step: int) -> int:
+        """Blocks held by all tracked sequences at decode step ``step``: ``sum ceil((c_i + step) / bs)``."""
+        a, b = divmod(step, self.block_size)
+        wrapped = self.count - self._below(self.block_size - b) if b else 0
+        return self.u_sum + self.count * a + wrapped
+
+    def steps_affordable(self, step: int, available: int, limit: int) -> tuple[int, int]:
+        """Largest ``k <= limit`` with ``total(step + k) - total(step) <= available``, and those new blocks.
+
+        ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit.
+        """
+        base = self.total(step)
+        grow = self.total(step + limit) - base
+        if grow <= available:
+            return limit, grow
+        lo, hi, grow_lo = 0, limit, 0  # total(step + lo) fits, total(step + hi) does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            grow = self.total(step + mid) - base
+            if grow <= available:
+                lo, grow_lo = mid, grow
+            else:
+                hi = mid
+        return lo, grow_lo

@@ -1,0 +1,260 @@
+"""The ``simulation:`` block of a scenario, validated into a SimulationConfig.
+
+Every problem names its field path (``simulation.policy must be one of static,
+continuous, got 'x'``) and all problems are raised together as one ScenarioError.
+Keys are flat so that ``simulate(scenario, rate=12)`` can override any of them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ScenarioError
+from ..scenario import Scenario
+from ..specs import non_negative, positive, positive_int
+from ..units import parse_quantity
+
+POLICIES = ("static", "continuous")
+COST_MODELS = ("teaching", "roofline")
+ARRIVALS = ("poisson", "fixed", "gamma", "on_off", "instant", "trace")
+KV_ALLOCATIONS = ("on_demand", "reserve")
+DISTRIBUTIONS = ("fixed", "uniform", "lognormal")
+
+
+@dataclass(frozen=True, slots=True)
+class LengthDist:
+    """A token-length distribution: fixed ``value``; uniform integers in [low, high]; lognormal of arithmetic
+    ``mean`` and log-space ``sigma``, rounded and clipped to [low, high]."""
+
+    kind: str
+    value: int = 0
+    low: int = 1
+    high: int = 1
+    mean: float = 0.0
+    sigma: float = 0.0
+
+    @property
+    def maximum(self) -> float:
+        return self.value if self.kind == "fixed" else self.high
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationConfig:
+    """Validated simulation settings in base units (seconds, tokens, requests/s)."""
+
+    policy: str = "continuous"
+    cost_model: str = "roofline"
+    requests: int | None = None
+    seed: int = 0
+    arrival: str = "poisson"
+    rate: float = 0.0
+    burstiness: float = 2.0
+    on_s: float = 1.0
+    off_s: float = 1.0
+    trace: str | None = None
+    prompt_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 1))
+    output_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 1))
+    shared_prefix_tokens: int = 0
+    prefix_groups: int = 1
+    priorities: tuple[int, ...] = (0,)
+    priority_weights: tuple[float, ...] | None = None
+    max_num_seqs: int | None = None
+    batch_size: int | None = None
+    kv_allocation: str = "on_demand"
+    watermark: float = 0.01
+    prefix_caching: bool = True
+    chunked_prefill: bool = False
+    max_batched_tokens: int = 8192
+    max_queued_requests: int | None = None
+    max_queued_tokens: int | None = None
+    decode_base_s: float = 18.0e-3
+    decode_per_seq_s: float = 0.12e-3
+    prefill_per_token_s: float = 0.03e-3
+    record_tokens: bool = False
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def check(value: Any, path: str) -> str:
+        if value not in options:
+            raise ScenarioError(f"{path} must be one of {', '.join(options)}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _flag(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ScenarioError(f"{path} must be true or false, got {value!r}")
+    return value
+
+
+def _count(value: Any, path: str) -> int:
+    number = non_negative(value, path)
+    if number != int(number):
+        raise ScenarioError(f"{path} must be a whole number >= 0, got {value!r}")
+    return int(number)
+
+
+def _time(value: Any, path: str) -> float:
+    seconds = parse_quantity(value, "time", path)
+    if seconds < 0:
+        raise ScenarioError(f"{path} must be >= 0, got {value!r}")
+    return seconds
+
+
+def _text(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ScenarioError(f"{path} must be a file path, got {value!r}")
+    return value
+
+
+def _fraction(value: Any, path: str) -> float:
+    number = non_negative(value, path)
+    if number >= 1:
+        raise ScenarioError(f"{path} must be in [0, 1), got {value!r}")
+    return number
+
+
+def length_dist(value: Any, path: str) -> LengthDist:
+    """``300`` or ``{dist: fixed, value: 300}``, ``{dist: uniform, low: 50, high: 400}``,
+    ``{dist: lognormal, mean: 300, sigma: 0.8, low: 1, high: 4096}`` [tokens]."""
+    if not isinstance(value, Mapping):
+        return LengthDist("fixed", value=positive_int(value, path))
+    unknown = set(value) - {"dist", "value", "low", "high", "mean", "sigma"}
+    if unknown:
+        raise ScenarioError(f"{path}.{sorted(unknown)[0]} is not a known key; allowed: dist, value, low, high, "
+                            f"mean, sigma")
+    kind = _choice(DISTRIBUTIONS)(value.get("dist", "fixed"), f"{path}.dist")
+    if kind == "fixed":
+        return LengthDist("fixed", value=positive_int(value.get("value"), f"{path}.value"))
+    if kind == "uniform":
+        low = positive_int(value.get("low"), f"{path}.low")
+        high = positive_int(value.get("high"), f"{path}.high")
+        if high < low:
+            raise ScenarioError(f"{path}.high ({high}) must be >= {path}.low ({low})")
+        return LengthDist("uniform", low=low, high=high)
+    mean = positive(value.get("mean"), f"{path}.mean")
+    sigma = non_negative(value.get("sigma", 0.5), f"{path}.sigma")
+    low = positive_int(value.get("low", 1), f"{path}.low")
+    high = positive_int(value.get("high", 1_000_000), f"{path}.high")
+    if high < low:
+        raise ScenarioError(f"{path}.high ({high}) must be >= {path}.low ({low})")
+    return LengthDist("lognormal", low=low, high=high, mean=mean, sigma=sigma)
+
+
+def _int_list(value: Any, path: str) -> tuple[int, ...]:
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ScenarioError(f"{path} must be a list of whole numbers, got {value!r}")
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not float(item).is_integer():
+            raise ScenarioError(f"{path}[{i}] must be a whole number, got {item!r}")
+        out.append(int(item))
+    return tuple(out)
+
+
+def _weights(value: Any, path: str) -> tuple[float, ...]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ScenarioError(f"{path} must be a list of weights, got {value!r}")
+    weights = tuple(non_negative(w, f"{path}[{i}]") for i, w in enumerate(value))
+    if sum(weights) <= 0:
+        raise ScenarioError(f"{path} must have a positive sum, got {value!r}")
+    return weights
+
+
+#: simulation key -> (validator, SimulationConfig field)
+FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
+    "policy": (_choice(POLICIES), "policy"),
+    "cost_model": (_choice(COST_MODELS), "cost_model"),
+    "requests": (positive_int, "requests"),
+    "seed": (_count, "seed"),
+    "arrival": (_choice(ARRIVALS), "arrival"),
+    "rate": (positive, "rate"),
+    "burstiness": (positive, "burstiness"),
+    "on": (_time, "on_s"),
+    "off": (_time, "off_s"),
+    "trace": (_text, "trace"),
+    "prompt_tokens": (length_dist, "prompt_tokens"),
+    "output_tokens": (length_dist, "output_tokens"),
+    "shared_prefix_tokens": (_count, "shared_prefix_tokens"),
+    "prefix_groups": (positive_int, "prefix_groups"),
+    "priorities": (_int_list, "priorities"),
+    "priority_weights": (_weights, "priority_weights"),
+    "max_num_seqs": (positive_int, "max_num_seqs"),
+    "batch_size": (positive_int, "batch_size"),
+    "kv_allocation": (_choice(KV_ALLOCATIONS), "kv_allocation"),
+    "watermark": (_fraction, "watermark"),
+    "prefix_caching": (_flag, "prefix_caching"),
+    "chunked_prefill": (_flag, "chunked_prefill"),
+    "max_batched_tokens": (positive_int, "max_batched_tokens"),
+    "max_queued_requests": (_count, "max_queued_requests"),
+    "max_queued_tokens": (_count, "max_queued_tokens"),
+    "decode_base": (_time, "decode_base_s"),
+    "decode_per_seq": (_time, "decode_per_seq_s"),
+    "prefill_per_token": (_time, "prefill_per_token_s"),
+    "record_tokens": (_flag, "record_tokens"),
+}
+
+
+def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConfig:
+    """Validate ``scenario.raw['simulation']`` merged with ``overrides``; defaults come from the scenario.
+
+    Lengths default to ``workload.prompt_tokens`` / ``output_tokens``, the rate to
+    ``workload.arrival_rate``, the prefix to ``workload.shared_prefix_tokens``,
+    ``max_num_seqs`` to ``serving.max_num_seqs``. Raises one ScenarioError listing every problem.
+    """
+    raw = scenario.raw.get("simulation") if scenario.raw else None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"simulation must be a mapping of keys to values, got {raw!r:.80}")
+    merged = {**raw, **{k: v for k, v in overrides.items()}}
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    for key, value in merged.items():
+        path = f"simulation.{key}"
+        if key not in FIELDS:
+            close = difflib.get_close_matches(str(key), list(FIELDS), n=1)
+            problems.append(f"{path} is not a known key" + (f"; did you mean {close[0]}?" if close else
+                                                            f"; allowed: {', '.join(FIELDS)}"))
+            continue
+        if value is None:
+            continue
+        check, name = FIELDS[key]
+        try:
+            values[name] = check(value, path)
+        except ScenarioError as exc:
+            problems.extend(exc.problems)
+    w, s = scenario.workload, scenario.serving
+    values.setdefault("prompt_tokens", LengthDist("fixed", value=w.prompt_tokens))
+    values.setdefault("output_tokens", LengthDist("fixed", value=w.output_tokens))
+    explicit_prefix = "shared_prefix_tokens" in values
+    values.setdefault("shared_prefix_tokens", w.shared_prefix_tokens)  # capped at each request's prompt
+    if s.max_num_seqs is not None:
+        values.setdefault("max_num_seqs", s.max_num_seqs)
+    arrival = values.get("arrival", "poisson")
+    if "rate" not in values and w.arrival_rate:
+        values["rate"] = float(w.arrival_rate)
+    if arrival in ("poisson", "fixed", "gamma", "on_off") and not values.get("rate"):
+        problems.append(f"simulation.rate is missing: arrival {arrival!r} needs a rate in requests/s "
+                        f"(or set workload.arrival_rate)")
+    if arrival == "trace" and "trace" not in values:
+        problems.append("simulation.trace is missing: arrival 'trace' needs the path of a CSV or JSONL file")
+    if arrival == "on_off" and values.get("on_s", 1.0) <= 0:
+        problems.append("simulation.on must be > 0 for arrival 'on_off'")
+    weights = values.get("priority_weights")
+    if weights is not None and len(weights) != len(values.get("priorities", (0,))):
+        problems.append(f"simulation.priority_weights has {len(weights)} entries but simulation.priorities has "
+                        f"{len(values.get('priorities', (0,)))}")
+    prompt = values["prompt_tokens"]
+    if explicit_prefix and values["shared_prefix_tokens"] > prompt.maximum:
+        problems.append(f"simulation.shared_prefix_tokens ({values['shared_prefix_tokens']}) must not exceed the "
+                        f"longest prompt ({prompt.maximum:g} tokens)")
+    if problems:
+        raise ScenarioError(*problems)
+    return SimulationConfig(**values)

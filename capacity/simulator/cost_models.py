@@ -1,0 +1,238 @@
+"""Pluggable cost models: how long one engine iteration (a forward pass) takes.
+
+An iteration runs ``B`` decoding sequences that read ``S`` context tokens in all,
+plus ``Pf`` prompt tokens of prefill. Two models share one interface:
+
+* ``TeachingCost``, the essays' teaching simulator (essay 000): a decode iteration
+  costs ``18.0 ms + 0.12 ms * B``, prefill ``0.03 ms`` per prompt token.
+* ``RooflineCost``, the analytic core's roofline (SPEC "The formulas", essay 001):
+  ``max((W + S kv) / BW, (B + Pf) 2N / F) + o``; with ``B = 0`` this is exactly
+  ``roofline.prefill_s`` and with ``Pf = 0`` exactly ``roofline.decode_step_s``.
+
+For the fast-forward the engine needs ``k`` decode steps at once while the batch
+is fixed; every sequence's context then grows by one token per step, so step
+``j`` reads ``S + B j`` tokens. ``decode_run_s`` sums those ``k`` steps in closed
+form and ``steps_to_reach`` inverts it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .. import roofline
+from ..analysis import INPUT_DEFAULTS, step_model
+from ..scenario import Scenario
+from .config import SimulationConfig
+
+
+class CostModel(Protocol):
+    """What the engine asks of a cost model. Times in seconds, contexts in tokens."""
+
+    name: str
+
+    def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
+        """One iteration of ``batch`` decodes reading ``context_tokens`` in all, plus ``prefill_tokens`` [s]."""
+        ...
+
+    def decode_run_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        """``steps`` decode-only iterations, contexts growing by ``batch`` tokens per step [s]."""
+        ...
+
+    def last_step_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        """The longest (the last) of those iterations [s]."""
+        ...
+
+    def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
+        """Smallest ``k >= 1`` with ``decode_run_s(batch, context_tokens, k) >= duration_s`` (to rounding)."""
+        ...
+
+    def window(self, batch: int, context_tokens: float, steps: int) -> tuple[float, float, float]:
+        """``(decode_run_s, first step, last step)`` of a run of ``steps`` decode steps [s], in one call."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TeachingCost:
+    """Essay 000's constants: ``decode = base + per_seq * B`` [s], ``prefill = per_token * Pf`` [s].
+
+    At B = 16: 18.0 + 0.12 * 16 = 19.92 ms; at B = 253: 48.4 ms (essay 000).
+    """
+
+    decode_base_s: float = 18.0e-3
+    decode_per_seq_s: float = 0.12e-3
+    prefill_per_token_s: float = 0.03e-3
+    name: str = "teaching"
+
+    def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
+        decode = self.decode_base_s + self.decode_per_seq_s * batch if batch > 0 else 0.0
+        return decode + self.prefill_per_token_s * prefill_tokens
+
+    def decode_run_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        return steps * (self.decode_base_s + self.decode_per_seq_s * batch)
+
+    def last_step_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        return self.decode_base_s + self.decode_per_seq_s * batch
+
+    def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
+        return max(1, math.ceil(duration_s / (self.decode_base_s + self.decode_per_seq_s * batch) - 1e-9))
+
+    def window(self, batch: int, context_tokens: float, steps: int) -> tuple[float, float, float]:
+        step = self.decode_base_s + self.decode_per_seq_s * batch
+        return steps * step, step, step
+
+
+def _sum_max_linear(a: float, m: float, c: float, lo: int, hi: int) -> float:
+    """``sum_{j=lo}^{hi-1} max(a + m j, c)`` for ``m >= 0``: a flat run at ``c``, then an arithmetic series."""
+    n = hi - lo
+    if n <= 0:
+        return 0.0
+    if m <= 0:
+        return n * (a if a > c else c)
+    cross = lo if a + m * lo >= c else min(hi, max(lo, math.ceil((c - a) / m)))
+    rest = hi - cross
+    return (cross - lo) * c + rest * a + m * rest * (cross + hi - 1) / 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineCost:
+    """The analytic core's step model (``analysis.StepModel``) as per-iteration coefficients, per GPU.
+
+    One iteration of ``B`` decoding sequences reading ``S`` context tokens plus ``Pf`` prompt tokens:
+
+        max(W_read(B + Pf) / BW + kv S_w / BW, B 2N_a / (tp pp F) + Pf 2N_a / (tp F))
+            + o pp + all-reduce latency + (B + Pf) all-reduce time per token
+
+    ``weights_s = W / (tp BW)`` [s] (MoE: ``moe_weights_s(tokens)``, the experts a pass touches),
+    ``kv_s_per_token = kv_gpu / BW`` [s/token], ``decode_compute_s`` [s/sequence],
+    ``prefill_compute_s`` [s/token], ``fixed_s`` [s], ``comm_s_per_token`` [s/token]. Sliding-window
+    layers (a share ``local_fraction`` keeps ``sliding_window`` tokens) read ``S_w = (1 - f) S + f min(S, B w)``,
+    the window applied to the average context as the analytic model does. Essay 001: 8 ms, 65.5 ns,
+    0.107 ms, 0.107 ms, 3 ms, 0.
+    """
+
+    weights_s: float
+    kv_s_per_token: float
+    decode_compute_s: float
+    prefill_compute_s: float
+    fixed_s: float
+    comm_s_per_token: float = 0.0
+    sliding_window: float = math.inf
+    local_fraction: float = 0.0
+    moe_weights_s: Callable[[float], float] | None = None
+    name: str = "roofline"
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario) -> RooflineCost:
+        """Coefficients of the scenario's ``StepModel`` (tensor and pipeline split, MoE, all-reduce, windows)."""
+        x = {k: np.asarray(v, dtype=float) for k, v in {**INPUT_DEFAULTS, **scenario.inputs()}.items()}
+        x["active_params"] = np.where(np.isnan(x["active_params"]), x["params"], x["active_params"])
+        model, kv_gpu = step_model(x, np.asarray(0.0))
+        bw, flops, tp, pp = (float(v) for v in (model.bandwidth, model.flops, model.tp, model.pp))
+        active = float(model.active_params)
+        moe = None
+        if bool(model.moe):
+            moe = functools.lru_cache(maxsize=4096)(lambda tokens: float(model.weights_read(tokens)) / bw)
+        window = float(x["sliding_window"])
+        return cls(weights_s=float(roofline.decode_memory_s(model.weights_read(1.0), 0, 0, 0, bw)),
+                   kv_s_per_token=float(roofline.decode_memory_s(0, 1, 1, kv_gpu, bw)),
+                   decode_compute_s=float(roofline.decode_compute_s(1, active / (tp * pp), flops)),
+                   prefill_compute_s=float(roofline.decode_compute_s(1, active / tp, flops)),
+                   fixed_s=float(model.overhead + model.comm_fixed), comm_s_per_token=float(model.comm_per_token),
+                   sliding_window=window, local_fraction=float(x["local_layer_fraction"]) if window < math.inf
+                   else 0.0, moe_weights_s=moe)
+
+    def _weights(self, tokens: int) -> float:
+        return self.moe_weights_s(tokens) if self.moe_weights_s is not None else self.weights_s
+
+    def _windowed(self, batch: int, context_tokens: float) -> float:
+        f = self.local_fraction
+        if not f:
+            return context_tokens
+        return (1.0 - f) * context_tokens + f * min(context_tokens, batch * self.sliding_window)
+
+    def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
+        memory = self._weights(batch + prefill_tokens) + self.kv_s_per_token * self._windowed(batch, context_tokens)
+        compute = self.decode_compute_s * batch + self.prefill_compute_s * prefill_tokens
+        return (memory if memory > compute else compute) + self.fixed_s + \
+            self.comm_s_per_token * (batch + prefill_tokens)
+
+    def _pieces(self, batch: int, context_tokens: float) -> tuple[float, float, float, float, float]:
+        """Memory term ``a + m j`` of decode step ``j`` before the window kink at ``j = kink``, after it
+        ``a2 + m2 j``; returns (a, m, kink, a2, m2)."""
+        w = self._weights(batch)
+        kv = self.kv_s_per_token
+        a, m = w + kv * context_tokens, kv * batch
+        f = self.local_fraction
+        if not f:
+            return a, m, math.inf, a, m
+        cap = batch * self.sliding_window  # the average context reaches the window at S + B j = B w
+        a2, m2 = w + kv * ((1.0 - f) * context_tokens + f * cap), (1.0 - f) * m
+        if context_tokens >= cap:
+            return a2, m2, math.inf, a2, m2
+        return a, m, float(math.ceil((cap - context_tokens) / batch)), a2, m2
+
+    def decode_run_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        """``sum_{j<k} max(mem(j), c B) + fixed + B comm``: flat compute-bound steps, then arithmetic series."""
+        if steps <= 0:
+            return 0.0
+        a, m, kink, a2, m2 = self._pieces(batch, context_tokens)
+        c = self.decode_compute_s * batch
+        split = int(min(kink, steps))
+        return _sum_max_linear(a, m, c, 0, split) + _sum_max_linear(a2, m2, c, split, steps) + \
+            steps * (self.fixed_s + self.comm_s_per_token * batch)
+
+    def last_step_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        return self.step_s(batch, context_tokens + batch * (steps - 1), 0)
+
+    def window(self, batch: int, context_tokens: float, steps: int) -> tuple[float, float, float]:
+        if self.moe_weights_s is not None or self.local_fraction:
+            return (self.decode_run_s(batch, context_tokens, steps), self.step_s(batch, context_tokens, 0),
+                    self.step_s(batch, context_tokens + batch * (steps - 1), 0))
+        # dense, no window (the common case, kept inline: the engine calls this once per window)
+        a = self.weights_s + self.kv_s_per_token * context_tokens
+        m = self.kv_s_per_token * batch
+        c = self.decode_compute_s * batch
+        e = self.fixed_s + self.comm_s_per_token * batch
+        end = a + m * (steps - 1)
+        first, last = (a if a > c else c) + e, (end if end > c else c) + e
+        if a >= c:
+            return steps * (a + e) + m * steps * (steps - 1) / 2.0, first, last
+        return _sum_max_linear(a, m, c, 0, steps) + steps * e, first, last
+
+    def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
+        a, m, kink, _, _ = self._pieces(batch, context_tokens)
+        c = self.decode_compute_s * batch
+        e = self.fixed_s + self.comm_s_per_token * batch
+        if a >= c:
+            flat = 0.0
+        else:  # compute-bound steps come first (all of them when the memory term does not grow)
+            flat = max(0.0, math.ceil((c - a) / m)) if m > 0 else math.inf
+        if flat * (c + e) >= duration_s:
+            k = math.ceil(duration_s / (c + e) - 1e-9)
+        else:  # n steps from j = flat: n (a + e + m flat) + m n (n - 1) / 2 >= rest
+            rest = duration_s - flat * (c + e)
+            b = a + e + m * flat - m / 2.0
+            n = (-b + math.sqrt(b * b + 2.0 * m * rest)) / m if m > 0 else rest / (a + e)
+            k = int(flat + math.ceil(n - 1e-9))
+        if k <= kink:
+            return max(1, k)
+        lo, hi = int(kink), max(int(kink) + 1, k)  # past the window kink steps grow slower: search
+        while self.decode_run_s(batch, context_tokens, hi) < duration_s:
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.decode_run_s(batch, context_tokens, mid) < duration_s else (lo, mid)
+        return max(1, hi)
+
+
+def cost_model_for(scenario: Scenario, config: SimulationConfig) -> CostModel:
+    """The cost model the simulation block names (``teaching`` constants may be overridden)."""
+    if config.cost_model == "teaching":
+        return TeachingCost(config.decode_base_s, config.decode_per_seq_s, config.prefill_per_token_s)
+    return RooflineCost.from_scenario(scenario)

@@ -1,0 +1,179 @@
+"""Results of a simulation: one row per request, the engine over time, and the aggregates.
+
+Per request: queue time = first scheduled - arrival; TTFT = first token - arrival;
+TPOT = (finish - first token) / (output - 1) (undefined for one-token answers);
+worst inter-token gap (ITL); end-to-end = finish - arrival. Aggregates are means and
+percentiles over completed requests; throughput counts completions over the span from
+the first arrival to the last finish; goodput counts only the completions that kept the
+scenario's promises (TTFT and TPOT, each where set).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..scenario import Scenario
+from .config import SimulationConfig
+from .engine import Engine
+from .workloads import RequestTable
+
+REQUEST_COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "prefix_id", "priority", "status",
+                   "reject_reason", "queue_s", "ttft_s", "tpot_s", "max_itl_s", "e2e_s", "finish_s", "preemptions")
+TIMELINE_COLUMNS = ("time_s", "running", "queued", "kv_blocks_used")
+
+
+def range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``max(values[lo:hi])`` for many ranges at once (``hi > lo``), a sparse table built level by level.
+
+    Level ``j`` holds ``max(values[i : i + 2**j])``; a range of length ``n`` is covered by two
+    windows of level ``floor(log2 n)``. O((len(values) + len(lo)) log len(values)) time, O(len) memory.
+    """
+    out = np.full(len(lo), -np.inf)
+    if len(lo) == 0:
+        return out
+    length = hi - lo
+    level = np.floor(np.log2(np.maximum(length, 1))).astype(int)
+    table = np.asarray(values, dtype=float).copy()
+    width = 1
+    for j in range(int(level.max()) + 1):
+        pick = np.flatnonzero(level == j)
+        if len(pick):
+            out[pick] = np.maximum(table[lo[pick]], table[hi[pick] - width])
+        table[: len(table) - width] = np.maximum(table[: len(table) - width], table[width:])
+        width *= 2
+    return out
+
+
+def worst_gaps(e: Engine) -> np.ndarray:
+    """Worst inter-token gap of each request [s]: over its decode segments, plus stalls across preemptions.
+
+    A segment through windows ``[lo, hi)`` sees ``first_end[lo] - first token``, the steps of window
+    ``lo``, and each later window's gap (which includes prefill iterations that paused decoding).
+    """
+    gaps = np.asarray(e.max_itl, dtype=float)
+    seg = e.segments
+    if not seg.rid:
+        return gaps
+    rid, lo, hi = np.asarray(seg.rid), np.asarray(seg.lo), np.asarray(seg.hi)
+    keep = hi > lo
+    rid, lo, hi, first_s = rid[keep], lo[keep], hi[keep], np.asarray(seg.first_s)[keep]
+    if len(rid) == 0:
+        return gaps
+    w = e.windows
+    first_end, max_step, gap = (np.asarray(x, dtype=float) for x in (w.first_end_s, w.max_step_s, w.gap_s))
+    worst = np.maximum(first_end[lo] - first_s, max_step[lo])
+    later = hi - lo > 1
+    worst[later] = np.maximum(worst[later], range_max(gap, lo[later] + 1, hi[later]))
+    merged = np.where(np.isnan(gaps), -np.inf, gaps)
+    np.maximum.at(merged, rid, worst)
+    return np.where(np.isinf(merged), np.nan, merged)
+
+
+def _stat(values: np.ndarray, how: str) -> float:
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return math.nan
+    if how == "mean":
+        return float(values.mean())
+    if how == "max":
+        return float(values.max())
+    return float(np.percentile(values, float(how[1:])))
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    """What one simulation produced. ``requests`` and ``timeline`` are DataFrames; ``summary()`` a flat dict."""
+
+    scenario: Scenario
+    config: SimulationConfig
+    requests: pd.DataFrame
+    timeline: pd.DataFrame
+    counters: dict[str, float]
+    token_times: dict[int, np.ndarray] | None = field(default=None, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """Aggregates in base units (seconds, requests/s, tokens/s); NaN where undefined (e.g. nothing completed)."""
+        df, c = self.requests, self.counters
+        done = df[df["status"] == "completed"]
+        span = float(done["finish_s"].max() - df["arrival_s"].min()) if len(done) else 0.0
+        slo = self.scenario.slo
+        met = np.ones(len(done), dtype=bool)
+        if slo.ttft_s is not None:
+            met &= done["ttft_s"].to_numpy() <= slo.ttft_s
+        if slo.tpot_s is not None:
+            tpot = done["tpot_s"].to_numpy()
+            met &= np.isnan(tpot) | (tpot <= slo.tpot_s)
+
+        def rate(count: float) -> float:
+            return count / span if span > 0 else math.nan
+
+        out: dict[str, Any] = {
+            "policy": self.config.policy,
+            "cost_model": self.config.cost_model,
+            "requests_submitted": int(len(df)),
+            "requests_completed": int(len(done)),
+            "requests_rejected": int((df["status"] == "rejected").sum()),
+        }
+        for name in ("ttft", "tpot", "queue", "e2e"):
+            values = done[f"{name}_s"].to_numpy(dtype=float)
+            for how in ("mean", "p50", "p90", "p99"):
+                out[f"{how}_{name}_s"] = _stat(values, how)
+        itl = done["max_itl_s"].to_numpy(dtype=float)
+        out["max_itl_s"] = _stat(itl, "max")
+        out["p99_max_itl_s"] = _stat(itl, "p99")
+        out["throughput_rps"] = rate(len(done))
+        out["output_tokens_per_s"] = rate(float(done["output_tokens"].sum()))
+        out["goodput_rps"] = rate(int(met.sum()))
+        out["slo_attainment"] = float(met.mean()) if len(done) else math.nan
+        out["makespan_s"] = span
+        out["padding_slot_steps"] = int(c["offered_slot_steps"] - c["useful_slot_steps"]) \
+            if self.config.policy == "static" else 0
+        out["slot_utilization"] = c["useful_slot_steps"] / c["offered_slot_steps"] if c["offered_slot_steps"] \
+            else math.nan
+        out["mean_decode_batch"] = c["useful_slot_steps"] / c["decode_steps"] if c["decode_steps"] else math.nan
+        out["decode_steps"] = int(c["decode_steps"])
+        out["preemptions"] = int(c["preemptions"])
+        out["prefix_cache_hit_rate"] = c["cached_tokens"] / c["prefill_tokens"] if c["prefill_tokens"] else 0.0
+        out["kv_pool_blocks"] = int(c["pool_blocks"])
+        out["peak_kv_blocks_used"] = int(c["peak_blocks"])
+        out["slots"] = int(c["slots"])
+        return out
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """``summary()`` with NaN and infinities as None (JSON has no NaN)."""
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.summary().items()}
+
+
+def collect(e: Engine, table: RequestTable, scenario: Scenario, config: SimulationConfig) -> SimulationResult:
+    """Turn a finished engine's books into a SimulationResult."""
+    arrival = table.arrival_s
+    first_token, finish = np.asarray(e.first_token), np.asarray(e.finish)
+    outputs = table.output_tokens
+    completed = ~np.isnan(finish)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(outputs > 1, (finish - first_token) / (outputs - 1), np.nan)
+    reason = np.asarray(e.reason, dtype=object)
+    status = np.where(completed, "completed", np.where(reason != "", "rejected", "unfinished"))
+    requests = pd.DataFrame({
+        "request_id": np.arange(len(table)), "arrival_s": arrival, "prompt_tokens": table.prompt_tokens,
+        "output_tokens": outputs, "prefix_id": table.prefix_id, "priority": table.priority, "status": status,
+        "reject_reason": reason, "queue_s": np.asarray(e.first_scheduled) - arrival, "ttft_s": first_token - arrival,
+        "tpot_s": tpot, "max_itl_s": worst_gaps(e), "e2e_s": finish - arrival, "finish_s": finish,
+        "preemptions": np.asarray(e.preemptions, dtype=np.int64)})
+    rows = e.timeline.rows
+    if not rows or rows[-1][0] != e.now:
+        rows = [*rows, (e.now, 0, len(e.queue), e.alloc.used)]
+    timeline = pd.DataFrame(rows, columns=list(TIMELINE_COLUMNS))
+    counters = {"useful_slot_steps": e.useful_slot_steps, "offered_slot_steps": e.offered_slot_steps,
+                "decode_steps": e.decode_steps, "preemptions": e.preempt_count, "prefill_tokens": e.prefill_tokens,
+                "cached_tokens": e.cached_tokens, "pool_blocks": e.alloc.pool_blocks, "peak_blocks": e.peak_blocks,
+                "slots": e.slots}
+    tokens = None
+    if e.tokens is not None:
+        tokens = {rid: np.concatenate(parts) for rid, parts in e.tokens.items()}
+    return SimulationResult(scenario, config, requests, timeline, counters, tokens)

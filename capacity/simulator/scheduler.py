@@ -1,0 +1,177 @@
+"""Scheduling policies: what each engine iteration runs.
+
+* Continuous (iteration-level) batching, Orca / vLLM: on every iteration finished
+  sequences leave and waiting ones join, up to ``max_num_seqs`` and the KV pool.
+  Without chunked prefill, admitted prompts are prefilled in an iteration of their own
+  (up to ``max_batched_tokens`` tokens, at least one prompt) that pauses decoding, as the
+  analytic model assumes. With chunked prefill every iteration carries all decodes plus
+  prompt chunks up to the token budget ``max_batched_tokens``.
+* Static batching: when the engine is idle it takes up to ``batch_size`` waiting requests,
+  prefills them together and decodes until the longest has finished; finished sequences
+  keep their slot as padding and arrivals wait for the whole batch.
+
+Between events the batch is fixed and the continuous policy skips ahead: the next
+window runs until the earliest of the next finish, the next arrival that could be
+admitted, and (blocks on demand) the step at which the pool runs out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .engine import Engine
+from .entities import Request
+
+#: Iterations without progress before the engine gives up (a bug guard, never expected).
+STALL_LIMIT = 1000
+
+
+def run_continuous(e: Engine) -> None:
+    """Run the continuous-batching engine until every request has completed or been rejected."""
+    iteration = _chunked_iteration if e.config.chunked_prefill else _unchunked_iteration
+    stalls = 0
+    arrival, n, timeline = e.arrival, e.n, e.timeline
+    while True:
+        if e.next_arrival < n and arrival[e.next_arrival] <= e.now:
+            e.ingest()
+        progressed = iteration(e)
+        timeline.seen += 1
+        if not timeline.seen % timeline.stride:
+            e.record_now()
+        if progressed:
+            stalls = 0
+            continue
+        if e.next_arrival >= e.n and not (e.queue or e.decoding or e.prefilling):
+            return
+        stalls += 1
+        nxt = e.time_of_next_arrival()
+        if stalls > STALL_LIMIT or (nxt == math.inf and not e.decoding):
+            raise RuntimeError(f"scheduler made no progress at t={e.now:.3f} s with {len(e.queue)} waiting")
+        e.now = max(e.now, nxt)
+
+
+def _window(e: Engine) -> bool:
+    """Fast-forward the decoding batch to its next event; preempt first if the pool cannot take one step."""
+    if not e.decoding:
+        return False
+    top = e.finish_heap[0]
+    k = (top[0] if top[2] == top[3].epoch and top[3].rid in e.decoding else e.next_finish_step()) - e.step
+    if not e.queue and len(e.decoding) + len(e.prefilling) < e.slots and e.next_arrival < e.n:
+        batch = len(e.decoding)
+        until = e.cost.steps_to_reach(batch, e.ctx_const + batch * e.step, e.arrival[e.next_arrival] - e.now)
+        if until < k:
+            k = until
+    new_blocks = 0
+    if e.growth is not None:
+        k, new_blocks = e.growth.steps_affordable(e.step, e.alloc.available, k)
+        if k == 0:
+            e.preempt_one()
+            return True
+    e.run_decode(k, new_blocks)
+    return True
+
+
+def _unchunked_iteration(e: Engine) -> bool:
+    """Admit what fits and prefill it alone (decode pauses); else run a decode window."""
+    admitted: list[Request] = []
+    tokens = 0
+    budget = e.config.max_batched_tokens
+    if e.growth is not None and e.decoding and e.queue:  # admission leaves the next decode step its blocks
+        e.reserved_growth = e.growth.total(e.step + 1) - e.growth.total(e.step)
+    while e.queue and len(e.decoding) + len(admitted) < e.slots:
+        r = e.queue[0][2]
+        if admitted and tokens + (e.prefill_need(r) if r.prefix_blocks else r.prompt_tokens + r.generated) > budget:
+            break
+        if not e.try_admit(r):
+            break
+        e.pop_queue()
+        admitted.append(r)
+        tokens += r.to_prefill
+    if not admitted:
+        return _window(e)
+    e.now += e.cost.step_s(0, 0, tokens)
+    for r in admitted:
+        r.to_prefill = 0
+        e.prefill_done(r)
+    return True
+
+
+def _chunked_iteration(e: Engine) -> bool:
+    """One iteration of all decodes plus prompt chunks within the token budget; a decode window if no chunk."""
+    if e.growth is not None:
+        while e.decoding and e.growth.steps_affordable(e.step, e.alloc.available, 1)[0] == 0:
+            e.preempt_one()
+        e.reserved_growth = e.growth.total(e.step + 1) - e.growth.total(e.step)
+    room = e.config.max_batched_tokens - len(e.decoding)
+    chunks: list[tuple[Request, int]] = []
+    for r in e.prefilling:
+        if room <= 0:
+            break
+        n = min(r.to_prefill, room)
+        chunks.append((r, n))
+        room -= n
+    while room > 0 and e.queue and len(e.decoding) + len(e.prefilling) < e.slots:
+        r = e.queue[0][2]
+        if not e.try_admit(r):
+            break
+        e.pop_queue()
+        e.prefilling.append(r)
+        n = min(r.to_prefill, room)
+        chunks.append((r, n))
+        room -= n
+    if not chunks:
+        e.reserved_growth = 0
+        return _window(e)
+    tokens = sum(n for _, n in chunks)
+    if e.decoding:
+        e.run_decode(1, e.reserved_growth, extra_prefill_tokens=tokens)
+        e.reserved_growth = 0
+    else:
+        e.now += e.cost.step_s(0, 0, tokens)
+    for r, n in chunks:
+        r.to_prefill -= n
+        if r.to_prefill == 0:
+            e.prefilling.remove(r)
+            e.prefill_done(r)
+    return True
+
+
+def run_static(e: Engine) -> None:
+    """Static batching: prefill a batch together, decode it until its longest member finishes, repeat."""
+    cost = e.cost
+    while True:
+        e.ingest()
+        if not e.queue:
+            if e.next_arrival >= e.n:
+                return
+            e.now = max(e.now, e.time_of_next_arrival())
+            continue
+        members: list[Request] = []
+        while e.queue and len(members) < e.slots and e.try_admit(e.queue[0][2]):
+            members.append(e.pop_queue())
+        if not members:
+            raise RuntimeError(f"static batch could not admit anyone at t={e.now:.3f} s")
+        e.now += cost.step_s(0, 0, sum(r.to_prefill for r in members))
+        start, n = e.now, len(members)
+        context = sum(r.prompt_tokens + 1 for r in members)
+        steps = max(r.output_tokens for r in members) - 1
+        e.record(running=n)
+        for r in members:
+            e.first_token[r.rid] = start
+            own = r.output_tokens - 1
+            e.finish[r.rid] = start + cost.decode_run_s(n, context, own)
+            if own > 0:
+                e.max_itl[r.rid] = cost.last_step_s(n, context, own)
+            if e.tokens is not None:
+                ends = [start + cost.decode_run_s(n, context, j) for j in range(1, own + 1)]
+                e.tokens[r.rid] = [np.array([start]), np.array(ends)]
+            e.useful_slot_steps += own
+        e.now = start + cost.decode_run_s(n, context, steps)
+        e.offered_slot_steps += e.offered_slots * steps
+        e.decode_steps += steps
+        e.record(running=n)
+        for r in members:
+            e.release(r)
+        e.record(running=0)

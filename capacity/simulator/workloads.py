@@ -1,0 +1,237 @@
+"""Request streams: arrival times and token counts, generated for a seed or replayed from a trace.
+
+Arrival processes (the first request arrives at t = 0; rate λ in requests/s):
+
+* ``fixed``: one request every ``1/λ`` s.
+* ``poisson``: exponential gaps of mean ``1/λ``.
+* ``gamma``: gamma gaps of mean ``1/λ`` and coefficient of variation ``burstiness``
+  (shape ``1/cv²``; cv = 1 is Poisson, larger is burstier).
+* ``on_off``: Poisson at λ during ``on`` seconds, then ``off`` seconds of silence.
+* ``instant``: every request at t = 0 (a flood, to measure saturated throughput).
+* ``trace``: a CSV or JSONL file with ``arrival_s, prompt_tokens, output_tokens`` and
+  optional ``prefix_id, prefix_tokens, priority`` per request.
+
+Lengths are fixed, uniform integers or lognormal (``mu = ln(mean) - sigma²/2`` so the
+mean is ``mean``). Everything comes from one ``numpy.random.Generator(seed)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ScenarioError
+from .config import LengthDist, SimulationConfig
+
+#: Default number of synthetic requests when the simulation block does not say.
+DEFAULT_REQUESTS = 1000
+REQUIRED_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+OPTIONAL_COLUMNS = ("prefix_id", "prefix_tokens", "priority")
+MAX_TRACE_PROBLEMS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTable:
+    """One array per request attribute, in arrival order. ``prefix_id`` -1 means no shared prefix."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefix_id: np.ndarray
+    prefix_tokens: np.ndarray
+    priority: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def arrival_times(kind: str, n: int, rate: float, rng: np.random.Generator, burstiness: float = 2.0,
+                  on_s: float = 1.0, off_s: float = 0.0) -> np.ndarray:
+    """Arrival times [s] of ``n`` requests, the first at 0."""
+    if kind == "instant" or n == 0:
+        return np.zeros(n)
+    if kind == "fixed":
+        return np.arange(n) / rate
+    if kind == "gamma":
+        shape = 1.0 / burstiness**2
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
+    else:
+        gaps = rng.exponential(1.0 / rate, size=n)
+    times = np.cumsum(gaps) - gaps[0]
+    if kind == "on_off":
+        times = times + np.floor(times / on_s) * off_s
+    return times
+
+
+def lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` token counts drawn from ``dist`` [tokens], each >= 1."""
+    if dist.kind == "fixed":
+        return np.full(n, dist.value, dtype=np.int64)
+    if dist.kind == "uniform":
+        return rng.integers(dist.low, dist.high + 1, size=n, dtype=np.int64)
+    mu = np.log(dist.mean) - dist.sigma**2 / 2.0
+    return np.clip(np.rint(rng.lognormal(mu, dist.sigma, size=n)), dist.low, dist.high).astype(np.int64)
+
+
+def generate(config: SimulationConfig) -> RequestTable:
+    """The synthetic request stream of a simulation block (deterministic for ``config.seed``)."""
+    rng = np.random.default_rng(config.seed)
+    n = config.requests if config.requests is not None else DEFAULT_REQUESTS
+    arrivals = arrival_times(config.arrival, n, config.rate, rng, config.burstiness, config.on_s, config.off_s)
+    prompts = lengths(config.prompt_tokens, n, rng)
+    outputs = lengths(config.output_tokens, n, rng)
+    if config.shared_prefix_tokens > 0:
+        groups = rng.integers(0, config.prefix_groups, size=n) if config.prefix_groups > 1 else np.zeros(n, int)
+        prefix_tokens = np.minimum(config.shared_prefix_tokens, prompts)
+    else:
+        groups, prefix_tokens = np.full(n, -1), np.zeros(n, dtype=np.int64)
+    if len(config.priorities) > 1:
+        weights = np.asarray(config.priority_weights or [1.0] * len(config.priorities), dtype=float)
+        priority = rng.choice(np.asarray(config.priorities), size=n, p=weights / weights.sum())
+    else:
+        priority = np.full(n, config.priorities[0])
+    return RequestTable(arrivals, prompts, outputs, groups.astype(np.int64), prefix_tokens.astype(np.int64),
+                        priority.astype(np.int64))
+
+
+def _rows_csv(path: Path) -> tuple[list[int], list[dict[str, str]], list[str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        columns = [c.strip() for c in (reader.fieldnames or [])]
+        reader.fieldnames = columns
+        lines, rows = [], []
+        for row in reader:
+            if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+                continue
+            lines.append(reader.line_num)
+            rows.append(row)
+    return lines, rows, columns
+
+
+def _rows_jsonl(path: Path) -> tuple[list[int], list[dict[str, object]], list[str]]:
+    lines, rows, problems = [], [], []
+    with path.open(encoding="utf-8") as fh:
+        for number, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as exc:
+                problems.append(f"{path.name} line {number}: not valid JSON ({exc.msg})")
+                continue
+            if not isinstance(row, dict):
+                problems.append(f"{path.name} line {number}: expected a JSON object, got {text.strip()[:40]!r}")
+                continue
+            missing = [c for c in REQUIRED_COLUMNS if c not in row]
+            if missing:
+                problems.append(f"{path.name} line {number}: missing {', '.join(missing)} "
+                                f"(each line needs {', '.join(REQUIRED_COLUMNS)})")
+                continue
+            lines.append(number)
+            rows.append(row)
+            if len(problems) >= MAX_TRACE_PROBLEMS:
+                break
+    if problems:
+        raise ScenarioError(*problems)
+    return lines, rows, sorted({k for row in rows for k in row})
+
+
+def _number_column(name: str, raw: list[object], lines: list[int], file: str, problems: list[str],
+                   integer: bool, minimum: float) -> np.ndarray:
+    """Parse one column; append a problem naming the line for each bad value (first few only)."""
+    values = np.empty(len(raw))
+    for i, item in enumerate(raw):
+        try:
+            if isinstance(item, bool) or item is None:
+                raise ValueError
+            number = float(item.strip() if isinstance(item, str) else item)  # type: ignore[arg-type]
+            if not np.isfinite(number) or (integer and not number.is_integer()) or number < minimum:
+                raise ValueError
+        except (TypeError, ValueError):
+            kind = f"a whole number >= {minimum:g}" if integer else f"a number >= {minimum:g}"
+            problems.append(f"{file} line {lines[i]}: {name} must be {kind}, got {item!r}")
+            if len(problems) >= MAX_TRACE_PROBLEMS:
+                break
+            number = np.nan
+        values[i] = number
+    return values
+
+
+def read_trace(path: str | Path, max_model_len: int | None, base_dir: str | Path | None = None) -> RequestTable:
+    """Read a CSV (header row) or JSONL trace; ScenarioError naming the file and line of each problem.
+
+    Checks: required columns present, lengths whole and >= 1 (prefix_tokens >= 0 and <= prompt),
+    arrivals >= 0 and in time order, ``prompt_tokens + output_tokens <= max_model_len``.
+    """
+    path = Path(path)
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    file = path.name
+    try:
+        if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+            lines, rows, columns = _rows_jsonl(path)
+        else:
+            lines, rows, columns = _rows_csv(path)
+    except OSError as exc:
+        raise ScenarioError(f"simulation.trace: cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ScenarioError(f"simulation.trace: {path} is not a readable CSV/JSONL file: {exc}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise ScenarioError(f"{file} line 1: missing column(s) {', '.join(missing)}; found "
+                            f"{', '.join(columns) or 'none'} (a trace needs {', '.join(REQUIRED_COLUMNS)})")
+    if not rows:
+        raise ScenarioError(f"{file}: the trace has no requests")
+    problems: list[str] = []
+
+    def column(name: str, integer: bool, minimum: float, default: float | None = None) -> np.ndarray:
+        raw = [row.get(name, default) if row.get(name) not in ("", None) else default for row in rows]
+        return _number_column(name, raw, lines, file, problems, integer, minimum)
+
+    arrival = column("arrival_s", False, 0.0)
+    prompt = column("prompt_tokens", True, 1)
+    output = column("output_tokens", True, 1)
+    prefix_tokens = column("prefix_tokens", True, 0, 0) if "prefix_tokens" in columns else np.zeros(len(rows))
+    priority = column("priority", True, -1e9, 0) if "priority" in columns else np.zeros(len(rows))
+    if not problems:
+        back = np.flatnonzero(np.diff(arrival) < 0)
+        for i in back[:MAX_TRACE_PROBLEMS]:
+            problems.append(f"{file} line {lines[i + 1]}: arrival_s {arrival[i + 1]:g} is earlier than line "
+                            f"{lines[i]}'s {arrival[i]:g}; a trace must be in arrival order")
+        too_long = np.flatnonzero(prompt + output > max_model_len) if max_model_len else []
+        for i in too_long[:MAX_TRACE_PROBLEMS]:
+            problems.append(f"{file} line {lines[i]}: prompt_tokens + output_tokens = {prompt[i] + output[i]:,.0f}"
+                            f" exceeds serving.max_model_len ({max_model_len:,})")
+        over = np.flatnonzero(prefix_tokens > prompt)
+        for i in over[:MAX_TRACE_PROBLEMS]:
+            problems.append(f"{file} line {lines[i]}: prefix_tokens ({prefix_tokens[i]:.0f}) exceeds "
+                            f"prompt_tokens ({prompt[i]:.0f})")
+    if problems:
+        raise ScenarioError(*problems[:MAX_TRACE_PROBLEMS])
+    if "prefix_id" in columns:
+        names = [str(row.get("prefix_id") or "") for row in rows]
+        ids: dict[str, int] = {}
+        prefix_id = np.array([ids.setdefault(nm, len(ids)) if nm else -1 for nm in names], dtype=np.int64)
+        prefix_tokens = np.where(prefix_id >= 0, prefix_tokens, 0)
+    else:
+        prefix_id = np.full(len(rows), -1, dtype=np.int64)
+        prefix_tokens = np.zeros(len(rows))
+    return RequestTable(arrival - arrival[0], prompt.astype(np.int64), output.astype(np.int64), prefix_id,
+                        prefix_tokens.astype(np.int64), priority.astype(np.int64))
+
+
+def request_table(config: SimulationConfig, max_model_len: int | None,
+                  base_dir: str | Path | None = None) -> RequestTable:
+    """The requests of a simulation: the trace if one is named, else the generated stream."""
+    if config.arrival == "trace":
+        assert config.trace is not None
+        table = read_trace(config.trace, max_model_len, base_dir)
+        if config.requests is not None and config.requests < len(table):
+            n = config.requests
+            return RequestTable(*(getattr(table, f)[:n] for f in RequestTable.__dataclass_fields__))
+        return table
+    return generate(config)
