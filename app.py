@@ -84,6 +84,12 @@ if "initialised" not in st.session_state:
     apply_state(state_from_query(dict(st.query_params)))
     st.session_state["initialised"] = True
 
+# Streamlit forgets the value of a widget that was not drawn in the last run (custom-model fields while a
+# catalog model is chosen); put those values back so switching to "custom" shows the preset's numbers.
+for _key, _value in st.session_state.get("last_state", {}).items():
+    if _key not in st.session_state:
+        st.session_state[_key] = _value
+
 # ---------------------------------------------------------------- sidebar: inputs
 sb = st.sidebar
 sb.title("Sizing inputs")
@@ -156,6 +162,7 @@ c2.number_input("TTFT promise (ms, 0 = none)", 0.0, 1e7, key="ttft_ms")
 messages["slo"] = sb.container()
 
 state = {key: st.session_state[key] for key in FIELDS}
+st.session_state["last_state"] = state
 st.query_params.from_dict({key: str(value) for key, value in state.items()})
 try:
     scenario_dict = scenario_from_state({**state, "config_json": st.session_state.get("config_json", "")},
@@ -220,10 +227,13 @@ for note in r.notes():
     st.caption(f"Note: {note}")
 report_downloads(st, r)
 
-memory_tab, roofline_tab, promise_tab, cost_tab, compare_tab, table_tab = st.tabs(
-    ["Memory", "Roofline", "Promise", "Cost", "Compare", "All numbers"])
+# One view at a time: only the chosen view's charts are built, so a rerun stays fast as views grow.
+VIEWS = ["Memory", "Roofline", "Promise", "Cost", "Compare", "All numbers"]
+if st.session_state.get("view") not in VIEWS:
+    st.session_state["view"] = VIEWS[0]
+view = st.segmented_control("View", VIEWS, key="view", label_visibility="collapsed") or VIEWS[0]
 
-with memory_tab:
+if view == "Memory":
     div = 2**30 if binary else 1e9
     used = s.gpu.memory_bytes * s.serving.memory_utilization
     c = st.columns(4)
@@ -242,7 +252,7 @@ with memory_tab:
     st.plotly_chart(charts.pool_grid(cells, per_cell), width="stretch")
     st.caption("Blocks by owner: " + ", ".join(f"{label} {n:,}" for label, n in counts.items()))
 
-with roofline_tab:
+if view == "Roofline":
     c = st.columns(4)
     c[0].metric("Memory term", show("decode_memory_s"))
     c[1].metric("Compute term", show("decode_compute_s"))
@@ -255,7 +265,7 @@ with roofline_tab:
     st.caption(f"Prefill is compute-bound above {r['critical_batch']:,.0f} prompt tokens (critical batch "
                f"W·F / (2N·BW)); the decode step is {r['decode_bound']}-bound at the largest batch.")
 
-with promise_tab:
+if view == "Promise":
     c = st.columns(4)
     c[0].metric("Goodput", f"{r['goodput_rps']:,.2f} req/s", help=f"set by {r['goodput_limit']}")
     c[1].metric("In flight at goodput", f"{r['goodput_in_flight']:,.0f}")
@@ -271,7 +281,7 @@ with promise_tab:
                     f"of the ceiling): TPOT {show('tpot_at_load_s')}, TTFT {show('ttft_at_load_s')}.")
     st.caption("TTFT model: prefill plus an M/D/1 queue wait that diverges at the ceiling (an approximation).")
 
-with cost_tab:
+if view == "Cost":
     c = st.columns(3)
     c[0].metric("$ per M output tokens at goodput", show("cost_per_million_tokens"))
     c[1].metric("$ per M output tokens at ceiling", show("cost_per_million_tokens_at_ceiling"))
@@ -288,7 +298,7 @@ with cost_tab:
     except ValueError as exc:
         st.warning(str(exc))
 
-with compare_tab:
+if view == "Compare":
     c1, c2 = st.columns(2)
     choices = c1.multiselect("GPUs", list(catalog.gpus()), default=list(catalog.gpus())[:6])
     model_choices = c2.multiselect("models (empty: this scenario's model)", list(catalog.models()))
@@ -300,7 +310,7 @@ with compare_tab:
             shown[key] = [format_value(key, v) if isinstance(v, float) else "" for v in shown[key]]
         st.dataframe(shown, hide_index=True, width="stretch")
 
-with table_tab:
+if view == "All numbers":
     rows = [{"section": sec, "quantity": key, "value": format_value(key, r[key], binary)}
             for sec, keys in SECTIONS.items() for key in keys]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=600)

@@ -1,21 +1,21 @@
 """Plotly figures for the app's views. Each takes library outputs and returns a figure; no formulas here.
 
-Figures are built from plain dicts in one ``go.Figure(...)`` call: plotly validates once
-instead of on every ``update_*``/``add_vline`` call, which keeps a rerun fast.
+Figures are plain dicts (``{"data": [...], "layout": {...}}``) that ``st.plotly_chart`` validates
+once; building ``go.Figure`` objects and calling ``update_*``/``add_vline`` validated on every call
+and made a rerun several times slower.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from capacity.pool_picture import LABELS
 
 POOL_COLOURS = ["#e5e7eb", "#7c3aed", "#2563eb", "#f59e0b"]  # free, shared, private, partial
 
 
-def _figure(data: list[dict], title: str, x: str, y: str, marks: list[tuple] = (), **layout) -> go.Figure:
+def _figure(data: list[dict], title: str, x: str, y: str, marks: list[tuple] = (), **layout) -> dict:
     """A figure with vertical/horizontal marks: (axis 'x' or 'y', value, colour, dash, label, y-axis ref)."""
     shapes, notes = [], []
     for axis, value, colour, dash, label, yref in marks:
@@ -33,23 +33,24 @@ def _figure(data: list[dict], title: str, x: str, y: str, marks: list[tuple] = (
     base = {"title": {"text": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
             "height": 360, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
             "legend": {"orientation": "h", "y": -0.25}, "shapes": shapes, "annotations": notes}
-    return go.Figure(data=data, layout={**base, **layout})
+    # A plain dict: st.plotly_chart validates it once; building a go.Figure here would validate twice.
+    return {"data": data, "layout": {**base, **layout}}
 
 
-def memory_bar(parts: dict[str, float], unit: str) -> go.Figure:
+def memory_bar(parts: dict[str, float], unit: str) -> dict:
     """One stacked bar: where one GPU's memory goes (``parts`` already in ``unit``)."""
     data = [{"type": "bar", "name": label, "y": ["GPU"], "x": [value], "orientation": "h",
              "text": [f"{value:,.1f} {unit}"], "textposition": "inside"} for label, value in parts.items()]
     return _figure(data, "Where one GPU's memory goes", unit, "", barmode="stack")
 
 
-def concurrency_bars(counts: dict[str, float]) -> go.Figure:
+def concurrency_bars(counts: dict[str, float]) -> dict:
     data = [{"type": "bar", "x": list(counts), "y": list(counts.values()),
              "text": [f"{v:,.0f}" for v in counts.values()], "textposition": "outside"}]
     return _figure(data, "Requests that fit at once", "", "requests")
 
 
-def pool_grid(cells: np.ndarray, per_cell: int, columns: int = 60) -> go.Figure:
+def pool_grid(cells: np.ndarray, per_cell: int, columns: int = 60) -> dict:
     """A grid of KV blocks coloured by owner; each cell stands for ``per_cell`` blocks."""
     rows = int(np.ceil(len(cells) / columns)) if len(cells) else 1
     grid = np.full(rows * columns, np.nan)
@@ -64,7 +65,7 @@ def pool_grid(cells: np.ndarray, per_cell: int, columns: int = 60) -> go.Figure:
                    xaxis={"showticklabels": False}, yaxis={"autorange": "reversed", "showticklabels": False})
 
 
-def decode_chart(curve: pd.DataFrame, batch_now: float, balance: float, in_flight: float | None) -> go.Figure:
+def decode_chart(curve: pd.DataFrame, batch_now: float, balance: float, in_flight: float | None) -> dict:
     b = curve["batch"]
     data = [
         {"type": "scatter", "x": b, "y": curve["memory_s"] * 1e3, "name": "memory term (ms)", "line": {"dash": "dot"}},
@@ -83,7 +84,7 @@ def decode_chart(curve: pd.DataFrame, batch_now: float, balance: float, in_fligh
 
 
 def load_chart(curve: pd.DataFrame, ceiling: float, goodput: float, tpot_slo_ms: float | None,
-               ttft_slo_ms: float | None) -> go.Figure:
+               ttft_slo_ms: float | None) -> dict:
     tpot = curve["tpot_s"].where(np.isfinite(curve["tpot_s"])) * 1e3
     ttft = curve["ttft_s"].where(np.isfinite(curve["ttft_s"])) * 1e3
     data = [{"type": "scatter", "x": curve["rate_rps"], "y": tpot, "name": "TPOT (ms)"},
@@ -99,7 +100,7 @@ def load_chart(curve: pd.DataFrame, ceiling: float, goodput: float, tpot_slo_ms:
                    yaxis2={"overlaying": "y", "side": "right", "title": {"text": "TTFT (ms)"}, "type": "log"})
 
 
-def compare_chart(table: pd.DataFrame) -> go.Figure:
+def compare_chart(table: pd.DataFrame) -> dict:
     ok = table[table["problem"] == ""]
     labels = ok["gpu"] if ok["model"].nunique() <= 1 else ok["model"] + " on " + ok["gpu"]
     data = [{"type": "bar", "x": labels, "y": ok["goodput_rps"], "name": "goodput (requests/s)"},

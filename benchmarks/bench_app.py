@@ -2,7 +2,10 @@
 
 Prints the median and p90 of N reruns that each move the memory-utilisation slider, and the
 first (cold) run as the baseline. AppTest runs the script in-process, so the figure includes
-Streamlit's own script overhead but not the browser's rendering or the websocket.
+Streamlit's own script overhead but not the browser's rendering or the websocket. AppTest
+compiles the script afresh on every run, which a server does once per app; the benchmark
+shares one script cache across runs, as the server does (pass --recompile to measure AppTest's
+own way too).
 
     python benchmarks/bench_app.py [N]
 """
@@ -14,12 +17,16 @@ import sys
 import time
 from pathlib import Path
 
-from streamlit.testing.v1 import AppTest
+from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+from streamlit.testing.v1 import AppTest, app_test
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-def main(n: int = 30) -> None:
+def main(n: int = 30, recompile: bool = False) -> None:
+    if not recompile:
+        shared = ScriptCache()
+        app_test.ScriptCache = lambda: shared  # one compiled script for all runs, as a server keeps it
     start = time.perf_counter()
     at = AppTest.from_file(APP, default_timeout=120).run()
     cold = time.perf_counter() - start
@@ -39,4 +46,5 @@ def main(n: int = 30) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 30)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(int(args[0]) if args else 30, recompile="--recompile" in sys.argv)

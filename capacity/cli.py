@@ -40,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--format", choices=["csv", "xlsx", "parquet", "json"],
                     help="table format (default: from the -o suffix, else csv)")
     sw.add_argument("-o", "--output", help="write to this file (required for xlsx and parquet)")
+    si = sub.add_parser("simulate", help="simulate the scenario's serving engine request by request")
+    si.add_argument("scenario", help="scenario YAML file (its simulation: block sets the run)")
+    si.add_argument("--format", choices=["json", "csv"], default="json",
+                    help="json (default): the summary in base units; csv: one row per request")
+    si.add_argument("-o", "--output", help="write to this file instead of standard output")
+    si.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a key of the simulation block, e.g. --set policy=static --set rate=12")
     return parser
 
 
@@ -90,6 +97,12 @@ def _sweep(args: argparse.Namespace) -> str | bytes:
     return data.decode("utf-8") if fmt in ("csv", "json") else data
 
 
+def _simulate(args: argparse.Namespace) -> str:
+    from .simulator.command import run
+
+    return run(args)
+
+
 def _write(text: str | bytes, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text if isinstance(text, str) else text.decode("utf-8"))
@@ -102,7 +115,7 @@ def _write(text: str | bytes, output: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        text = {"evaluate": _evaluate, "sweep": _sweep}[args.command](args)
+        text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate}[args.command](args)
         _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:
