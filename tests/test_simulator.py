@@ -294,3 +294,18 @@ def test_summary_has_the_contract_keys(sale_day):
                 "prefix_cache_hit_rate", "mean_queue_s", "mean_e2e_s"):
         assert key in summary
     assert summary["output_tokens_per_s"] == pytest.approx(300 * summary["throughput_rps"])
+
+
+@pytest.mark.parametrize("router", ["round_robin", "random"])
+def test_replicas_behind_a_router_share_the_load(sale_day, router):
+    """Four replicas at four times the rate: each sees about one replica's load, so the fleet does 4x."""
+    one = simulate(sale_day, rate=5.0, requests=1500).summary()
+    fleet = simulate(sale_day, rate=20.0, requests=6000, replicas=4, router=router)
+    summary = fleet.summary()
+    assert summary["requests_completed"] == 6000
+    assert summary["throughput_rps"] == pytest.approx(4 * one["throughput_rps"], rel=0.05)
+    assert summary["mean_tpot_s"] == pytest.approx(one["mean_tpot_s"], rel=0.10)
+    df = fleet.requests
+    assert df["request_id"].tolist() == list(range(6000)) and set(df["replica"]) == {0, 1, 2, 3}
+    assert (fleet.timeline["kv_blocks_used"] <= 4 * summary["kv_pool_blocks"]).all()
+    assert fleet.timeline["running"].max() > one["mean_decode_batch"]  # the fleet runs more than one replica

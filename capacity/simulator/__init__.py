@@ -8,7 +8,7 @@ SimulationResult: ``.summary()``, ``.requests`` (one row per request) and ``.tim
 Layout: ``config`` (the simulation block), ``workloads`` (arrivals and lengths),
 ``cost_models`` (teaching and roofline), ``allocator`` (blocks, prefix cache),
 ``entities``, ``engine`` (books), ``scheduler`` (policies), ``metrics`` (results),
-``command`` (``capacity simulate``).
+``router`` (replicas), ``command`` (``capacity simulate``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..scenario import Scenario
 from .config import SimulationConfig, config_from_scenario
 from .cost_models import CostModel, RooflineCost, TeachingCost, cost_model_for
 from .engine import Engine
 from .metrics import SimulationResult, collect
+from .router import assign, merge, subset
 from .scheduler import run_continuous, run_static
 from .workloads import RequestTable, request_table
 
@@ -39,7 +42,22 @@ def simulate(scenario: Scenario, base_dir: str | Path | None = None, **overrides
 
 
 def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestTable) -> SimulationResult:
-    """Simulate an explicit request table (what ``simulate`` does after building the workload)."""
+    """Simulate an explicit request table (what ``simulate`` does after building the workload).
+
+    With ``config.replicas > 1`` a router splits the requests over identical replicas (``router.py``).
+    """
+    if config.replicas > 1:
+        replica = assign(table, config)
+        parts = []
+        for r in range(config.replicas):
+            index = np.flatnonzero(replica == r)
+            parts.append((index, _simulate_one(scenario, config, subset(table, index))))
+        return merge(parts)
+    return _simulate_one(scenario, config, table)
+
+
+def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable) -> SimulationResult:
+    """One replica's engine over ``table``."""
     analytic = scenario.evaluate()
     pool_blocks = int(analytic["pool_blocks"])
     batch_max = max(1, int(analytic["batch_max"]))

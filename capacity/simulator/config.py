@@ -21,6 +21,7 @@ POLICIES = ("static", "continuous")
 COST_MODELS = ("teaching", "roofline")
 ARRIVALS = ("poisson", "fixed", "gamma", "on_off", "instant", "trace")
 KV_ALLOCATIONS = ("on_demand", "reserve")
+ROUTERS = ("round_robin", "random")
 DISTRIBUTIONS = ("fixed", "uniform", "lognormal")
 
 
@@ -73,6 +74,8 @@ class SimulationConfig:
     decode_base_s: float = 18.0e-3
     decode_per_seq_s: float = 0.12e-3
     prefill_per_token_s: float = 0.03e-3
+    replicas: int = 1
+    router: str = "round_robin"
     record_tokens: bool = False
 
 
@@ -197,6 +200,8 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "decode_base": (_time, "decode_base_s"),
     "decode_per_seq": (_time, "decode_per_seq_s"),
     "prefill_per_token": (_time, "prefill_per_token_s"),
+    "replicas": (positive_int, "replicas"),
+    "router": (_choice(ROUTERS), "router"),
     "record_tokens": (_flag, "record_tokens"),
 }
 
