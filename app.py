@@ -10,6 +10,7 @@ import streamlit as st
 import yaml
 
 from app_views import charts
+from app_views.simulator import render_simulator, run_pair
 from app_views.state import (
     BLOCK_SIZES,
     CUSTOM,
@@ -52,6 +53,7 @@ def compare_table(scenario_json: str, gpus: tuple[str, ...], models: tuple[str, 
 
 
 PRESETS = st.cache_resource(presets)()
+simulate_pair = st.cache_data(show_spinner=False, max_entries=32)(run_pair)
 
 
 def report_downloads(where, results) -> None:
@@ -228,7 +230,7 @@ for note in r.notes():
 report_downloads(st, r)
 
 # One view at a time: only the chosen view's charts are built, so a rerun stays fast as views grow.
-VIEWS = ["Memory", "Roofline", "Promise", "Cost", "Compare", "All numbers"]
+VIEWS = ["Memory", "Roofline", "Promise", "Cost", "Compare", "Simulator", "All numbers"]
 if st.session_state.get("view") not in VIEWS:
     st.session_state["view"] = VIEWS[0]
 view = st.segmented_control("View", VIEWS, key="view", label_visibility="collapsed") or VIEWS[0]
@@ -309,6 +311,9 @@ if view == "Compare":
         for key in ("decode_step_s", "cost_per_million_tokens"):
             shown[key] = [format_value(key, v) if isinstance(v, float) else "" for v in shown[key]]
         st.dataframe(shown, hide_index=True, width="stretch")
+
+if view == "Simulator":
+    render_simulator(st, scenario_json, s.workload.arrival_rate or r["goodput_rps"] * 0.8, simulate_pair)
 
 if view == "All numbers":
     rows = [{"section": sec, "quantity": key, "value": format_value(key, r[key], binary)}

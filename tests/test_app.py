@@ -35,7 +35,7 @@ def test_every_preset_renders_the_library_numbers(preset):
     at = choose(start(), preset)
     assert not at.exception, at.exception
     assert not at.error
-    for view in ("Memory", "Roofline", "Promise", "Cost", "Compare", "All numbers"):
+    for view in ("Memory", "Roofline", "Promise", "Cost", "Compare", "Simulator", "All numbers"):
         at.button_group(key="view").set_value(view).run()
         assert not at.exception and not at.error, (view, at.exception)
     expected = Scenario.from_dict(yaml.safe_load(PRESETS[preset].read_text())).evaluate()
@@ -164,3 +164,21 @@ def test_report_download_buttons_are_offered():
     at = choose(start(), "essay 001 sale-day napkin")
     labels = [button.proto.label for button in at.get("download_button")]
     assert {"Report (CSV)", "Report (XLSX, live formulas)", "Report (JSON)", "Save scenario (YAML)"} <= set(labels)
+
+
+def test_simulator_view_shows_static_and_continuous_as_the_library_simulates():
+    from capacity.simulator import simulate
+    from capacity.units import format_time
+
+    at = choose(start(), "essay 001 sale-day napkin")
+    at.button_group(key="view").set_value("Simulator").run()
+    at.number_input(key="sim_requests").set_value(200).run()
+    at.number_input(key="sim_rate").set_value(4.0).run()
+    assert not at.exception and not at.error
+    shown = at.dataframe[0].value.set_index("quantity")
+    scenario = Scenario.from_dict(yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text()))
+    for policy in ("static", "continuous"):
+        summary = simulate(scenario, policy=policy, requests=200, rate=4.0, seed=0, cost_model="roofline",
+                           chunked_prefill=False, arrival="poisson").summary()
+        assert shown.loc["mean TTFT", policy] == format_time(summary["mean_ttft_s"])
+        assert shown.loc["throughput", policy] == f"{summary['throughput_rps']:,.2f} requests/s"
