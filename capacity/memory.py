@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._numeric import scalar_out
+
 #: Bytes per stored value for each KV-cache / weight dtype.
 BYTES_PER_VALUE = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
@@ -18,12 +20,14 @@ BYTES_PER_VALUE = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.
 _COUNT_SLACK = 1e-9
 
 
+@scalar_out
 def floor_count(x: ArrayLike) -> np.ndarray:
     """floor(x) for a count computed from floats, tolerant of rounding error (relative 1e-9); never below 0."""
     x = np.asarray(x, dtype=float)
     return np.maximum(np.floor(x + _COUNT_SLACK * np.maximum(np.abs(x), 1.0)), 0.0)
 
 
+@scalar_out
 def kv_bytes_per_token(layers: ArrayLike, kv_heads: ArrayLike, head_dim: ArrayLike,
                        bytes_per_value: ArrayLike) -> np.ndarray:
     """KV-cache bytes one token holds: ``2 * layers * kv_heads * head_dim * bytes_per_value`` [B].
@@ -35,6 +39,7 @@ def kv_bytes_per_token(layers: ArrayLike, kv_heads: ArrayLike, head_dim: ArrayLi
         bytes_per_value, float)
 
 
+@scalar_out
 def blocks_for(tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray:
     """Blocks a sequence of ``tokens`` occupies: ``ceil(tokens / block_size)`` [blocks].
 
@@ -43,6 +48,7 @@ def blocks_for(tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray:
     return -(-np.asarray(tokens, float) // np.asarray(block_size, float))
 
 
+@scalar_out
 def pool_bytes(gpu_memory_bytes: ArrayLike, memory_utilization: ArrayLike, weight_bytes: ArrayLike) -> np.ndarray:
     """KV pool left on one GPU: ``gpu_memory * memory_utilization - weight_bytes`` [B] (may be <= 0).
 
@@ -51,6 +57,7 @@ def pool_bytes(gpu_memory_bytes: ArrayLike, memory_utilization: ArrayLike, weigh
     return np.asarray(gpu_memory_bytes, float) * np.asarray(memory_utilization, float) - np.asarray(weight_bytes, float)
 
 
+@scalar_out
 def pool_blocks(pool_bytes: ArrayLike, block_size: ArrayLike, kv_bytes_per_token: ArrayLike) -> np.ndarray:
     """Blocks the pool holds: ``floor(pool_bytes / (block_size * kv_bytes_per_token))`` [blocks].
 
@@ -60,6 +67,7 @@ def pool_blocks(pool_bytes: ArrayLike, block_size: ArrayLike, kv_bytes_per_token
         kv_bytes_per_token, float)))
 
 
+@scalar_out
 def max_requests_contiguous(pool_bytes: ArrayLike, max_model_len: ArrayLike,
                             kv_bytes_per_token: ArrayLike) -> np.ndarray:
     """Requests that fit when each reserves ``max_model_len`` tokens up front [requests].
@@ -70,6 +78,7 @@ def max_requests_contiguous(pool_bytes: ArrayLike, max_model_len: ArrayLike,
         kv_bytes_per_token, float)))
 
 
+@scalar_out
 def max_requests_paged(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, block_size: ArrayLike) -> np.ndarray:
     """Requests that fit when blocks are allocated on demand: ``floor(pool_blocks / blocks_for(tokens, bs))``.
 
@@ -78,6 +87,7 @@ def max_requests_paged(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, bl
     return floor_count(np.asarray(pool_blocks, float) / blocks_for(tokens_per_request, block_size))
 
 
+@scalar_out
 def shared_blocks(prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray:
     """Blocks of a shared prefix that are stored once: ``floor(prefix_tokens / block_size)``.
 
@@ -86,6 +96,7 @@ def shared_blocks(prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray
     return np.floor(np.asarray(prefix_tokens, float) / np.asarray(block_size, float))
 
 
+@scalar_out
 def private_blocks(tokens_per_request: ArrayLike, prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray:
     """Blocks each request owns alone: ``blocks_for(tokens - shared_blocks * bs, bs)``.
 
@@ -95,6 +106,7 @@ def private_blocks(tokens_per_request: ArrayLike, prefix_tokens: ArrayLike, bloc
     return blocks_for(np.asarray(tokens_per_request, float) - shared_blocks(prefix_tokens, bs) * bs, bs)
 
 
+@scalar_out
 def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, prefix_tokens: ArrayLike,
                                block_size: ArrayLike) -> np.ndarray:
     """Requests that fit when a common prefix is stored once [requests].
@@ -109,11 +121,13 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
     return np.where(np.asarray(pool_blocks, float) >= shared, fit, 0.0)
 
 
+@scalar_out
 def weight_bytes(params: ArrayLike, bytes_per_weight: ArrayLike) -> np.ndarray:
     """Weight memory: ``params * bytes_per_weight`` [B]. 8e9 params in fp16 = 16 GB (essay 001)."""
     return np.asarray(params, float) * np.asarray(bytes_per_weight, float)
 
 
+@scalar_out
 def mla_kv_bytes_per_token(layers: ArrayLike, latent_dim: ArrayLike, bytes_per_value: ArrayLike) -> np.ndarray:
     """KV bytes per token with multi-head latent attention: ``layers * latent_dim * bytes_per_value`` [B].
 
@@ -123,6 +137,7 @@ def mla_kv_bytes_per_token(layers: ArrayLike, latent_dim: ArrayLike, bytes_per_v
     return np.asarray(layers, float) * np.asarray(latent_dim, float) * np.asarray(bytes_per_value, float)
 
 
+@scalar_out
 def windowed_tokens(tokens: ArrayLike, sliding_window: ArrayLike, local_fraction: ArrayLike) -> np.ndarray:
     """Tokens cached per layer on average when a share of the layers keeps only a sliding window [tokens].
 
@@ -133,6 +148,7 @@ def windowed_tokens(tokens: ArrayLike, sliding_window: ArrayLike, local_fraction
     return t * (1.0 - f) + np.minimum(t, np.asarray(sliding_window, float)) * f
 
 
+@scalar_out
 def windowed_blocks(tokens: ArrayLike, block_size: ArrayLike, sliding_window: ArrayLike,
                     local_fraction: ArrayLike) -> np.ndarray:
     """Blocks of ``block_size`` tokens (all layers) a request holds when local layers keep only the window.
@@ -144,6 +160,7 @@ def windowed_blocks(tokens: ArrayLike, block_size: ArrayLike, sliding_window: Ar
     return (1.0 - f) * blocks_for(tokens, block_size) + f * blocks_for(capped, block_size)
 
 
+@scalar_out
 def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, experts_per_token: ArrayLike) -> np.ndarray:
     """Experts a batch of ``tokens`` touches per MoE layer, routing uniform: ``E (1 - (1 - k/E)^tokens)``.
 
@@ -155,6 +172,7 @@ def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, experts_per
     return np.where(e > 0, touched, 0.0)
 
 
+@scalar_out
 def weight_bytes_read(weight_bytes: ArrayLike, params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
                       experts_per_token: ArrayLike, tokens: ArrayLike) -> np.ndarray:
     """Weight bytes one forward pass over ``tokens`` tokens reads [B].

@@ -13,11 +13,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._numeric import scalar_out
+
 
 def _f(x: ArrayLike) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
+@scalar_out
 def decode_memory_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: ArrayLike,
                     kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike) -> np.ndarray:
     """Memory term of a decode step: ``(W + B * c * kv_bytes_per_token) / BW`` [s].
@@ -28,11 +31,13 @@ def decode_memory_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: A
     return (_f(weight_bytes) + _f(batch) * _f(context_tokens) * _f(kv_bytes_per_token)) / _f(bandwidth)
 
 
+@scalar_out
 def decode_compute_s(batch: ArrayLike, params: ArrayLike, flops: ArrayLike) -> np.ndarray:
     """Compute term of a decode step: ``B * 2N / F`` [s]. Essay 001: 328 * 16 GFLOP / 150 TFLOP/s = 35.0 ms."""
     return _f(batch) * 2.0 * _f(params) / _f(flops)
 
 
+@scalar_out
 def decode_step_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: ArrayLike,
                   kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike, params: ArrayLike, flops: ArrayLike,
                   step_overhead_s: ArrayLike) -> np.ndarray:
@@ -41,6 +46,7 @@ def decode_step_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: Arr
                       decode_compute_s(batch, params, flops)) + _f(step_overhead_s)
 
 
+@scalar_out
 def prefill_s(weight_bytes: ArrayLike, prompt_tokens: ArrayLike, params: ArrayLike, bandwidth: ArrayLike,
               flops: ArrayLike, step_overhead_s: ArrayLike) -> np.ndarray:
     """Prefill of P uncached prompt tokens, run alone: ``max(W / BW, P * 2N / F) + o`` [s].
@@ -52,6 +58,7 @@ def prefill_s(weight_bytes: ArrayLike, prompt_tokens: ArrayLike, params: ArrayLi
         step_overhead_s)
 
 
+@scalar_out
 def gpu_time_per_request_s(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
                            output_tokens: ArrayLike) -> np.ndarray:
     """GPU time one request costs at batch B: ``t_prefill + A * t_step(B) / B`` [s]. Essay 001: 144.4 ms."""
@@ -59,6 +66,7 @@ def gpu_time_per_request_s(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch
         return _f(prefill_s) + _f(output_tokens) * _f(decode_step_s) / _f(batch)
 
 
+@scalar_out
 def ceiling_rps(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
                 output_tokens: ArrayLike) -> np.ndarray:
     """Throughput ceiling: ``1 / (t_prefill + A * t_step(B_max) / B_max)`` [requests/s]; 0 when nothing fits.
@@ -70,6 +78,7 @@ def ceiling_rps(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike
         return np.where(_f(batch) > 0, 1.0 / per_request, 0.0)
 
 
+@scalar_out
 def decode_share(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
                  output_tokens: ArrayLike) -> np.ndarray:
     """Share of GPU time spent decoding at the ceiling: ``(A t_step / B) / per_request`` [-]. Essay 001: 0.24."""
@@ -79,6 +88,7 @@ def decode_share(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLik
     return np.where(_f(batch) > 0, share, 0.0)
 
 
+@scalar_out
 def tpot_at_ceiling_s(decode_step_s: ArrayLike, decode_share: ArrayLike) -> np.ndarray:
     """Time per output token users see at the ceiling: ``t_step(B_max) / decode_share`` [s].
 
@@ -88,11 +98,13 @@ def tpot_at_ceiling_s(decode_step_s: ArrayLike, decode_share: ArrayLike) -> np.n
         return np.where(_f(decode_share) > 0, _f(decode_step_s) / _f(decode_share), np.inf)
 
 
+@scalar_out
 def single_stream_tokens_per_s(bandwidth: ArrayLike, weight_bytes: ArrayLike) -> np.ndarray:
     """Upper bound for one stream: ``BW / W`` [tokens/s]. Essay 001: 2 TB/s / 16 GB = 125 tokens/s."""
     return _f(bandwidth) / _f(weight_bytes)
 
 
+@scalar_out
 def critical_batch(weight_bytes: ArrayLike, params: ArrayLike, bandwidth: ArrayLike, flops: ArrayLike) -> np.ndarray:
     """Tokens per step where reading the weights and the arithmetic take equal time: ``W F / (2 N BW)`` [tokens].
 
