@@ -245,8 +245,9 @@ if view == "Memory":
     c[3].metric("Paged vs contiguous", f"{r['max_requests_paged'] / max(r['max_requests_contiguous'], 1):,.1f}x")
     left, right = st.columns(2)
     left.plotly_chart(charts.memory_bar({
-        "weights": r["weight_bytes_per_gpu"] / div, "KV pool": max(r["pool_bytes"], 0) / div,
-        "reserve (1 - utilisation)": (s.gpu.memory_bytes - used) / div}, unit), width="stretch")
+        "weights": r["weight_bytes_per_gpu"] / div, "engine reserve": s.serving.reserved_bytes / div,
+        "KV pool": max(r["pool_bytes"], 0) / div,
+        "left free (1 - utilisation)": (s.gpu.memory_bytes - used) / div}, unit), width="stretch")
     right.plotly_chart(charts.concurrency_bars({
         "contiguous": r["max_requests_contiguous"], "paged": r["max_requests_paged"],
         "shared prefix": r["max_requests_shared_prefix"]}), width="stretch")
