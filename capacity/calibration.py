@@ -1,0 +1,858 @@
+"""Calibration: fit bandwidth_efficiency, flops_efficiency and step_overhead to measured points.
+
+Every time the roofline predicts is max-affine in the three factors. With ``u = 1 / e_bw``,
+``v = 1 / e_fl`` and ``o`` the step overhead [s], a measured time is predicted as
+
+    t = sum_k max(m_k u, c_k v) + f + d o        [s]
+
+where ``m_k`` [s] is piece k's memory time at the GPU's peak bandwidth, ``c_k`` [s] its compute time at
+peak FLOP/s, ``f`` [s] the tensor-parallel all-reduce time and ``d`` [-] the number of step overheads paid.
+The pieces are the library's own decode step and prefill (``analysis.StepModel``), probed at peak figures,
+so a calibrated profile predicts exactly what ``Scenario.evaluate`` predicts with those factors.
+
+How each measured metric is predicted (B the decode batch, P prompt and A output tokens, t_p = t_prefill(P)):
+
+    static batch B            step/TPOT = t_step(B);  TTFT = t_prefill(B P);  latency = t_prefill(B P) + A t_step(B)
+                              output tokens/s = B A / latency
+    concurrency C (closed)    B = min(C, B_max);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
+                              output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p
+    offline / rate INF        concurrency C = infinity, i.e. B = B_max (the ceiling)
+    request rate λ (open)     TPOT, TTFT = the library's ``tpot_at_load_s``, ``ttft_at_load_s`` (TPOT = t_step(B) /
+                              (1 - λ t_p) with B = λ A TPOT; TTFT = prefill plus the queue for it)
+                              output tokens/s = A min(λ, ceiling); above the ceiling as concurrency = infinity
+
+Throughputs are multiplied by the data-parallel replicas. The open-loop values depend on the factors through
+the operating batch and the queue; each is linearised at the current estimate as (library value / piece) x
+piece, with the piece the decode step at the load's batch (TPOT) or the prefill (TTFT), and the fit is
+repeated until it is self-consistent, where the prediction is the library's own value.
+
+The fit minimises the squared log errors ``sum_i ln(t_i / y_i)^2`` of the times (a rate is fitted as its
+reciprocal, time per output token, so a 2x over- and a 2x under-prediction cost the same) with efficiencies
+in [0.01, 1] and the overhead in [0, 1 s]. Weighted least squares is piecewise quadratic in (u, v, o): on
+each interval of the ratio u / v every max picks one side. ``_solve`` solves each interval exactly (bounded
+linear least squares) and keeps the best, so the relative-error fit it starts from is global; Gauss-Newton
+steps on the log loss follow, each solved the same way. A factor the points do not determine (all points
+memory-bound: no information on FLOP/s; one batch size only: bandwidth and overhead inseparable) is reported
+as not identifiable and held at its starting value, never invented. numpy only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .analysis import StepModel, step_model
+from .errors import ScenarioError
+from .scenario import Scenario
+
+#: The three factors, in the order of the parameter vector (u = 1/e_bw, v = 1/e_fl, o).
+FACTORS = ("bandwidth_efficiency", "flops_efficiency", "step_overhead")
+
+#: Measured metrics and their base unit. ITL is fitted as TPOT (both are the mean gap between tokens).
+METRICS = {"step_time_s": "s", "tpot_s": "s", "ttft_s": "s", "latency_s": "s", "output_tokens_per_s": "tokens/s"}
+
+#: Search box: efficiencies in [1%, 100%] of peak, overhead in [0, 1 s].
+EFFICIENCY_MIN, OVERHEAD_MAX_S = 0.01, 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Factors:
+    """Achieved fractions of peak bandwidth and FLOP/s [-], and the fixed time per forward pass [s]."""
+
+    bandwidth_efficiency: float
+    flops_efficiency: float
+    step_overhead_s: float
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> Factors:
+        g = scenario.gpu
+        return cls(g.bandwidth_efficiency, g.flops_efficiency, scenario.serving.step_overhead_s)
+
+    def theta(self) -> np.ndarray:
+        """(u, v, o) = (1 / e_bw, 1 / e_fl, o)."""
+        return np.array([1.0 / self.bandwidth_efficiency, 1.0 / self.flops_efficiency, self.step_overhead_s])
+
+    @classmethod
+    def from_theta(cls, theta: Sequence[float]) -> Factors:
+        return cls(1.0 / float(theta[0]), 1.0 / float(theta[1]), float(theta[2]))
+
+    def apply(self, scenario: Scenario) -> Scenario:
+        """The scenario with these factors on its GPU's peak figures and its serving overhead."""
+        gpu = replace(scenario.gpu, bandwidth_efficiency=self.bandwidth_efficiency,
+                      flops_efficiency=self.flops_efficiency)
+        return replace(scenario, gpu=gpu, serving=replace(scenario.serving, step_overhead_s=self.step_overhead_s))
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """A predicted time ``sum_k max(memory_k u, compute_k v) + fixed + overhead o`` [s]."""
+
+    memory: np.ndarray      # [s] at peak bandwidth
+    compute: np.ndarray     # [s] at peak FLOP/s
+    fixed: float = 0.0      # [s] all-reduce time, independent of the factors
+    overhead: float = 0.0   # [-] step overheads paid
+
+    def __add__(self, other: Terms) -> Terms:
+        return Terms(np.concatenate([self.memory, other.memory]), np.concatenate([self.compute, other.compute]),
+                     self.fixed + other.fixed, self.overhead + other.overhead)
+
+    def scaled(self, k: float) -> Terms:
+        return Terms(self.memory * k, self.compute * k, self.fixed * k, self.overhead * k)
+
+    def time(self, factors: Factors) -> float:
+        u, v, o = factors.theta()
+        return float(np.sum(np.maximum(self.memory * u, self.compute * v)) + self.fixed + self.overhead * o)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One measured number and the setup that produced it.
+
+    Load: ``batch_size`` (static batch) wins; else a finite ``request_rate`` (open loop, requests/s); else
+    ``concurrency`` (closed loop; None or inf means offline, all requests at once). ``value`` is in base
+    units of ``METRICS[metric]``; a throughput is the total of ``replicas`` data-parallel engines.
+    """
+
+    scenario: Scenario
+    metric: str
+    value: float
+    batch_size: int | None = None
+    concurrency: float | None = None
+    request_rate: float | None = None
+    replicas: int = 1
+    label: str = ""
+
+    @property
+    def is_rate(self) -> bool:
+        return self.metric == "output_tokens_per_s"
+
+    @property
+    def open_loop(self) -> bool:
+        return self.batch_size is None and self.request_rate is not None and math.isfinite(self.request_rate)
+
+    @property
+    def measured_time(self) -> float:
+        """The value as a time [s]: a rate becomes the time per output token of one engine."""
+        return self.replicas / self.value if self.is_rate else self.value
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    """A scenario's StepModel at peak figures in four variants: (memory only, compute only, neither, 1 s overhead)."""
+
+    model: StepModel
+    batch_max: float
+    prompt_tokens: float
+    output_tokens: float
+
+    def _terms(self, times: np.ndarray) -> Terms:
+        base = float(times[2])
+        return Terms(np.array([times[0] - base]), np.array([times[1] - base]), base, float(times[3] - base))
+
+    def decode(self, batch: float) -> Terms:
+        """One decode step over ``batch`` sequences at the average context (prompt + answer / 2)."""
+        return self._terms(self.model.step_s(batch))
+
+    def prefill(self, tokens: float) -> Terms:
+        """One prefill pass over ``tokens`` prompt tokens."""
+        return self._terms(self.model.prefill_s(tokens))
+
+
+_PROBES: dict[int, tuple[Scenario, _Probe]] = {}
+
+
+def _probe(scenario: Scenario) -> _Probe:
+    cached = _PROBES.get(id(scenario))
+    if cached is not None and cached[0] is scenario:
+        return cached[1]
+    x = {k: np.asarray(v, float) for k, v in scenario.inputs().items()}
+    inf = np.inf
+    x["bandwidth"] = np.array([scenario.gpu.bandwidth, inf, inf, inf])
+    x["flops"] = np.array([inf, scenario.gpu.flops, inf, inf])
+    x["step_overhead_s"] = np.array([0.0, 0.0, 0.0, 1.0])
+    w = scenario.workload
+    model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))
+    results = scenario.evaluate()  # memory results (batch_max, prefill tokens) do not depend on the factors
+    probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens))
+    _PROBES[id(scenario)] = (scenario, probe)
+    if len(_PROBES) > 4096:
+        _PROBES.clear()
+    return probe
+
+
+def _at_load(obs: Observation, factors: Factors) -> dict[str, float | str]:
+    """Library results with ``factors`` at the observation's arrival rate."""
+    s = factors.apply(obs.scenario)
+    s = replace(s, workload=replace(s.workload, arrival_rate=obs.request_rate))
+    return s.evaluate().values
+
+
+def terms_for(obs: Observation, factors: Factors) -> Terms:
+    """The observation's predicted time [s] as Terms; open-loop loads are linearised at ``factors``."""
+    p = _probe(obs.scenario)
+    a = p.output_tokens
+    m = obs.metric
+    if m not in METRICS:
+        raise ScenarioError(f"metric {m!r} is not known; use one of {', '.join(METRICS)}")
+    if obs.batch_size is not None:
+        b = float(obs.batch_size)
+        prefill, step = p.prefill(b * p.prompt_tokens), p.decode(b)
+        if m in ("step_time_s", "tpot_s"):
+            return step
+        if m == "ttft_s":
+            return prefill
+        latency = prefill + step.scaled(a)
+        return latency if m == "latency_s" else latency.scaled(1.0 / (b * a))
+    prefill = p.prefill(p.prompt_tokens)
+    if obs.open_loop:
+        r = _at_load(obs, factors)
+        lam, ceiling = float(obs.request_rate), float(r["ceiling_rps"])
+        if lam < ceiling:
+            if m == "output_tokens_per_s":
+                return Terms(np.zeros(0), np.zeros(0), fixed=1.0 / (lam * a))
+            if m == "latency_s":
+                raise ScenarioError(f"{obs.label or 'observation'}: latency is predicted for a static batch only")
+            key = "ttft_at_load_s" if m == "ttft_s" else "tpot_at_load_s"
+            value = float(r[key])
+            if not math.isfinite(value):
+                raise ScenarioError(f"{obs.label or 'observation'}: the library predicts no finite {key}")
+            # The library's value as a multiple of the piece that dominates it: the decode step at the load's
+            # batch (Little's law, B = λ A TPOT) for TPOT, the prefill for TTFT; exact at ``factors``.
+            piece = prefill if m == "ttft_s" else p.decode(lam * a * float(r["tpot_at_load_s"]))
+            return piece.scaled(value / piece.time(factors))
+        if m == "ttft_s":
+            raise ScenarioError(f"{obs.label or 'observation'}: the rate {lam:g}/s exceeds the ceiling "
+                                f"{ceiling:.3g}/s, so the queue (and TTFT) grows without bound")
+        concurrency = math.inf  # overloaded: the engine runs at its largest batch
+    else:
+        concurrency = obs.concurrency if obs.concurrency is not None else math.inf
+    b = min(concurrency, p.batch_max)
+    if b < 1:
+        raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
+    step = p.decode(b)
+    if m in ("step_time_s", "tpot_s"):
+        return step + prefill.scaled((b - 1.0) / a)
+    if m == "ttft_s":
+        if concurrency != 1:
+            raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at concurrency 1, a static batch "
+                                f"or a request rate, not at concurrency {concurrency:g} (queueing is not modelled)")
+        return prefill
+    if m == "latency_s":
+        return prefill + step.scaled(a)
+    return prefill.scaled(1.0 / a) + step.scaled(1.0 / b)
+
+
+def predict(obs: Observation, factors: Factors) -> float:
+    """Predicted value of the observation's metric with ``factors``, in its base unit (s or tokens/s)."""
+    t = terms_for(obs, factors).time(factors)
+    return obs.replicas / t if obs.is_rate else t
+
+
+# --- the fit ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """Fitted factors and how well they explain the points.
+
+    ``factors`` are used for predictions; a factor in ``held`` was not identifiable (or not fitted) and keeps
+    its starting value, with the reason in ``notes``. ``stderr`` is the standard error of each identified
+    factor (None when the points leave no degrees of freedom or the factor sits on its bound).
+    """
+
+    factors: Factors
+    fitted: tuple[str, ...]
+    held: dict[str, str]
+    notes: dict[str, str]
+    stderr: dict[str, float | None]
+    predicted: np.ndarray
+    measured: np.ndarray
+    converged: bool = True
+    iterations: int = 1
+
+    @property
+    def errors(self) -> np.ndarray:
+        """Relative errors (predicted - measured) / measured [-]."""
+        return self.predicted / self.measured - 1.0
+
+    @property
+    def mape(self) -> float:
+        """Mean absolute percentage error [%]."""
+        return float(np.mean(np.abs(self.errors)) * 100.0)
+
+    @property
+    def rmse_percent(self) -> float:
+        """Root mean square of the percentage errors [%]."""
+        return float(np.sqrt(np.mean(self.errors ** 2)) * 100.0)
+
+    def identified(self, name: str) -> bool:
+        return name in self.fitted and name not in self.held
+
+
+@dataclass(frozen=True, slots=True)
+class _Problem:
+    """Flattened terms of n observations (term arrays with their owner; per-observation columns) and the
+    weighted linear least-squares target: minimise ``sum_i (weight_i (t_i(theta) - goal_i))^2``."""
+
+    memory: np.ndarray
+    compute: np.ndarray
+    owner: np.ndarray
+    fixed: np.ndarray
+    overhead: np.ndarray
+    measured: np.ndarray   # measured times y [s]
+    weight: np.ndarray
+    goal: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.measured)
+
+    @classmethod
+    def build(cls, terms: Sequence[Terms], measured: np.ndarray) -> _Problem:
+        """The relative-error problem: weight 1 / y, goal y."""
+        owner = np.concatenate([np.full(len(t.memory), i) for i, t in enumerate(terms)]).astype(int)
+        return cls(np.concatenate([t.memory for t in terms]), np.concatenate([t.compute for t in terms]), owner,
+                   np.array([t.fixed for t in terms]), np.array([t.overhead for t in terms]), measured,
+                   1.0 / measured, measured)
+
+    def design(self, memory_side: np.ndarray) -> np.ndarray:
+        """Columns (d t / d u, d t / d v, d t / d o) when each term binds on the given side."""
+        a = np.bincount(self.owner, weights=self.memory * memory_side, minlength=self.n)
+        b = np.bincount(self.owner, weights=self.compute * ~memory_side, minlength=self.n)
+        return np.column_stack([a, b, self.overhead])
+
+    def sides(self, theta: np.ndarray) -> np.ndarray:
+        return self.memory * theta[0] >= self.compute * theta[1]
+
+    def times(self, theta: np.ndarray) -> np.ndarray:
+        binding = np.maximum(self.memory * theta[0], self.compute * theta[1])
+        return np.bincount(self.owner, weights=binding, minlength=self.n) + self.fixed + self.overhead * theta[2]
+
+    def log_loss(self, theta: np.ndarray) -> float:
+        """``sum_i ln(t_i / y_i)^2``: a 2x over- and a 2x under-prediction cost the same."""
+        return float(np.sum(np.log(self.times(theta) / self.measured) ** 2))
+
+    def gauss_newton(self, theta: np.ndarray) -> _Problem:
+        """The log loss linearised in t at ``theta``: ``ln(t'/y) ~ ln(t/y) + (t' - t)/t``, i.e. weight 1/t and
+        goal ``t (1 - ln(t / y))``; its minimum is a Gauss-Newton step (the max terms stay exact)."""
+        t = self.times(theta)
+        return replace(self, weight=1.0 / t, goal=t * (1.0 - np.log(t / self.measured)))
+
+
+#: Box of the parameters (u, v, o): efficiencies in [EFFICIENCY_MIN, 1], overhead in [0, OVERHEAD_MAX_S].
+_LOWER = np.array([1.0, 1.0, 0.0])
+_UPPER = np.array([1.0 / EFFICIENCY_MIN, 1.0 / EFFICIENCY_MIN, OVERHEAD_MAX_S])
+
+
+def _box_lstsq(x: np.ndarray, t: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """min ||x theta - t||^2 subject to lo <= theta <= hi (at most 3 parameters).
+
+    Tries each parameter free, at its lower or at its upper bound (fewest bounds first); the first feasible
+    point whose gradient points out of the box at every bound is a KKT point of a convex problem: the minimum.
+    A parameter without effect ends on a bound. None when no state is feasible.
+    """
+    p = x.shape[1]
+    if p == 0:
+        return np.zeros(0), float(t @ t)
+    best: tuple[np.ndarray, float] | None = None
+    tol = 1e-9 * (1.0 + np.abs(hi))
+    for state in sorted(itertools.product((0, -1, 1), repeat=p), key=lambda st: sum(map(abs, st))):
+        st = np.array(state)
+        free = st == 0
+        theta = np.where(st < 0, lo, hi).astype(float)
+        if np.any(free):
+            rhs = t - x[:, ~free] @ theta[~free]
+            theta[free] = np.linalg.lstsq(x[:, free], rhs, rcond=None)[0]
+        if np.any(theta < lo - tol) or np.any(theta > hi + tol):
+            continue
+        resid = x @ theta - t
+        cost, grad = float(resid @ resid), 2.0 * x.T @ resid
+        if best is None or cost < best[1] - 1e-15 * (1 + cost):
+            best = (np.clip(theta, lo, hi), cost)
+        scale = 1e-9 * (1.0 + np.abs(grad).max(initial=0.0))
+        if np.all(grad[st < 0] >= -scale) and np.all(grad[st > 0] <= scale) and np.all(
+                np.abs(grad[free]) <= scale * 1e3):
+            return best if best[1] <= cost else (theta, cost)
+    return best
+
+
+#: 95% critical values of F(1, dof), for dof = 1..10, 15, 20, 30, 60 and beyond (any statistics table).
+_F95 = {1: 161.4, 2: 18.51, 3: 10.13, 4: 7.71, 5: 6.61, 6: 5.99, 7: 5.59, 8: 5.32, 9: 5.12, 10: 4.96, 15: 4.54,
+        20: 4.35, 30: 4.17, 60: 4.00}
+
+
+def _f_critical(dof: int) -> float:
+    """95% critical value of F(1, dof), the next smaller tabulated dof (conservative); 3.84 beyond 60."""
+    if dof <= 0:
+        return math.inf
+    keys = [k for k in _F95 if k <= dof]
+    return 3.84 if dof > 60 else _F95[max(keys)]
+
+
+def _solve(prob: _Problem, free: np.ndarray, theta0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Minimum of the weighted squared error over the free parameters; returns (theta, binding sides).
+
+    Between consecutive critical ratios r_k of u / v every term binds on a fixed side and the model is linear,
+    so the minimum lies either inside one such interval (a box-constrained linear least-squares problem whose
+    solution has its ratio inside the interval) or on a boundary ray u = r_k v (the same with one parameter
+    fewer). Each is solved exactly; those whose unconstrained minimum already exceeds the best found are
+    skipped. When both efficiencies are free, the end intervals, where every term binds on one side (one
+    efficiency without effect), are preferred unless the best fit beats them significantly (nested F-test at
+    95%; with no degrees of freedom left, unless they cannot fit the points exactly): one point that an
+    absurdly low efficiency would make compute-bound does not identify that efficiency.
+    """
+    both = (prob.memory > 0) & (prob.compute > 0)
+    edges = np.concatenate([[0.0], np.unique(prob.compute[both] / prob.memory[both]), [np.inf]])
+    ratio = np.divide(prob.compute, prob.memory, where=prob.memory > 0, out=np.full_like(prob.memory, np.inf))
+    last = len(edges) - 2
+    target = (prob.goal - prob.fixed) * prob.weight
+    lo, hi = _LOWER[free], _UPPER[free]
+
+    def lower_bound(x: np.ndarray, t: np.ndarray) -> float:
+        if not x.size:
+            return float(t @ t)
+        return float(np.sum((x @ np.linalg.lstsq(x, t, rcond=None)[0] - t) ** 2))
+
+    intervals = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        rep = b / 2 if a == 0 else (a * 2 if not np.isfinite(b) else math.sqrt(a * b))
+        side = (prob.memory > 0) & ((prob.compute == 0) | (rep > ratio))
+        x = prob.design(side) * prob.weight[:, None]
+        t = target - x[:, ~free] @ theta0[~free]
+        intervals.append((side, x, t, lower_bound(x[:, free], t)))
+    jobs = [(intervals[i][3], "interval", i) for i in range(len(intervals))]
+    jobs += [(max(intervals[i][3], intervals[i + 1][3]), "ray", i) for i in range(len(intervals) - 1)]
+    found: list[tuple[float, np.ndarray, np.ndarray, int]] = []
+    best_cost = math.inf
+    for bound, kind, i in sorted(jobs, key=lambda j: j[0]):
+        ends = i in (0, last) or (kind == "ray" and i + 1 == last)
+        if bound > best_cost * (1 + 1e-9) + 1e-300 and not ends:
+            continue
+        side, x, t, _ = intervals[i]
+        theta = theta0.copy()
+        if kind == "interval":
+            solved = _box_lstsq(x[:, free], t, lo, hi)
+            if solved is None:
+                continue
+            theta[free], cost = solved
+            r = theta[0] / theta[1]
+            if not edges[i] * (1 - 1e-12) <= r <= edges[i + 1] * (1 + 1e-12):
+                continue  # this interval's best lies on a boundary ray, solved there
+            found.append((cost, theta, side, i))
+        else:
+            r = edges[i + 1]
+            solved = _ray_lstsq(prob.design(side) * prob.weight[:, None], target, free, theta0, r)
+            if solved is None:
+                continue
+            theta, cost = solved
+            found += [(cost, theta, side, i), (cost, theta, intervals[i + 1][0], i + 1)]
+        best_cost = min(best_cost, cost)
+    if not found:
+        raise ScenarioError("calibration found no factors within the bounds (efficiency 1%..100%, overhead 0..1 s)")
+    best = min(found, key=lambda c: c[0])
+    if free[0] and free[1]:
+        dof = prob.n - int(free.sum())
+        tiny = 1e-12 * prob.n  # relative residuals of 1e-6: an exact fit
+
+        def significantly_worse(cost: float) -> bool:
+            if dof <= 0:
+                return cost > tiny
+            return (cost - best[0]) > _f_critical(dof) * max(best[0], tiny) / dof
+
+        simple = [c for c in found if c[3] in (0, last) and (c is best or not significantly_worse(c[0]))]
+        if simple:  # of equally good simple readings, the one nearest the starting factors
+            chosen = min(simple, key=lambda c: float(np.sum(np.log(c[1][:2] / theta0[:2]) ** 2)))
+            return chosen[1], chosen[2]
+    return best[1], best[2]
+
+
+def _ray_lstsq(x: np.ndarray, t: np.ndarray, free: np.ndarray, theta0: np.ndarray,
+               r: float) -> tuple[np.ndarray, float] | None:
+    """The box-constrained least squares restricted to u = r v (x: full design, t: full weighted target)."""
+    theta = theta0.copy()
+    if free[0] and free[1]:
+        cols = [x[:, 0] * r + x[:, 1]] + ([x[:, 2]] if free[2] else [])
+        lo = [max(_LOWER[1], _LOWER[0] / r)] + ([_LOWER[2]] if free[2] else [])
+        hi = [min(_UPPER[1], _UPPER[0] / r)] + ([_UPPER[2]] if free[2] else [])
+        if lo[0] > hi[0]:
+            return None
+        rhs = t - (x[:, 2] * theta0[2] if not free[2] else 0.0)
+        solved = _box_lstsq(np.column_stack(cols), rhs, np.array(lo), np.array(hi))
+        if solved is None:
+            return None
+        theta[1] = solved[0][0]
+        theta[0] = r * theta[1]
+        if free[2]:
+            theta[2] = solved[0][1]
+        return theta, solved[1]
+    if free[0] or free[1]:
+        theta[0 if free[0] else 1] = r * theta0[1] if free[0] else theta0[0] / r
+        if np.any(theta < _LOWER - 1e-12) or np.any(theta > _UPPER * (1 + 1e-12)):
+            return None
+        rhs = t - x[:, :2] @ theta[:2]
+        if free[2]:
+            solved = _box_lstsq(x[:, 2:3], rhs, _LOWER[2:], _UPPER[2:])
+            if solved is None:
+                return None
+            theta[2] = solved[0][0]
+            return theta, solved[1]
+        rhs = rhs - x[:, 2] * theta[2]
+        return theta, float(rhs @ rhs)
+    return None
+
+
+def _identify(prob: _Problem, theta: np.ndarray, side: np.ndarray, free: np.ndarray,
+              theta0: np.ndarray) -> dict[int, tuple[str, float, list[int]]]:
+    """Free parameters the points do not determine at ``theta``: index -> (reason, value to hold, partners).
+
+    An efficiency without effect (every term binds on the other side) is held at its start value unless the
+    points rule that out, then at the nearest value they allow. Of a group of parameters that change every
+    prediction in the same proportion, the least physical one (overhead, then FLOP/s) is held at its start.
+    """
+    x = prob.design(side) * prob.weight[:, None]
+    out: dict[int, tuple[str, float, list[int]]] = {}
+    norms = np.linalg.norm(x, axis=0)
+    scale = max(norms[free].max(initial=0.0), 1e-300)
+    for j in np.flatnonzero(free):
+        if norms[j] > 1e-12 * scale:
+            continue
+        if j == 2:
+            out[j] = ("not identifiable: no point pays a step overhead", theta0[j], [])
+            continue
+        other, what = (0, "memory-bound, so FLOP/s") if j == 1 else (1, "compute-bound, so bandwidth")
+        mine, theirs = (prob.compute, prob.memory) if j == 1 else (prob.memory, prob.compute)
+        use = (mine > 0) & (theirs > 0)
+        limit = float(np.min(theta[other] * theirs[use] / mine[use])) if np.any(use) else np.inf  # largest 1/e
+        value = min(theta0[j], max(limit, 1.0))
+        out[j] = (f"not identifiable: every point is {what} never sets a time; the points only say "
+                  f"{FACTORS[j]} >= {1.0 / limit if np.isfinite(limit) else 0.0:.3g}", value, [])
+    rest = [j for j in np.flatnonzero(free) if j not in out]
+    if len(rest) >= 2:
+        _, s, vt = np.linalg.svd(x[:, rest] / norms[rest], full_matrices=True)
+        s = np.concatenate([s, np.zeros(len(rest) - len(s))])  # fewer points than parameters: rank deficient
+        if s[-1] <= 1e-6 * s[0]:
+            group = [rest[i] for i in np.flatnonzero(np.abs(vt[-1]) > 0.1)]
+            j = next(k for k in (2, 1, 0) if k in group)
+            names = " and ".join(FACTORS[k] for k in group)
+            out[j] = (f"not identifiable: {names} change the predictions in the same proportion at these points "
+                      f"(vary the batch size, prompt or output length to separate them)", theta0[j],
+                      [k for k in group if k != j])
+    return out
+
+
+def _stderr(prob: _Problem, theta: np.ndarray, free: np.ndarray) -> dict[str, float | None]:
+    """Standard errors of the free factors not on a bound, from the Jacobian of the log residuals (delta method
+    for e = 1/u); None where the points leave no degrees of freedom."""
+    at_bound = np.array([abs(theta[0] - 1) < 1e-9, abs(theta[1] - 1) < 1e-9, theta[2] < 1e-12])
+    interior = free & ~at_bound
+    out: dict[str, float | None] = {name: None for name in FACTORS}
+    k = int(interior.sum())
+    dof = prob.n - k
+    if k == 0 or dof <= 0:
+        return out
+    t = prob.times(theta)
+    x = prob.design(prob.sides(theta))[:, interior] / t[:, None]
+    resid = np.log(t / prob.measured)
+    try:
+        cov = float(resid @ resid) / dof * np.linalg.inv(x.T @ x)
+    except np.linalg.LinAlgError:
+        return out
+    for i, j in enumerate(np.flatnonzero(interior)):
+        se = math.sqrt(max(cov[i, i], 0.0))
+        out[FACTORS[j]] = se / theta[j] ** 2 if j < 2 else se
+    return out
+
+
+def _fit_once(prob: _Problem, free0: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, dict, dict]:
+    """Solve, then hold what the points cannot determine and refit the rest: (theta, held, notes)."""
+    free, theta0 = free0.copy(), start.copy()
+    held: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    theta, side = _solve(prob, free, theta0)
+    for _ in range(3):
+        missing = _identify(prob, theta, side, free, theta0)
+        if not missing:
+            break
+        for j, (reason, value, partners) in missing.items():
+            free[j], theta0[j] = False, value
+            held[FACTORS[j]] = reason
+            for k in partners:
+                notes[FACTORS[k]] = f"conditional: fitted with {FACTORS[j]} held at its start value"
+        theta, side = _solve(prob, free, theta0)
+    return theta, held, notes
+
+
+def fit_factors(observations: Sequence[Observation], start: Factors | None = None,
+                fit: Sequence[str] = FACTORS, max_iterations: int = 100) -> Fit:
+    """Factors minimising the squared log errors ``sum_i ln(t_i / y_i)^2`` of the observations' times.
+
+    The relative-error problem is solved globally first (``_solve``); Gauss-Newton steps on the log loss
+    (each again solved exactly, halved if the loss would rise) follow, re-linearising open-loop points at
+    each estimate, until the factors stop changing (``Fit.converged``). ``fit`` names the factors to fit
+    (a subset of ``FACTORS``); the others keep their ``start`` value, as do those the points cannot
+    determine (``Fit.held``, with the reason).
+    """
+    if not observations:
+        raise ScenarioError("calibration needs at least one measured point")
+    unknown = [f for f in fit if f not in FACTORS]
+    if unknown:
+        raise ScenarioError(f"cannot fit {', '.join(unknown)}; choose from {', '.join(FACTORS)}")
+    start = start or Factors.of(observations[0].scenario)
+    measured = np.array([o.measured_time for o in observations])
+    if np.any(~np.isfinite(measured)) or np.any(measured <= 0):
+        raise ScenarioError("every measured value must be a positive finite number")
+    free0 = np.array([f in fit for f in FACTORS])
+    open_loop = any(o.open_loop for o in observations)
+    prob = _Problem.build([terms_for(o, start) for o in observations], measured)
+    theta, held, notes = _fit_once(prob, free0, start.theta())
+    converged, iteration = not np.any(free0), 0
+    for iteration in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
+        if converged:
+            break
+        if open_loop:
+            prob = _Problem.build([terms_for(o, Factors.from_theta(theta)) for o in observations], measured)
+        candidate, held_c, notes_c = _fit_once(prob.gauss_newton(theta), free0, start.theta())
+        loss, step = prob.log_loss(theta), 1.0
+        while prob.log_loss(theta + step * (candidate - theta)) > loss * (1 + 1e-12) and step > 1e-3:
+            step /= 2
+        new = theta + step * (candidate - theta)
+        held, notes = held_c, notes_c
+        converged = bool(np.allclose(new, theta, rtol=1e-9, atol=1e-12))
+        theta = new
+    edges = {0: (1.0, "at its bound 1.0 (peak): some points are faster than the model allows at any bandwidth "
+                      "efficiency (a structural miss: a batch too small, bytes over-counted)"),
+             1: (1.0, "at its bound 1.0 (peak): some points are faster than the model allows at any FLOP/s "
+                      "efficiency"),
+             2: (0.0, "at its bound 0: the points ask for a negative overhead")}
+    for j, (edge, text) in edges.items():
+        if free0[j] and FACTORS[j] not in held and abs(theta[j] - edge) < 1e-9:
+            notes[FACTORS[j]] = text
+    notes.update(held)
+    for name in FACTORS:
+        if name not in fit:
+            held.setdefault(name, "not fitted (held at its start value)")
+    exact, found = start.theta(), Factors.from_theta(theta)
+    names = ("bandwidth_efficiency", "flops_efficiency", "step_overhead_s")
+    factors = Factors(**{n: getattr(start if theta[j] == exact[j] else found, n)  # held: the start value itself
+                         for j, n in enumerate(names)})
+    return Fit(factors=factors, fitted=tuple(f for f in FACTORS if f in fit), held=held, notes=notes,
+               stderr=_stderr(prob, theta, np.array([f in fit and f not in held for f in FACTORS])),
+               predicted=np.array([predict(o, factors) for o in observations]),
+               measured=np.array([o.value for o in observations]), converged=converged, iterations=iteration)
+
+
+# --- benchmark CSV ----------------------------------------------------------------------------------------------
+
+#: Accepted CSV columns (case-insensitive) -> (canonical name, factor to base units). vLLM's benchmark_serving
+#: result keys (``mean_tpot_ms``, ``output_throughput``, ``max_concurrency``, ``request_rate``) and
+#: benchmark_latency / benchmark_throughput arguments (``input_len``, ``output_len``, ``batch_size``) are accepted.
+COLUMNS: dict[str, tuple[str, float]] = {
+    **{k: ("batch_size", 1.0) for k in ("batch_size", "batch", "bs")},
+    **{k: ("concurrency", 1.0) for k in ("concurrency", "max_concurrency", "num_concurrent")},
+    **{k: ("request_rate", 1.0) for k in ("request_rate", "qps", "rate")},
+    **{k: ("prompt_tokens", 1.0) for k in ("prompt_tokens", "input_tokens", "input_len", "random_input_len", "isl")},
+    **{k: ("output_tokens", 1.0) for k in ("output_tokens", "output_len", "random_output_len", "osl")},
+    "tensor_parallel": ("tensor_parallel", 1.0), "tp": ("tensor_parallel", 1.0),
+    "step_time_ms": ("step_time_s", 1e-3), "step_time_s": ("step_time_s", 1.0),
+    **{k: ("tpot_s", 1e-3) for k in ("mean_tpot_ms", "tpot_ms", "mean_itl_ms", "itl_ms")},
+    **{k: ("ttft_s", 1e-3) for k in ("mean_ttft_ms", "ttft_ms")},
+    **{k: ("latency_s", 1.0) for k in ("latency_s", "avg_latency", "mean_latency_s")},
+    "latency_ms": ("latency_s", 1e-3),
+    **{k: ("output_tokens_per_s", 1.0) for k in ("output_throughput", "output_tokens_per_s", "output_tps")},
+}
+_LOAD = ("batch_size", "concurrency", "request_rate")
+#: When a row has several columns for one metric, the first in this order is used (means before medians).
+_PREFERENCE = ["step_time_ms", "step_time_s", "mean_tpot_ms", "tpot_ms", "mean_itl_ms", "itl_ms", "mean_ttft_ms",
+               "ttft_ms", "latency_s", "avg_latency", "mean_latency_s", "latency_ms", "output_throughput",
+               "output_tokens_per_s", "output_tps"]
+MAX_CSV_BYTES = 5_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkRow:
+    """One CSV row: its line number, setup values and measured values (base units)."""
+
+    line: int
+    setup: dict[str, float]
+    measured: dict[str, float]
+
+
+def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
+    """Read a benchmark CSV; returns (rows, ignored column names). Errors name the file, line and column."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_CSV_BYTES:
+            raise ScenarioError(f"{path} is larger than {MAX_CSV_BYTES:,} bytes")
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    reader = csv.reader(text.splitlines())
+    header = next(reader, None)
+    if not header:
+        raise ScenarioError(f"{path} is empty; it needs a header line")
+    names = [h.strip().lower() for h in header]
+    ignored = [h for h in names if h and h not in COLUMNS]
+    if not any(COLUMNS.get(n, ("",))[0] in METRICS for n in names):
+        raise ScenarioError(f"{path} has no measured column; use one of: "
+                            f"{', '.join(k for k, v in COLUMNS.items() if v[0] in METRICS)}")
+    rows, problems = [], []
+    for line, cells in enumerate(reader, start=2):
+        if not any(c.strip() for c in cells):
+            continue
+        setup: dict[str, float] = {}
+        measured: dict[str, float] = {}
+        rank: dict[str, int] = {}
+        for name, cell in zip(names, cells, strict=False):  # a short row leaves the last cells empty
+            cell = cell.strip()
+            if name not in COLUMNS or cell == "":
+                continue
+            canonical, unit = COLUMNS[name]
+            try:
+                value = float(cell)
+            except ValueError:
+                problems.append(f"{path} line {line}, column {name}: {cell!r} is not a number")
+                continue
+            if math.isnan(value) or value <= 0 or (math.isinf(value) and canonical not in ("request_rate",
+                                                                                            "concurrency")):
+                problems.append(f"{path} line {line}, column {name}: {cell!r} must be a positive number")
+                continue
+            order = _PREFERENCE.index(name) if name in _PREFERENCE else 0
+            if canonical in rank and rank[canonical] <= order:
+                continue  # a preferred column for this quantity was already read
+            rank[canonical] = order
+            (measured if canonical in METRICS else setup)[canonical] = value * unit
+        for key in ("prompt_tokens", "output_tokens"):
+            if key not in setup:
+                problems.append(f"{path} line {line}: no {key} column value "
+                                f"({', '.join(k for k, v in COLUMNS.items() if v[0] == key)})")
+        if not measured and not any(p.startswith(f"{path} line {line},") for p in problems):
+            problems.append(f"{path} line {line}: no measured value in this row")
+        rows.append(BenchmarkRow(line, setup, measured))
+    if problems:
+        raise ScenarioError(*problems)
+    if not rows:
+        raise ScenarioError(f"{path} has a header but no data rows")
+    return rows, ignored
+
+
+def observations_from_rows(scenario_mapping: Mapping[str, Any], rows: Sequence[BenchmarkRow],
+                           origin: str = "csv") -> list[Observation]:
+    """One Observation per measured value of each row, the row's shape and TP applied to the scenario."""
+    out = []
+    for row in rows:
+        data = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in scenario_mapping.items()}
+        workload = dict(data.get("workload") or {})
+        workload.update(prompt_tokens=int(row.setup["prompt_tokens"]), output_tokens=int(row.setup["output_tokens"]))
+        workload.pop("arrival_rate", None)
+        data["workload"] = workload
+        if "tensor_parallel" in row.setup:
+            gpu = data.get("gpu")
+            data["gpu"] = {**({"name": gpu} if isinstance(gpu, str) else dict(gpu or {})),
+                           "count": int(row.setup["tensor_parallel"])}
+        try:
+            scenario = Scenario.from_dict(data)
+        except ScenarioError as exc:
+            raise ScenarioError(*(f"{origin} line {row.line}: {p}" for p in exc.problems)) from None
+        for metric, value in row.measured.items():
+            bs = row.setup.get("batch_size")
+            out.append(Observation(scenario, metric, value, batch_size=int(bs) if bs else None,
+                                   concurrency=row.setup.get("concurrency"), request_rate=row.setup.get("request_rate"),
+                                   label=f"line {row.line} {metric}"))
+    return out
+
+
+# --- report and command line ------------------------------------------------------------------------------------
+
+def describe(fit: Fit) -> dict[str, Any]:
+    """A JSON-safe summary of a fit: factors (None when not identified), errors, notes."""
+    f = fit.factors
+    values = {"bandwidth_efficiency": f.bandwidth_efficiency, "flops_efficiency": f.flops_efficiency,
+              "step_overhead": f.step_overhead_s}
+    return {
+        "factors": {k: (v if fit.identified(k) else None) for k, v in values.items()},
+        "used": values, "stderr": fit.stderr, "held": fit.held, "notes": fit.notes,
+        "points": int(len(fit.measured)), "mape_percent": fit.mape, "rmse_percent": fit.rmse_percent,
+        "converged": fit.converged,
+    }
+
+
+def _unit_value(metric: str, value: float) -> str:
+    return f"{value:,.1f} tok/s" if metric == "output_tokens_per_s" else f"{value * 1e3:,.2f} ms"
+
+
+def format_report(observations: Sequence[Observation], before: Fit, after: Fit) -> str:
+    """Plain-text report: the fitted factors, then each point with the default and calibrated predictions."""
+    lines = ["factor                 fitted        +/- (1 s.e.)   note"]
+    d = describe(after)
+    for name in FACTORS:
+        value = d["factors"][name]
+        shown = "not identified" if value is None else (f"{value * 1e3:.3f} ms" if name == "step_overhead"
+                                                        else f"{value:.4f}")
+        se = after.stderr.get(name)
+        se_text = "" if se is None else (f"{se * 1e3:.3f} ms" if name == "step_overhead" else f"{se:.4f}")
+        lines.append(f"{name:<22} {shown:<13} {se_text:<14} {after.notes.get(name, '')}")
+    lines.append("")
+    lines.append(f"{'point':<28} {'measured':>16} {'default':>16} {'err %':>7} {'calibrated':>16} {'err %':>7}")
+    for o, b, a in zip(observations, before.predicted, after.predicted, strict=True):
+        lines.append(f"{o.label:<28} {_unit_value(o.metric, o.value):>16} {_unit_value(o.metric, b):>16} "
+                     f"{(b / o.value - 1) * 100:>+7.1f} {_unit_value(o.metric, a):>16} "
+                     f"{(a / o.value - 1) * 100:>+7.1f}")
+    lines.append("")
+    lines.append(f"MAPE {before.mape:.1f}% with the default factors -> {after.mape:.1f}% calibrated "
+                 f"(RMSE of the relative errors {before.rmse_percent:.1f}% -> {after.rmse_percent:.1f}%, "
+                 f"{len(observations)} points)")
+    if not after.converged:
+        lines.append("warning: the open-loop points did not converge to a self-consistent fit")
+    return "\n".join(lines) + "\n"
+
+
+def calibrate(scenario_mapping: Mapping[str, Any], csv_path: str | Path,
+              fit: Sequence[str] = FACTORS) -> tuple[list[Observation], Fit, Fit]:
+    """Read a benchmark CSV, fit ``fit`` factors; returns (observations, default fit, calibrated fit)."""
+    rows, _ = read_benchmark_csv(csv_path)
+    observations = observations_from_rows(scenario_mapping, rows, origin=str(csv_path))
+    start = Factors.of(observations[0].scenario)
+    before = fit_factors(observations, start, fit=())
+    return observations, before, fit_factors(observations, start, fit=fit)
+
+
+def add_calibrate_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``capacity calibrate SCENARIO.yaml BENCH.csv [--fit ...] [--save NAME] [--profiles FILE]``."""
+    p = subparsers.add_parser("calibrate", help="fit the efficiency factors and step overhead to benchmark points")
+    p.add_argument("scenario", help="scenario YAML naming the model, the catalog GPU and the serving settings")
+    p.add_argument("benchmark", help="CSV of measured points (see docs/fidelity.md for the accepted columns)")
+    p.add_argument("--fit", default=",".join(FACTORS),
+                   help=f"comma-separated factors to fit (default all: {','.join(FACTORS)})")
+    p.add_argument("--save", metavar="NAME", help="save the identified factors as a profile of this name")
+    p.add_argument("--profiles", metavar="FILE", help="profile catalog (default ~/.config/capacity/profiles.yaml)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    return p
+
+
+def run_calibrate(args: argparse.Namespace) -> str:
+    """Run ``capacity calibrate``; returns the report text. ScenarioError on bad input."""
+    from .profiles import profile_from_fit, save_profile
+    from .scenario import read_yaml
+
+    mapping = read_yaml(args.scenario)
+    if not isinstance(mapping, Mapping):
+        raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
+    wanted = tuple(s.strip() for s in str(args.fit).split(",") if s.strip())
+    observations, before, after = calibrate(mapping, args.benchmark, fit=wanted)
+    saved = ""
+    if args.save:
+        profile = profile_from_fit(observations[0].scenario, after, source=str(args.benchmark))
+        where = save_profile(args.save, profile, args.profiles)
+        saved = f"saved profile {args.save!r} for GPU {profile['gpu']} in {where}\n"
+    if args.format == "json":
+        return json.dumps({**describe(after), "default_mape_percent": before.mape}, indent=2) + "\n" + saved
+    return format_report(observations, before, after) + saved
