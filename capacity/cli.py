@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from . import __version__
 from .analysis import RESULTS
+from .calibration import add_calibrate_command, run_calibrate
 from .errors import ScenarioError
 from .formatting import SECTIONS, format_value
 from .scenario import Results, load_scenario
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     si.add_argument("-o", "--output", help="write to this file instead of standard output")
     si.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a key of the simulation block, e.g. --set policy=static --set rate=12")
+    add_calibrate_command(sub)
     return parser
 
 
@@ -115,7 +117,8 @@ def _write(text: str | bytes, output: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate}[args.command](args)
+        text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate,
+                "calibrate": run_calibrate}[args.command](args)
         _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:

@@ -18,6 +18,7 @@ import yaml
 
 from .analysis import INPUTS, RESULTS, analyse
 from .errors import ScenarioError
+from .profiles import resolve_profile
 from .specs import (
     SERVING_FIELDS,
     SLO_FIELDS,
@@ -60,6 +61,8 @@ class Scenario:
         """Validate a scenario mapping; raise one ScenarioError listing every problem with its field path."""
         if not isinstance(data, Mapping):
             raise ScenarioError(f"a scenario must be a mapping with model, gpu, serving, workload; got {data!r:.80}")
+        if isinstance(data.get("gpu"), Mapping) and data["gpu"].get("profile"):
+            data = resolve_profile(data)  # a calibrated profile fills the efficiencies and overhead it fitted
         problems: list[str] = []
         for key in data:
             if key not in TOP_LEVEL:

@@ -94,3 +94,26 @@ def test_units_parse_to_base_units(text, kind, value):
 def test_wrong_units_are_rejected(text, kind):
     with pytest.raises(ScenarioError):
         parse_quantity(text, kind, "field")
+
+
+def test_a_scenario_can_name_a_calibrated_profile(tmp_path, monkeypatch, capsys):
+    from capacity import Scenario
+    from capacity.profiles import save_profile
+
+    monkeypatch.setenv("CAPACITY_PROFILES", str(tmp_path / "profiles.yaml"))
+    save_profile("lab-h100", {"gpu": "h100-sxm", "bandwidth_efficiency": 0.5, "flops_efficiency": 0.4,
+                              "step_overhead": "4 ms"})
+    base = {"model": "llama-3.1-8b", "workload": {"prompt_tokens": 1000, "output_tokens": 200},
+            "serving": {"max_model_len": 8192}}
+    profiled = Scenario.from_dict({**base, "gpu": {"name": "h100-sxm", "profile": "lab-h100"}})
+    assert profiled.gpu.effective_bandwidth == 3.35e12 * 0.5
+    assert profiled.gpu.effective_flops == 989.5e12 * 0.4
+    assert profiled.serving.step_overhead_s == 0.004
+    # The scenario's own keys win over the profile's.
+    own = Scenario.from_dict({**base, "gpu": {"name": "h100-sxm", "profile": "lab-h100", "bandwidth_efficiency": 0.7}})
+    assert own.gpu.bandwidth_efficiency == 0.7
+    path = tmp_path / "s.yaml"
+    path.write_text("model: llama-3.1-8b\ngpu: {name: h100-sxm, profile: nope}\n"
+                    "workload: {prompt_tokens: 10, output_tokens: 10}\n")
+    assert main(["evaluate", str(path)]) == 2
+    assert "nope" in capsys.readouterr().err
