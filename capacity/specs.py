@@ -127,7 +127,8 @@ class Slo:
 Check = Callable[[Any, str], Any]
 
 
-def _number(value: Any, path: str) -> float:
+def as_number(value: Any, path: str) -> float:
+    """A finite number of plausible size from a number or numeric text; ScenarioError naming ``path``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ScenarioError(f"{path} must be a number, got {value!r}")
     try:
@@ -142,21 +143,21 @@ def _number(value: Any, path: str) -> float:
 
 
 def positive(value: Any, path: str) -> float:
-    number = _number(value, path)
+    number = as_number(value, path)
     if number <= 0:
         raise ScenarioError(f"{path} must be > 0, got {value!r}")
     return number
 
 
 def non_negative(value: Any, path: str) -> float:
-    number = _number(value, path)
+    number = as_number(value, path)
     if number < 0:
         raise ScenarioError(f"{path} must be >= 0, got {value!r}")
     return number
 
 
 def _integer(value: Any, path: str, minimum: int) -> int:
-    number = _number(value, path)
+    number = as_number(value, path)
     if number != int(number) or number < minimum or number > 1e15:
         raise ScenarioError(f"{path} must be a whole number >= {minimum}, got {value!r}")
     return int(number)
@@ -171,7 +172,7 @@ def non_negative_int(value: Any, path: str) -> int:
 
 
 def fraction(value: Any, path: str) -> float:
-    number = _number(value, path)
+    number = as_number(value, path)
     if not 0 < number <= 1:
         raise ScenarioError(f"{path} must be in (0, 1], got {value!r}")
     return number

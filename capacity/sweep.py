@@ -29,7 +29,7 @@ from .analysis import INPUTS, RESULTS, analyse
 from .errors import ScenarioError
 from .report import INPUT_PATHS, flat_inputs, neutralise, today_iso
 from .scenario import Scenario
-from .specs import GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS
+from .specs import GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS, as_number
 from .units import BASE_UNIT, parse_quantity
 
 #: Most grid points one sweep evaluates (product of the STEPS).
@@ -106,13 +106,7 @@ def parse_vary(spec: str, scenario: Scenario) -> Axis:
 def _number(text: str, kind: str | None, key: str) -> float:
     if kind is not None:
         return parse_quantity(text.strip(), kind, f"--vary {key}")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ScenarioError(f"--vary {key}: {text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ScenarioError(f"--vary {key}: {text!r} is not finite")
-    return value
+    return as_number(text, f"--vary {key}")
 
 
 def grid_inputs(scenario: Scenario, axes: list[Axis]) -> dict[str, np.ndarray]:

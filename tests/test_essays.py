@@ -7,20 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from capacity import load_scenario
-
 GIB = 2**30
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
-@pytest.fixture(scope="module")
-def essay000():
-    return load_scenario(SCENARIOS / "essay-000-paging.yaml")
-
-
-@pytest.fixture(scope="module")
-def essay001():
-    return load_scenario(SCENARIOS / "essay-001-sale-day.yaml")
 
 
 class TestEssay000Paging:

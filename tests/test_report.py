@@ -94,14 +94,6 @@ def all_scenarios() -> dict[str, Scenario]:
 SCENARIO_IDS = list(all_scenarios())
 
 
-@pytest.fixture(scope="module")
-def essay000():
-    return load_scenario(SCENARIOS / "essay-000-paging.yaml")
-
-
-@pytest.fixture(scope="module")
-def essay001():
-    return load_scenario(SCENARIOS / "essay-001-sale-day.yaml")
 
 
 def test_extra_scenarios_reach_every_binding():
