@@ -52,6 +52,7 @@ import numpy as np
 
 from .analysis import StepModel, step_model
 from .errors import ScenarioError
+from .files import read_text_limited
 from .scenario import Scenario
 
 #: The three factors, in the order of the parameter vector (u = 1/e_bw, v = 1/e_fl, o).
@@ -688,12 +689,7 @@ class BenchmarkRow:
 def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
     """Read a benchmark CSV; returns (rows, ignored column names). Errors name the file, line and column."""
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_CSV_BYTES:
-            raise ScenarioError(f"{path} is larger than {MAX_CSV_BYTES:,} bytes")
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    text = read_text_limited(path, MAX_CSV_BYTES, "benchmark CSV", encoding="utf-8-sig")
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if not header:

@@ -10,6 +10,27 @@ from pathlib import Path
 from .errors import ScenarioError
 
 
+def check_size(path: str | Path, limit: int, what: str = "file") -> Path:
+    """``path`` as a Path after checking it exists and holds at most ``limit`` bytes; ScenarioError otherwise."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if size > limit:
+        raise ScenarioError(f"{path} is {size:,} bytes; a {what} is limited to {limit:,} bytes")
+    return path
+
+
+def read_text_limited(path: str | Path, limit: int, what: str = "file", encoding: str = "utf-8") -> str:
+    """The text of a file of at most ``limit`` bytes (undecodable bytes replaced); ScenarioError naming the path."""
+    path = check_size(path, limit, what)
+    try:
+        return path.read_bytes().decode(encoding, errors="replace")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def write_atomic(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically; ScenarioError naming the path if it cannot be written."""
     path = Path(path)

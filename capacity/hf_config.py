@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ScenarioError
+from .files import read_text_limited
 
 #: Largest config.json read [bytes]; real ones are a few kB.
 MAX_CONFIG_BYTES = 200_000
@@ -129,12 +130,7 @@ def model_from_config(config: dict[str, Any], name: str = "imported model") -> d
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read a config.json (size-limited) and return its ``model:`` mapping, named after the file's folder."""
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ScenarioError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes; is it really a config.json?")
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    text = read_text_limited(path, MAX_CONFIG_BYTES, "config.json")
     return model_from_text(text, path.stem if path.stem != "config" else path.parent.name)
 
 

@@ -18,6 +18,7 @@ import yaml
 
 from .analysis import INPUTS, RESULTS, analyse
 from .errors import ScenarioError
+from .files import read_text_limited
 from .profiles import resolve_profile
 from .specs import (
     SERVING_FIELDS,
@@ -232,15 +233,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def read_yaml(path: str | Path, limit: int = MAX_SCENARIO_BYTES) -> Any:
     """Safe-load a YAML file no larger than ``limit`` bytes; ScenarioError with the reason otherwise."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > limit:
-            raise ScenarioError(f"{path} is {size:,} bytes; scenario files are limited to {limit:,} bytes")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_yaml(raw.decode("utf-8", errors="replace"), str(path))
+    return parse_yaml(read_text_limited(path, limit, "scenario file"), str(path))
 
 
 def parse_yaml(text_: str, origin: str = "scenario") -> Any:

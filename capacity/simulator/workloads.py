@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ScenarioError
+from ..files import check_size
 from .config import LengthDist, SimulationConfig
 
 #: Default number of synthetic requests when the simulation block does not say.
@@ -161,6 +162,10 @@ def _number_column(name: str, raw: list[object], lines: list[int], file: str, pr
     return values
 
 
+#: Largest trace read [bytes]: about ten million requests of CSV.
+MAX_TRACE_BYTES = 500_000_000
+
+
 def read_trace(path: str | Path, max_model_len: int | None, base_dir: str | Path | None = None) -> RequestTable:
     """Read a CSV (header row) or JSONL trace; ScenarioError naming the file and line of each problem.
 
@@ -171,6 +176,10 @@ def read_trace(path: str | Path, max_model_len: int | None, base_dir: str | Path
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     file = path.name
+    try:
+        check_size(path, MAX_TRACE_BYTES, "trace")
+    except ScenarioError as exc:
+        raise ScenarioError(f"simulation.trace: {exc}") from None
     try:
         if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
             lines, rows, columns = _rows_jsonl(path)
