@@ -98,6 +98,8 @@ class Serving:
     step_overhead_s: float = 0.0
     max_num_seqs: int | None = None
     reserved_bytes: float = 0.0   # per GPU outside the KV pool: activation peak + CUDA graphs + non-torch memory
+    max_batched_tokens: int = 8192  # token budget of a chunked-prefill iteration (analytic option, docs/fleet.md)
+    kv_transfer_bandwidth: float | None = None  # prefill -> decode pool link [B/s]; None: free (docs/fleet.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +248,8 @@ SERVING_FIELDS: dict[str, Check] = {
     "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
     "step_overhead": quantity("time", allow_zero=True), "max_num_seqs": positive_int,
     "activation_memory": quantity("bytes", allow_zero=True), "cuda_graph_memory": quantity("bytes", allow_zero=True),
-    "non_torch_memory": quantity("bytes", allow_zero=True),
+    "non_torch_memory": quantity("bytes", allow_zero=True), "max_batched_tokens": positive_int,
+    "kv_transfer_bandwidth": quantity("bandwidth"),
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
@@ -367,13 +370,17 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
 
     Catalog figures are peak and take the catalog's efficiency factors; a figure the
     user gives explicitly is taken as effective (efficiency 1) unless the user also
-    gives its efficiency key (SPEC, "Interfaces").
+    gives its efficiency key (SPEC, "Interfaces"). A catalog GPU's memory is the total
+    the device reports (``memory_usable``, e.g. 81,559 MiB for an "80GB" H100) where the
+    catalog has that reading, else the datasheet figure.
     """
     found = _merge_catalog("gpu", raw, catalog.gpu, problems)
     if found is None:
         return None
     entry, user = found
     defaults = catalog.gpu_defaults() if entry else {}
+    if entry.get("memory_usable"):  # what the device reports to the engine (nvidia-smi total), not the datasheet
+        entry["memory"] = entry["memory_usable"]
     if entry and "flops" not in user:
         key = FLOPS_KEY_FOR_DTYPE.get(weight_dtype, "flops_bf16")
         entry["flops"] = entry.get(key, entry.get("flops_bf16"))
