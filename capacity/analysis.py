@@ -10,12 +10,12 @@ code. Input and result names are the contract of SPEC.md; their units live in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import memory, roofline, slo
+from . import memory, options, roofline, slo
 
 #: Flat inputs: name -> (unit, meaning). ``inf`` means "not set" for the optional ones.
 INPUTS: dict[str, tuple[str, str]] = {
@@ -54,6 +54,9 @@ INPUTS: dict[str, tuple[str, str]] = {
     "allreduce_latency_s": ("s", "fixed time of one all-reduce"),
     "reserved_bytes": ("B", "memory per GPU the engine holds outside the KV pool (activations, CUDA graphs)"),
     "replicas": ("replicas", "data-parallel replicas"),
+    # Serving options the analytic model compares (chunked prefill, prefill/decode pools).
+    "max_batched_tokens": ("tokens", "token budget of one chunked-prefill iteration (decodes + prompt chunks)"),
+    "kv_transfer_bandwidth": ("B/s", "link from a prefill to a decode replica for the KV cache (inf: free)"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -61,6 +64,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "kv_latent_dim": 0.0, "sliding_window": np.inf, "local_layer_fraction": 0.0, "active_params": np.nan,
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
+    "max_batched_tokens": 8192.0, "kv_transfer_bandwidth": np.inf,
 }
 
 #: Results: name -> (unit, meaning). The first block is SPEC's contract.
@@ -114,6 +118,24 @@ RESULTS: dict[str, tuple[str, str]] = {
     "decode_bound": ("", "which term sets the decode step at the largest batch: memory or compute"),
     "batch_limit": ("", "what caps the batch: kv_memory or max_num_seqs"),
     "goodput_limit": ("", "what sets the goodput: capacity, tpot, ttft or nothing_fits"),
+    # Serving options (docs/fleet.md): the same GPU with chunked prefill, or split into prefill and decode pools.
+    "chunked_ceiling_rps": ("requests/s", "chunked prefill: largest load the batch and the token budget sustain"),
+    "chunked_goodput_rps": ("requests/s", "chunked prefill: largest load keeping every promise"),
+    "chunked_tpot_at_goodput_s": ("s", "chunked prefill: TPOT (the iteration time) at its goodput"),
+    "chunked_ttft_at_goodput_s": ("s", "chunked prefill: TTFT at its goodput"),
+    "chunked_tpot_at_load_s": ("s", "chunked prefill: TPOT at the workload's arrival rate"),
+    "chunked_ttft_at_load_s": ("s", "chunked prefill: TTFT at the workload's arrival rate"),
+    "chunked_win_back": ("-", "share of the promises' capacity cost (ceiling - goodput) chunking wins back"),
+    "disagg_decode_rps": ("requests/s", "decode-only replica: largest load keeping the TPOT promise and fitting"),
+    "disagg_prefill_rps": ("requests/s", "prefill-only replica: largest load keeping the TTFT promise (or 1/t_p)"),
+    "disagg_prefill_share": ("-", "share of the GPUs in the prefill pool at the ideal ratio"),
+    "disagg_goodput_per_gpu_rps": ("requests/s", "prefill and decode pools: goodput per GPU of both pools"),
+    "disagg_tpot_at_goodput_s": ("s", "decode pool: TPOT at its goodput (no prefill stalls)"),
+    "disagg_ttft_at_goodput_s": ("s", "prefill pool: TTFT at its goodput, KV transfer included"),
+    "disagg_tpot_at_load_s": ("s", "decode pool: TPOT of one decode replica at the workload's arrival rate"),
+    "disagg_ttft_at_load_s": ("s", "prefill pool: TTFT of one prefill replica at the workload's arrival rate"),
+    "kv_transfer_s": ("s", "moving one prompt's KV cache between the pools"),
+    "disagg_win_back": ("-", "share of the promises' capacity cost per GPU that separate pools win back"),
 }
 
 
@@ -150,6 +172,7 @@ class StepModel:
     overhead: np.ndarray          # per step, all stages [s]
     comm_fixed: np.ndarray        # all-reduce latency per step [s]
     comm_per_token: np.ndarray    # all-reduce time per token in the step [s]
+    all_dense: bool = False       # no row is MoE: every pass reads all weights
 
     @property
     def moe(self) -> np.ndarray:
@@ -157,6 +180,8 @@ class StepModel:
 
     def weights_read(self, tokens: ArrayLike) -> np.ndarray:
         """Weight bytes per GPU-group read by a pass over ``tokens`` tokens [B]."""
+        if self.all_dense:
+            return self.weight_bytes / self.tp
         return memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
                                         self.experts_per_token, tokens) / self.tp
 
@@ -171,12 +196,27 @@ class StepModel:
     def step_s(self, batch: ArrayLike) -> np.ndarray:
         return self.decode_terms(batch)[2]
 
+    def rows(self, rows: np.ndarray) -> StepModel:
+        """The model of some rows (indices into the flattened arrays of all fields broadcast together)."""
+        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "all_dense"}
+        shape = np.broadcast_shapes(*(np.shape(v) for v in arrays.values()))
+        return StepModel(**{k: np.broadcast_to(v, shape).reshape(-1)[rows] for k, v in arrays.items()},
+                         all_dense=self.all_dense)
+
+    def step_rows(self, batch: ArrayLike, rows: np.ndarray) -> np.ndarray:
+        """Step time of rows ``rows`` at batches ``batch`` (one per row) [s]; what the row-wise solvers call."""
+        return self.rows(rows).step_s(batch)
+
     def prefill_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + comm + o``."""
         p = np.asarray(prompt_tokens, float)
         base = roofline.prefill_s(self.weights_read(p), p, self.active_params / self.tp, self.bandwidth, self.flops,
                                   self.overhead)
         return base + self.comm_fixed + p * self.comm_per_token
+
+    def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
+        """GPU time a prompt adds to a batched prefill pass: ``P (2 N_a / (tp F) + comm per token)`` [s]."""
+        return slo.prefill_compute_s(prompt_tokens, self.active_params / self.tp, self.flops, self.comm_per_token)
 
     def pieces(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """Intercept [s] and slope [s per sequence] of the two linear pieces of a dense model's step time."""
@@ -207,13 +247,67 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: np.ndarray) -> tuple
         experts_per_token=x["experts_per_token"], tp=tp, pp=pp, kv_gpu=kv_gpu,
         context=memory.windowed_tokens(context_tokens, x["sliding_window"], x["local_layer_fraction"]),
         bandwidth=x["bandwidth"], flops=x["flops"], overhead=x["step_overhead_s"] * pp,
-        comm_fixed=np.where(ring > 0, allreduces * x["allreduce_latency_s"], 0.0), comm_per_token=per_token)
+        comm_fixed=np.where(ring > 0, allreduces * x["allreduce_latency_s"], 0.0), comm_per_token=per_token,
+        all_dense=not np.any((x["experts"] > 0) & (x["experts"] > x["experts_per_token"])))
     return model, kv_gpu
 
 
-def analyse(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
-    """Evaluate the analytic model on flat inputs (see ``INPUTS``); returns every ``RESULTS`` key as an array."""
+def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
+                    output_tokens: ArrayLike, rates: ArrayLike, pieces: tuple | None = None,
+                    dense_tpot_s: ArrayLike | None = None) -> np.ndarray:
+    """TTFT at arrival rates λ [s]: ``slo.ttft_at_rate_s`` with the decode step at each load from the dense pieces.
+
+    The one composition ``analyse`` (``ttft_at_goodput_s``, ``ttft_at_load_s``) and the load curves share.
+    ``pieces`` and ``dense_tpot_s`` (the pieces' TPOT at ``rates``), when given, save computing them again.
+    """
+    lam = np.asarray(rates, dtype=float)
+    if dense_tpot_s is None:
+        step = slo.decode_step_at_rate_s(lam, prefill_s, output_tokens, pieces or model.pieces())
+    else:
+        step = slo.decode_step_from_tpot_s(lam, prefill_s, dense_tpot_s)
+    return slo.ttft_at_rate_s(lam, prefill_s, ceiling_rps, model.prefill_compute_s(prefill_tokens), step,
+                              output_tokens)
+
+
+#: Labels of the text results, indexed by the integer codes ``analyse`` computes (faster than text arrays).
+GOODPUT_LIMITS = np.array(["nothing_fits", "capacity", "tpot", "ttft"])
+DECODE_BOUNDS = np.array(["memory", "compute"])
+BATCH_LIMITS = np.array(["kv_memory", "max_num_seqs"])
+#: The text results and their labels.
+LABELS: dict[str, np.ndarray] = {"goodput_limit": GOODPUT_LIMITS, "decode_bound": DECODE_BOUNDS,
+                                 "batch_limit": BATCH_LIMITS}
+
+
+def analyse(inputs: Mapping[str, ArrayLike], text: bool = True) -> dict[str, np.ndarray]:
+    """Evaluate the analytic model on flat inputs (see ``INPUTS``); returns every ``RESULTS`` key as an array.
+
+    Rows of dense and MoE models are evaluated apart (dense in closed form, MoE by bisection) and put
+    back in order; each row's values are the same as evaluating it alone. With ``text=False`` the text
+    results (``LABELS``) come as integer codes into their label arrays (cheaper for a million rows).
+    """
     x = _inputs(inputs)
+    moe = (x["experts"] > 0) & (x["experts"] > x["experts_per_token"])
+    shape = np.broadcast_shapes(*(v.shape for v in x.values()))
+    if moe.ndim == 0 or ((not moe.any() or moe.all()) and shape == moe.shape):
+        values = _analyse(x, bool(moe.any()))
+    else:
+        moe = np.broadcast_to(moe, shape).reshape(-1)
+        flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in x.items()}
+        groups = [np.flatnonzero(~moe), np.flatnonzero(moe)]
+        parts = [(_analyse({k: v[rows] for k, v in flat.items()}, bool(i)), rows)
+                 for i, rows in enumerate(groups) if rows.size]
+        order = np.empty(moe.size, dtype=np.intp)
+        order[np.concatenate([rows for _, rows in parts])] = np.arange(moe.size)
+        values = {key: np.concatenate([np.broadcast_to(r[key], rows.shape) for r, rows in parts])[order].reshape(
+            shape) for key in parts[0][0]}
+    if text:
+        for key, labels in LABELS.items():
+            values[key] = labels[values[key]]
+    return values
+
+
+def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
+    """``analyse`` on rows that are all dense (``moe`` False) or all MoE."""
     tp, pp = x["gpu_count"], x["pipeline_parallel"]
     bs, window, local = x["block_size"], x["sliding_window"], x["local_layer_fraction"]
     a_tokens = x["output_tokens"]
@@ -227,16 +321,20 @@ def analyse(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
     w_gpu = x["weight_bytes"] / (tp * pp)
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
-    per_request = memory.windowed_blocks(tokens, bs, window, local)
-    contiguous = memory.max_requests_contiguous(pool, memory.windowed_tokens(x["max_model_len"], window, local),
-                                                kv_gpu)
+    windowed = bool(np.any(local > 0))
+    per_request = memory.windowed_blocks(tokens, bs, window, local) if windowed else memory.blocks_for(tokens, bs)
+    contiguous = memory.max_requests_contiguous(
+        pool, memory.windowed_tokens(x["max_model_len"], window, local) if windowed else x["max_model_len"], kv_gpu)
     paged = memory.floor_count(blocks / per_request)
     # With local layers, a request's private tokens beyond the window are not held by those layers.
     shared_count = memory.shared_blocks(x["shared_prefix_tokens"], bs)
     private_tokens = tokens - shared_count * bs
-    window_blocks = memory.blocks_for(np.minimum(window, 1e18), bs)  # a finite stand-in for "no window"
-    shared_held = (1.0 - local) * shared_count + local * np.minimum(shared_count, window_blocks)
-    private = memory.windowed_blocks(private_tokens, bs, window, local)
+    if windowed:
+        window_blocks = memory.blocks_for(np.minimum(window, 1e18), bs)  # a finite stand-in for "no window"
+        shared_held = (1.0 - local) * shared_count + local * np.minimum(shared_count, window_blocks)
+        private = memory.windowed_blocks(private_tokens, bs, window, local)
+    else:
+        shared_held, private = shared_count, memory.blocks_for(private_tokens, bs)
     with np.errstate(divide="ignore", invalid="ignore"):
         shared = np.where(blocks >= shared_held, memory.floor_count((blocks - shared_held) / private), 0.0)
     # Keeping the prefix is optional (an engine evicts unreferenced cached blocks): once local layers have
@@ -250,26 +348,35 @@ def analyse(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
     t_prefill = model.prefill_s(prefill_tokens)
     ceiling = roofline.ceiling_rps(t_prefill, t_step, batch, a_tokens)
     share = roofline.decode_share(t_prefill, t_step, batch, a_tokens)
+    tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, share)
     single = roofline.single_stream_tokens_per_s(x["bandwidth"], model.weights_read(1.0))
 
-    rate_tpot, tpot_at = _tpot_solvers(model, x["tpot_slo_s"], t_prefill, a_tokens, ceiling)
-    rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling)
+    pieces = model.pieces()
+    rate_tpot, tpot_at = _tpot_solvers(model, moe, pieces, x["tpot_slo_s"], t_prefill, a_tokens, ceiling)
+    rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
+    c_prefill = model.prefill_compute_s(prefill_tokens)
+    rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces)
     goodput = slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
+    def ttft_at(lam: np.ndarray, tpot: np.ndarray) -> np.ndarray:
+        return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces,
+                               None if moe else tpot)
+
     tpot_goodput = tpot_at(goodput)
+    tpot_load = tpot_at(rate)
+    ttft_goodput, ttft_load = ttft_at(goodput, tpot_goodput), ttft_at(rate, tpot_load)
     # At the ceiling the fixed point is exactly B_max; guard the 0/0 of rounding there.
     at_ceiling = goodput >= ceiling * (1 - 1e-12)
     in_flight = np.where(at_ceiling, batch, slo.in_flight(goodput, a_tokens, tpot_goodput))
-    tpot_goodput = np.where(at_ceiling & (goodput > 0), roofline.tpot_at_ceiling_s(t_step, share), tpot_goodput)
+    tpot_goodput = np.where(at_ceiling & (goodput > 0), tpot_ceiling, tpot_goodput)
     gpus = tp * pp
     price_replica = x["price_per_hour"] * gpus
 
-    rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
+    options = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate)
     with np.errstate(invalid="ignore", divide="ignore"):
         load_fraction = np.where(ceiling > 0, rate / ceiling, np.inf)
         tokens_ceiling = ceiling * a_tokens
         # Below the ceiling the goodput is the smaller promise bound, so that promise binds.
-        goodput_limit = np.select([batch <= 0, at_ceiling, rate_tpot <= rate_ttft],
-                                  ["nothing_fits", "capacity", "tpot"], "ttft")
+        limit = np.select([batch <= 0, at_ceiling, rate_tpot <= rate_ttft], [0, 1, 2], 3)
         return {
             "kv_bytes_per_token": kv,
             "pool_bytes": pool,
@@ -284,7 +391,7 @@ def analyse(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
             "prefill_s": t_prefill,
             "ceiling_rps": ceiling,
             "decode_share": share,
-            "tpot_at_ceiling_s": roofline.tpot_at_ceiling_s(t_step, share),
+            "tpot_at_ceiling_s": tpot_ceiling,
             "goodput_rps": goodput,
             "goodput_in_flight": in_flight,
             "single_stream_tokens_per_s": single,
@@ -310,33 +417,57 @@ def analyse(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
             "max_rate_for_tpot_rps": rate_tpot,
             "max_rate_for_ttft_rps": rate_ttft,
             "tpot_at_goodput_s": tpot_goodput,
-            "ttft_at_goodput_s": slo.ttft_at_rate_s(goodput, t_prefill, ceiling),
+            "ttft_at_goodput_s": ttft_goodput,
             "capacity_given_up": np.where(ceiling > 0, 1.0 - goodput / ceiling, 0.0),
             "output_tokens_per_s_at_goodput": goodput * a_tokens,
-            "tpot_at_load_s": tpot_at(rate),
-            "ttft_at_load_s": slo.ttft_at_rate_s(rate, t_prefill, ceiling),
+            "tpot_at_load_s": tpot_load,
+            "ttft_at_load_s": ttft_load,
             "load_fraction": load_fraction,
             "cost_per_million_tokens_at_ceiling": slo.cost_per_million_tokens(price_replica, 1.0, ceiling, a_tokens),
-            "decode_bound": np.where(t_comp > t_mem, "compute", "memory"),
-            "batch_limit": np.where(x["max_num_seqs"] < shared, "max_num_seqs", "kv_memory"),
-            "goodput_limit": goodput_limit,
+            "decode_bound": np.asarray(t_comp > t_mem).astype(np.intp),
+            "batch_limit": np.asarray(x["max_num_seqs"] < shared).astype(np.intp),
+            "goodput_limit": limit,
+            **options,
         }
 
 
-def _tpot_solvers(model: StepModel, tpot_slo_s: np.ndarray, prefill_s: np.ndarray, output_tokens: np.ndarray,
-                  ceiling: np.ndarray):
-    """(largest rate meeting the TPOT promise, function rate -> TPOT): closed form for dense models,
-    bisection on the monotone conditions where MoE makes the weight read concave in the batch."""
-    pieces = model.pieces()
-    rate = slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces)
-    moe = model.moe
-    if not np.any(moe):
-        return rate, lambda lam: slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
-    general = slo.max_rate_for_tpot_general(model.step_s, tpot_slo_s, prefill_s, output_tokens, ceiling)
-    rate = np.where(moe, general, rate)
+def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_step: np.ndarray,
+             t_prefill: np.ndarray, prefill_tokens: np.ndarray, kv: np.ndarray, ceiling: np.ndarray,
+             goodput: np.ndarray, gpus: np.ndarray, rate: np.ndarray) -> dict[str, np.ndarray]:
+    """Chunked prefill and prefill/decode pools on the same GPU, model and workload (``options``, docs/fleet.md)."""
+    ch = options.chunked(pieces, batch, x["output_tokens"], prefill_tokens, x["max_batched_tokens"],
+                         x["tpot_slo_s"], x["ttft_slo_s"], rate)
+    dis = options.disaggregated(pieces, batch, t_step, t_prefill, prefill_tokens, x["output_tokens"], kv,
+                                x["kv_transfer_bandwidth"], gpus, x["tpot_slo_s"], x["ttft_slo_s"], rate)
+    gap = ceiling - goodput
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "chunked_ceiling_rps": ch["ceiling_rps"],
+            "chunked_goodput_rps": ch["goodput_rps"],
+            "chunked_tpot_at_goodput_s": ch["tpot_at_goodput_s"],
+            "chunked_ttft_at_goodput_s": ch["ttft_at_goodput_s"],
+            "chunked_tpot_at_load_s": ch["tpot_at_load_s"],
+            "chunked_ttft_at_load_s": ch["ttft_at_load_s"],
+            "chunked_win_back": np.where(gap > 0, (ch["goodput_rps"] - goodput) / gap, np.nan),
+            "disagg_decode_rps": dis["decode_rps"],
+            "disagg_prefill_rps": dis["prefill_rps"],
+            "disagg_prefill_share": dis["prefill_share"],
+            "disagg_goodput_per_gpu_rps": dis["goodput_per_gpu_rps"],
+            "disagg_tpot_at_goodput_s": dis["tpot_at_goodput_s"],
+            "disagg_ttft_at_goodput_s": dis["ttft_at_goodput_s"],
+            "disagg_tpot_at_load_s": dis["tpot_at_load_s"],
+            "disagg_ttft_at_load_s": dis["ttft_at_load_s"],
+            "kv_transfer_s": dis["kv_transfer_s"],
+            "disagg_win_back": np.where(gap > 0, (dis["goodput_per_gpu_rps"] * gpus - goodput) / gap, np.nan),
+        }
 
-    def tpot_at(lam):
-        closed = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
-        return np.where(moe, slo.tpot_at_rate_general(model.step_s, lam, prefill_s, output_tokens), closed)
 
-    return rate, tpot_at
+def _tpot_solvers(model: StepModel, moe: bool, pieces: tuple, tpot_slo_s: np.ndarray, prefill_s: np.ndarray,
+                  output_tokens: np.ndarray, ceiling: np.ndarray):
+    """(largest rate meeting the TPOT promise, function rate -> TPOT): closed form for dense models, a
+    row-wise root solve (Chandrupatla) on the monotone conditions where MoE makes the weight read concave."""
+    if not moe:
+        return (slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces),
+                lambda lam: slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces))
+    rate = slo.max_rate_for_tpot_rows(model.step_rows, tpot_slo_s, prefill_s, output_tokens, ceiling)
+    return rate, lambda lam: slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens)

@@ -11,7 +11,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from . import slo
-from .analysis import StepModel, _inputs, step_model
+from .analysis import StepModel, _inputs, step_model, ttft_at_rates_s
 from .scenario import Results
 
 
@@ -45,7 +45,7 @@ def balance_batch(results: Results) -> float:
 def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     """TPOT, TTFT and the decode batch over arrival rates λ [requests/s].
 
-    Columns: rate_rps, tpot_s (fixed point of t_step(λ A TPOT) / (1 - λ t_p)), ttft_s (t_p + M/D/1 wait),
+    Columns: rate_rps, tpot_s (fixed point of t_step(λ A TPOT) / (1 - λ t_p)), ttft_s (``slo.ttft_at_rate_s``),
     in_flight (λ A TPOT), with infinities where the load cannot be served.
     """
     model = _model(results)
@@ -55,7 +55,8 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
         tpot = slo.tpot_at_rate_general(model.step_s, lam, results["prefill_s"], a_tokens)
     else:
         tpot = slo.tpot_at_rate_s(lam, results["prefill_s"], a_tokens, model.pieces())
-    ttft = slo.ttft_at_rate_s(lam, results["prefill_s"], results["ceiling_rps"])
+    ttft = ttft_at_rates_s(model, results["prefill_tokens"], results["prefill_s"], results["ceiling_rps"], a_tokens,
+                           lam)
     batch = slo.in_flight(lam, a_tokens, tpot)
     over = (lam > results["ceiling_rps"]) | (batch > results["batch_max"])
     return pd.DataFrame({"rate_rps": lam, "tpot_s": np.where(over, np.inf, tpot), "ttft_s": ttft,

@@ -90,7 +90,9 @@ class Scenario:
         serving = Serving(memory_utilization=s.get("memory_utilization", 0.90), block_size=s.get("block_size", 16),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),
                           step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"),
-                          reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES))
+                          reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES),
+                          max_batched_tokens=s.get("max_batched_tokens", 8192),
+                          kv_transfer_bandwidth=s.get("kv_transfer_bandwidth"))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
@@ -150,6 +152,8 @@ class Scenario:
             # Vendors state interconnect bandwidth both ways together; a ring all-reduce sends one way.
             "interconnect_bandwidth": g.interconnect_bandwidth / 2 if g.interconnect_bandwidth else inf,
             "allreduce_latency_s": g.allreduce_latency_s, "reserved_bytes": s.reserved_bytes,
+            "max_batched_tokens": s.max_batched_tokens,
+            "kv_transfer_bandwidth": s.kv_transfer_bandwidth if s.kv_transfer_bandwidth else inf,
             "replicas": g.replicas,
         }
 

@@ -100,18 +100,25 @@ def test_goodput_meets_the_tpot_promise_exactly():
     assert r.goodput_in_flight == pytest.approx(batch)
 
 
-def test_ttft_promise_binds_at_its_m_d_1_limit():
-    # TTFT(λ) = t_p + t_p ρ / (2 (1 - ρ)), ρ = λ / ceiling; at the goodput it equals the promise.
+def test_ttft_promise_binds_where_the_prefill_queue_reaches_it():
+    # TTFT(λ) = t_p + (1/2 + λc) [λ t_p (f + c / (1 - (λc)²)) + min(1 - λ t_p, λ A s) s] (slo.ttft_at_rate_s):
+    # c = 1,000 x 16 GFLOP / 150 TFLOP/s = 106.7 ms per batched prompt, f = t_p - c = 3 ms, s = the decode step
+    # at the load's batch. At the goodput it equals the promise.
     r = essay001(slo={"ttft": "200 ms"})
-    rho = r.goodput_rps / r.ceiling_rps
+    lam, tp, c = r.goodput_rps, 1000 * 16e9 / 150e12 + 0.003, 1000 * 16e9 / 150e12
+    tpot = max((16e9 / 2e12 + 0.003) / (1 - lam * tp - lam * 300 * 1150 * 131072 / 2e12),
+               0.003 / (1 - lam * tp - lam * 300 * 16e9 / 150e12))
+    s = tpot * (1 - lam * tp)
+    interval = lam * tp * (tp - c + c / (1 - (lam * c) ** 2)) + min(1 - lam * tp, lam * 300 * s) * s
     assert r.goodput_limit == "ttft"
-    assert r.prefill_s + r.prefill_s * rho / (2 * (1 - rho)) == pytest.approx(0.200)
+    assert tp + (0.5 + lam * c) * interval == pytest.approx(0.200)
+    assert r.ttft_at_goodput_s == pytest.approx(0.200)
 
 
 def test_generous_promises_leave_the_ceiling():
     r = essay001(slo={"tpot": "1 s", "ttft": "60 s"})
-    assert r.goodput_limit == "ttft"  # the M/D/1 queue diverges at the ceiling, so a TTFT bound stays below it
-    assert r.goodput_rps < r.ceiling_rps
+    assert r.goodput_limit == "capacity"  # the prefill queue stays short up to the ceiling, where KV memory is full
+    assert r.goodput_rps == pytest.approx(r.ceiling_rps)
     assert essay001(slo={"tpot": "1 s"}).goodput_rps == pytest.approx(essay001().ceiling_rps)
 
 
