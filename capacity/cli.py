@@ -14,6 +14,7 @@ from . import __version__
 from .analysis import RESULTS
 from .calibration import add_calibrate_command, run_calibrate
 from .errors import ScenarioError
+from .fleet_command import add_fleet_command, run_fleet
 from .formatting import SECTIONS, format_value
 from .scenario import Results, load_scenario
 
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     si.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a key of the simulation block, e.g. --set policy=static --set rate=12")
     add_calibrate_command(sub)
+    add_fleet_command(sub)
     return parser
 
 
@@ -118,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate,
-                "calibrate": run_calibrate}[args.command](args)
+                "calibrate": run_calibrate, "fleet": run_fleet}[args.command](args)
         _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:

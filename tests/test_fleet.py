@@ -130,3 +130,22 @@ def test_fleet_for_load_keeps_its_contract():
     assert (fleet.replicas, fleet.gpus, fleet.cost_per_hour, fleet.design_load_rps) == (17, 17, 34.0, 100)
     with pytest.raises(ValueError):
         fleet_for_load(r, 10, headroom=1.0)
+
+
+def test_fleet_command(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from capacity.cli import main
+
+    path = tmp_path / "essay.yaml"
+    path.write_text(yaml.safe_dump(ESSAY_001))
+    assert main(["fleet", str(path), "--target-rps", "100", "--tp", "1", "--modes", "colocated"]) == 0
+    out = capsys.readouterr().out
+    assert "colocated" in out and "   17 " in out and "34.00" in out
+    assert main(["fleet", str(path), "--tokens-per-day", "1e9", "--peak", "10", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["rank"] == 1 and rows[0]["mode"] == "disaggregated"
+    assert main(["fleet", str(path), "--target-rps", "10", "--headroom", "1.5"]) == 2
+    assert "headroom" in capsys.readouterr().err
