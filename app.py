@@ -10,6 +10,7 @@ import streamlit as st
 import yaml
 
 from app_views import charts
+from app_views.fleet import render_fleet
 from app_views.simulator import render_simulator, run_pair
 from app_views.state import (
     BLOCK_SIZES,
@@ -27,7 +28,7 @@ from capacity import Scenario, ScenarioError, catalog
 from capacity.compare import compare
 from capacity.curves import balance_batch, decode_curve, load_curve
 from capacity.files import safe_filename
-from capacity.fleet import fleet_for_load
+from capacity.fleet import fleet_for_load, fleet_options
 from capacity.formatting import SECTIONS, format_value
 from capacity.pool_picture import pool_map
 from capacity.report import report_for, to_csv, to_json
@@ -54,6 +55,7 @@ def compare_table(scenario_json: str, gpus: tuple[str, ...], models: tuple[str, 
 
 PRESETS = st.cache_resource(presets)()
 simulate_pair = st.cache_data(show_spinner=False, max_entries=32)(run_pair)
+cached_fleet_options = st.cache_data(show_spinner="Sizing every GPU option...", max_entries=32)(fleet_options)
 
 
 def report_downloads(where, results) -> None:
@@ -230,7 +232,7 @@ for note in r.notes():
 report_downloads(st, r)
 
 # One view at a time: only the chosen view's charts are built, so a rerun stays fast as views grow.
-VIEWS = ["Memory", "Roofline", "Promise", "Cost", "Compare", "Simulator", "All numbers"]
+VIEWS = ["Memory", "Roofline", "Promise", "Cost", "Fleet", "Compare", "Simulator", "All numbers"]
 if st.session_state.get("view") not in VIEWS:
     st.session_state["view"] = VIEWS[0]
 view = st.segmented_control("View", VIEWS, key="view", label_visibility="collapsed") or VIEWS[0]
@@ -312,6 +314,9 @@ if view == "Compare":
         for key in ("decode_step_s", "cost_per_million_tokens"):
             shown[key] = [format_value(key, v) if isinstance(v, float) else "" for v in shown[key]]
         st.dataframe(shown, hide_index=True, width="stretch")
+
+if view == "Fleet":
+    render_fleet(st, r, scenario_dict, cached_fleet_options)
 
 if view == "Simulator":
     render_simulator(st, scenario_json, s.workload.arrival_rate or r["goodput_rps"] * 0.8, simulate_pair)

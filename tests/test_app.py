@@ -35,7 +35,7 @@ def test_every_preset_renders_the_library_numbers(preset):
     at = choose(start(), preset)
     assert not at.exception, at.exception
     assert not at.error
-    for view in ("Memory", "Roofline", "Promise", "Cost", "Compare", "Simulator", "All numbers"):
+    for view in ("Memory", "Roofline", "Promise", "Cost", "Fleet", "Compare", "Simulator", "All numbers"):
         at.button_group(key="view").set_value(view).run()
         assert not at.exception and not at.error, (view, at.exception)
     expected = Scenario.from_dict(yaml.safe_load(PRESETS[preset].read_text())).evaluate()
@@ -182,3 +182,15 @@ def test_simulator_view_shows_static_and_continuous_as_the_library_simulates():
                            chunked_prefill=False, arrival="poisson").summary()
         assert shown.loc["mean TTFT", policy] == format_time(summary["mean_ttft_s"])
         assert shown.loc["throughput", policy] == f"{summary['throughput_rps']:,.2f} requests/s"
+
+
+def test_fleet_view_ranks_the_options_the_library_ranks():
+    from capacity.fleet import fleet_options
+
+    at = choose(start(), "essay 001 sale-day napkin")
+    at.button_group(key="view").set_value("Fleet").run()
+    assert not at.exception and not at.error
+    data = yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text())
+    table = fleet_options(data, target=10.0)
+    best = table[table["meets_slo"]].iloc[0]
+    assert metrics(at)["Cheapest that keeps the promises"] == f"{best['gpus']:,.0f} GPUs"
