@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -196,12 +197,17 @@ class StepModel:
     def step_s(self, batch: ArrayLike) -> np.ndarray:
         return self.decode_terms(batch)[2]
 
+    @cached_property
+    def _table(self) -> np.ndarray:
+        """Every array field, broadcast together and flattened, one row each (for ``rows``)."""
+        arrays = [np.asarray(getattr(self, name), dtype=float) for name in _ARRAY_FIELDS]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        return np.stack([np.broadcast_to(a, shape).reshape(-1) for a in arrays])
+
     def rows(self, rows: np.ndarray) -> StepModel:
         """The model of some rows (indices into the flattened arrays of all fields broadcast together)."""
-        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "all_dense"}
-        shape = np.broadcast_shapes(*(np.shape(v) for v in arrays.values()))
-        return StepModel(**{k: np.broadcast_to(v, shape).reshape(-1)[rows] for k, v in arrays.items()},
-                         all_dense=self.all_dense)
+        picked = self._table[:, rows]
+        return StepModel(**dict(zip(_ARRAY_FIELDS, picked, strict=True)), all_dense=self.all_dense)
 
     def step_rows(self, batch: ArrayLike, rows: np.ndarray) -> np.ndarray:
         """Step time of rows ``rows`` at batches ``batch`` (one per row) [s]; what the row-wise solvers call."""
@@ -226,6 +232,10 @@ class StepModel:
         comp = (fixed + 0.0 * mem[0], self.active_params / (self.tp * self.pp) * 2.0 / self.flops
                 + self.comm_per_token + 0.0 * mem[1])
         return mem, comp
+
+
+#: The array fields of ``StepModel``, in order.
+_ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name != "all_dense")
 
 
 def step_model(x: Mapping[str, np.ndarray], context_tokens: np.ndarray) -> tuple[StepModel, np.ndarray]:
@@ -352,7 +362,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     single = roofline.single_stream_tokens_per_s(x["bandwidth"], model.weights_read(1.0))
 
     pieces = model.pieces()
-    rate_tpot, tpot_at = _tpot_solvers(model, moe, pieces, x["tpot_slo_s"], t_prefill, a_tokens, ceiling)
+    rate_tpot, tpot_at = _tpot_solvers(model, moe, pieces, x["tpot_slo_s"], t_prefill, a_tokens, ceiling, batch)
     rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     c_prefill = model.prefill_compute_s(prefill_tokens)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces)
@@ -463,11 +473,19 @@ def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_st
 
 
 def _tpot_solvers(model: StepModel, moe: bool, pieces: tuple, tpot_slo_s: np.ndarray, prefill_s: np.ndarray,
-                  output_tokens: np.ndarray, ceiling: np.ndarray):
+                  output_tokens: np.ndarray, ceiling: np.ndarray, batch: np.ndarray):
     """(largest rate meeting the TPOT promise, function rate -> TPOT): closed form for dense models, a
     row-wise root solve (Chandrupatla) on the monotone conditions where MoE makes the weight read concave."""
     if not moe:
         return (slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces),
                 lambda lam: slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces))
     rate = slo.max_rate_for_tpot_rows(model.step_rows, tpot_slo_s, prefill_s, output_tokens, ceiling)
-    return rate, lambda lam: slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens)
+
+    def tpot_at(lam: np.ndarray) -> np.ndarray:
+        # Below the ceiling the batch fits, so TPOT is at most B_max / (λ A): search up to that (10^4 s at
+        # least, 10^12 s at most: beyond, it is no answer).
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            longest = np.where(lam > 0, np.clip(batch / (lam * output_tokens), 1e4, 1e12), 1e4)
+        return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest)
+
+    return rate, tpot_at

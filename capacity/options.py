@@ -226,13 +226,15 @@ def disaggregated(pieces: tuple, batch_max: ArrayLike, decode_step_s: ArrayLike,
     """
     a_tokens = _f(output_tokens)
     decode_ceiling = decode_pool_ceiling_rps(batch_max, decode_step_s, a_tokens)
-    decode_rps = np.maximum(np.minimum(decode_ceiling, slo.max_rate_for_tpot_rps(tpot_slo_s, 0.0, a_tokens, pieces)),
-                            0.0)
+    tpot_bound = slo.max_rate_for_tpot_rps(tpot_slo_s, 0.0, a_tokens, pieces)
+    decode_rps = np.maximum(np.minimum(decode_ceiling, tpot_bound), 0.0)
     transfer = kv_transfer_s(prefill_tokens, kv_bytes_per_token, link_bandwidth)
     prefill_rps = prefill_pool_rate_rps(ttft_slo_s, prefill_s, transfer)
     per_gpu = pooled_rate_per_gpu(decode_rps, prefill_rps, gpus_per_replica)
-    full = decode_rps >= decode_ceiling * (1 - 1e-12)
-    tpot = np.where(full, decode_step_s, slo.tpot_at_rate_s(decode_rps, 0.0, a_tokens, pieces))
+    # TPOT at the pool's rate is the fixed point; where the full batch sets the rate it is that batch's step,
+    # where the promise does it is the promise (the caps guard a piece without intercept: 0/0 at the bound).
+    cap = np.where(decode_ceiling < tpot_bound, decode_step_s, _f(tpot_slo_s))
+    tpot = np.minimum(slo.tpot_at_rate_s(decode_rps, 0.0, a_tokens, pieces), cap)
     load = _f(arrival_rate)
     with np.errstate(invalid="ignore", divide="ignore"):
         return {

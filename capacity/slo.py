@@ -59,7 +59,9 @@ def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens:
     with np.errstate(divide="ignore", invalid="ignore"):
         for a, m in pieces:
             denominator = share - per_request * m
-            value = np.where(denominator > 0, a / denominator, np.inf)
+            # A piece through the origin (no overhead) holds for every TPOT right at its limit: it adds nothing.
+            bound = np.where(_f(a) == 0, np.where(denominator > -1e-12, 0.0, np.inf), np.inf)
+            value = np.where(denominator > 0, a / denominator, bound)
             worst = value if worst is None else np.maximum(worst, value)
     return np.maximum(worst, 0.0)
 
@@ -130,7 +132,7 @@ def tpot_at_rate_general(step_s, arrival_rate: ArrayLike, prefill_s: ArrayLike,
         return step_s(lam * a * s) <= s * share
 
     shape = np.broadcast(lam, tp, a).shape
-    top = np.full(shape, longest_s)
+    top = np.array(longest_s)
     found = ok(top) & (share > 0)
     lowest_bad = _bisect(lambda s: ~ok(s), np.zeros(shape), top)
     return np.where(found & np.isfinite(_f(arrival_rate)), lowest_bad, np.inf)
@@ -159,23 +161,26 @@ def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLik
 
 
 def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                      longest_s: float = 1e4) -> np.ndarray:
-    """``tpot_at_rate_general`` solved per row with Chandrupatla's method [s]; inf where no fixed point below 10^4 s.
+                      longest_s: ArrayLike = 1e4) -> np.ndarray:
+    """``tpot_at_rate_general`` solved per row with Chandrupatla's method [s]; inf where no fixed point below
+    ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
 
     The fixed point is where ``s (1 - λ t_p) - t_step(λ A s)`` turns positive (once, for a step time concave
     or linear in the batch); the answer is the last s below it, as the bisection's, to 2.5e-13 relative.
     """
     lam_in, tp, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
-    shape = np.broadcast_shapes(lam_in.shape, tp.shape, a.shape)
+    shape = np.broadcast_shapes(lam_in.shape, tp.shape, a.shape, np.shape(longest_s))
+    longest_s = np.broadcast_to(_f(longest_s), shape)
     known = np.isfinite(lam_in)
     lam = np.where(known, lam_in, 0.0)
     share = 1.0 - lam * tp
     ids = np.arange(math.prod(shape)).reshape(shape)
 
     def excess(s, rows, lam_, a_, share_):
-        return s * share_ - step_rows(lam_ * a_ * s, rows.astype(np.intp))
+        with np.errstate(invalid="ignore", over="ignore"):
+            return s * share_ - step_rows(lam_ * a_ * s, rows.astype(np.intp))
 
-    top = np.full(shape, longest_s)
+    top = np.array(longest_s)
     found = (step_rows(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), ids.reshape(-1)).reshape(shape)
              <= longest_s * share) & (share > 0)
     fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (ids, lam, a, share),

@@ -6,8 +6,11 @@ prefill with vLLM's default budget (8,192 tokens) wins back 37%, with a 512-toke
 """
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_invariants import inputs
 
-from capacity import Scenario, options
+from capacity import Scenario, analyse, options
 
 ESSAY_001 = {
     "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
@@ -98,3 +101,33 @@ def test_chunked_tpot_agrees_with_the_simulator(budget):
         sim = simulated_latency(scenario, rate, requests=20_000, chunked_prefill=True, max_batched_tokens=budget)
         assert analytic["chunked_tpot_at_load_s"] == pytest.approx(sim["mean_tpot_s"], rel=0.15)
         assert analytic["chunked_ttft_at_load_s"] == pytest.approx(sim["mean_ttft_s"], rel=0.25)
+
+
+# --- invariants over random inputs (the strategy of test_invariants.py) ------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(inputs(), st.sampled_from([256.0, 2048.0, 8192.0]))
+def test_options_keep_their_promises_and_bounds(x, budget):
+    r = {k: float(v) if not isinstance(v, str) else v for k, v in analyse({**x, "max_batched_tokens": budget}).items()
+         if k != "goodput_limit" and k not in ("decode_bound", "batch_limit")}
+    assert 0 <= r["chunked_goodput_rps"] <= r["chunked_ceiling_rps"] * (1 + 1e-9)
+    if r["chunked_goodput_rps"] > 0:
+        assert r["chunked_tpot_at_goodput_s"] <= x["tpot_slo_s"] * (1 + 1e-6)
+        assert r["chunked_ttft_at_goodput_s"] <= x["ttft_slo_s"] * (1 + 1e-6) or r["chunked_goodput_rps"] >= r[
+            "chunked_ceiling_rps"] * (1 - 1e-6)
+    if r["disagg_decode_rps"] > 0:
+        assert r["disagg_tpot_at_goodput_s"] <= x["tpot_slo_s"] * (1 + 1e-9)
+    assert r["disagg_goodput_per_gpu_rps"] * r["gpus_per_replica"] <= min(r["disagg_decode_rps"],
+                                                                          r["disagg_prefill_rps"]) * (1 + 1e-9)
+    if 0 < r["goodput_rps"] < r["ceiling_rps"] * (1 - 1e-9) and r["max_rate_for_ttft_rps"] <= r[
+            "max_rate_for_tpot_rps"]:
+        assert r["ttft_at_goodput_s"] <= x["ttft_slo_s"] * (1 + 1e-9)
+
+
+@settings(max_examples=150, deadline=None)
+@given(inputs(), st.floats(0.1, 1.0), st.floats(0.1, 1.0))
+def test_a_tighter_promise_never_raises_an_options_goodput(x, tpot_factor, ttft_factor):
+    loose = analyse({**x, "tpot_slo_s": 0.1, "ttft_slo_s": 5.0})
+    tight = analyse({**x, "tpot_slo_s": 0.1 * tpot_factor, "ttft_slo_s": 5.0 * ttft_factor})
+    for key in ("chunked_goodput_rps", "disagg_goodput_per_gpu_rps", "goodput_rps"):
+        assert tight[key] <= loose[key] * (1 + 1e-6), key
