@@ -256,8 +256,8 @@ def fleet_options(scenario: Mapping[str, Any], target: float | None = None, toke
 
     ``scenario`` is a scenario mapping (YAML as loaded); its promises and workload shape apply to every
     option. ``target`` in requests/s or ``tokens_per_day`` (input + output); design load = target x peak.
-    Options only the Pareto front of among those that meet the promises (``pareto``). Columns: ``COLUMNS``;
-    layouts that do not hold the model are listed at the end with the reason in ``problem``.
+    ``pareto`` marks the cost/TPOT Pareto front among the options that keep the promises. Columns:
+    ``COLUMNS``; layouts that do not hold the model are listed at the end with the reason in ``problem``.
     """
     workload = scenario.get("workload") or {}
     base = target_rps(target, tokens_per_day, float(workload.get("prompt_tokens", 0) or 0),
