@@ -6,6 +6,8 @@ The formula functions are the procedural core (scalars or numpy arrays in, same 
 
 from .analysis import INPUTS, RESULTS, analyse
 from .errors import ScenarioError
+from .fleet import fleet_for_load, fleet_options
+from .frame import evaluate_frame
 from .memory import (
     blocks_for,
     floor_count,
@@ -47,7 +49,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "INPUTS", "RESULTS", "Results", "Scenario", "ScenarioError", "analyse", "blocks_for", "ceiling_rps",
-    "cost_per_million_tokens", "critical_batch", "decode_compute_s", "decode_memory_s", "decode_share",
+    "cost_per_million_tokens", "critical_batch", "evaluate_frame", "fleet_for_load", "fleet_options",
+    "decode_compute_s", "decode_memory_s", "decode_share",
     "decode_step_s", "floor_count", "format_bytes", "format_time", "goodput_rps", "gpu_time_per_request_s",
     "in_flight", "kv_bytes_per_token", "load_scenario", "max_rate_for_tpot_rps", "max_rate_for_ttft_rps",
     "max_requests_contiguous", "max_requests_paged", "max_requests_shared_prefix", "parse_quantity",
