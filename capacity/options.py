@@ -231,10 +231,14 @@ def disaggregated(pieces: tuple, batch_max: ArrayLike, decode_step_s: ArrayLike,
     transfer = kv_transfer_s(prefill_tokens, kv_bytes_per_token, link_bandwidth)
     prefill_rps = prefill_pool_rate_rps(ttft_slo_s, prefill_s, transfer)
     per_gpu = pooled_rate_per_gpu(decode_rps, prefill_rps, gpus_per_replica)
-    # TPOT at the pool's rate is the fixed point; where the full batch sets the rate it is that batch's step,
-    # where the promise does it is the promise (the caps guard a piece without intercept: 0/0 at the bound).
-    cap = np.where(decode_ceiling < tpot_bound, decode_step_s, _f(tpot_slo_s))
-    tpot = np.minimum(slo.tpot_at_rate_s(decode_rps, 0.0, a_tokens, pieces), cap)
+    # TPOT at the pool's rate is the smallest fixed point, at most the promise for any rate up to the promise's
+    # bound; where the promise sets the rate the fixed point is the promise itself (fmin guards the 0/0 of a
+    # piece without intercept there). Where the full batch sets the rate the fixed point stays the answer: a
+    # huge B_max can leave the batch short of full (the compute piece saturates first), and then the full
+    # batch's step is not what users see.
+    fixed = slo.tpot_at_rate_s(decode_rps, 0.0, a_tokens, pieces)
+    at_promise = decode_rps >= tpot_bound * (1.0 - 1e-9)
+    tpot = np.where(at_promise, np.fmin(fixed, _f(tpot_slo_s)), fixed)
     load = _f(arrival_rate)
     with np.errstate(invalid="ignore", divide="ignore"):
         return {
