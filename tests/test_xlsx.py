@@ -3,22 +3,30 @@
 These tests read the file with openpyxl and need no spreadsheet engine; test_xlsx_libreoffice.py recalculates it.
 """
 
+import functools
 import io
 import math
+import random
 from dataclasses import replace
 
+import numpy as np
 import openpyxl
 import pytest
+import yaml
 from test_report import SCENARIO_IDS, all_scenarios
+from xlsxwriter.worksheet import Worksheet
 
-from capacity import INPUTS, RESULTS
-from capacity.report import report_for
+from capacity import INPUTS, RESULTS, Scenario, analysis, options
+from capacity import xlsx as xlsx_module
+from capacity.report import flat_inputs, report_for
 from capacity.xlsx import (
     FORMULAS,
     INTERMEDIATES,
+    SOLVER_ITERATIONS,
     SOLVERS,
     intermediate_values,
     missing_formulas,
+    solver_traces,
     workbook_bytes,
     write_xlsx,
 )
@@ -125,3 +133,164 @@ def test_unwritable_path_raises_and_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
     write_xlsx(report, tmp_path / "out.xlsx")
     assert [p.name for p in tmp_path.iterdir()] == ["out.xlsx"]
+
+
+# --- the Solver sheet: the library's root solves, one iteration per row ------------------------------------------
+
+#: Scenarios that work the Solver sheet beyond test_report's: the TTFT promise binding a dense and a MoE model with
+#: the serving options set (a small chunked-prefill budget, a KV link, a load), and a compute piece through the
+#: origin (no step overhead), whose TPOT at the ceiling hangs on the sign of a rounding-size denominator.
+SOLVER_SCENARIOS = {
+    "ttft-binds-options": """
+name: TTFT promise binds; chunked budget 1024, KV link 50 GB/s
+model: {layers: 32, kv_heads: 8, head_dim: 128, params: 8e9, weights: "16 GB", kv_dtype: fp16}
+gpu: {memory: "80 GB", bandwidth: "2 TB/s", flops: "150 TFLOP/s", price_per_hour: 2.0}
+serving: {memory_utilization: 0.90, block_size: 16, max_model_len: 8192, step_overhead: "3 ms",
+          max_batched_tokens: 1024, kv_transfer_bandwidth: "50 GB/s"}
+workload: {prompt_tokens: 3000, output_tokens: 200, arrival_rate: 2.5}
+slo: {tpot: "80 ms", ttft: "600 ms"}
+""",
+    "moe-ttft-binds-options": """
+name: mixtral-8x7b on 2 x H200, TTFT binds; chunked budget 2048, KV link 25 GB/s
+model: {name: mixtral-8x7b, weight_dtype: bf16, kv_dtype: bf16}
+gpu: {name: h200, count: 2}
+serving: {memory_utilization: 0.92, block_size: 16, max_model_len: 32768, step_overhead: "3 ms",
+          max_batched_tokens: 2048, kv_transfer_bandwidth: "25 GB/s"}
+workload: {prompt_tokens: 6000, output_tokens: 300, arrival_rate: 1.5}
+slo: {tpot: "100 ms", ttft: "200 ms"}
+""",
+    "zero-overhead-at-ceiling": """
+name: no step overhead, the compute piece through the origin at the ceiling
+units: GiB
+model: {layers: 32, kv_heads: 8, head_dim: 128, params: 8e9, weights: "16 GiB", kv_dtype: fp16}
+gpu: {memory: "80 GiB", bandwidth: "2 TB/s", flops: "150 TFLOP/s"}
+serving: {memory_utilization: 0.90, block_size: 16, max_model_len: 32768, step_overhead: "0 ms"}
+workload: {prompt_tokens: 200, output_tokens: 1000, shared_prefix_tokens: 200, arrival_rate: 5}
+slo: {tpot: "80 ms", ttft: "3 s"}
+""",
+}
+
+
+def random_variants(count: int, seed: int) -> dict[str, Scenario]:
+    """Scenarios varied at random (promises, load, budget, link, overhead, cap, request shape): inputs that need all
+    17 digits, and solves that end anywhere in their range."""
+    rng = random.Random(seed)
+    base = all_scenarios()
+    found: dict[str, Scenario] = {}
+    while len(found) < count:
+        key = rng.choice(sorted(base))
+        s = base[key]
+        prompt, output = rng.choice([1, 200, 1000, 2500, rng.randrange(2, 6000)]), rng.choice([50, 300, 1000])
+        try:
+            changed = s.with_changes(
+                serving={"memory_utilization": rng.uniform(0.6, 0.95),
+                         "max_batched_tokens": rng.choice([256, 1024, 8192, rng.randrange(64, 16384)]),
+                         "kv_transfer_bandwidth": rng.choice([None, rng.uniform(1e9, 1e11)]),
+                         "max_model_len": max(s.serving.max_model_len or 0, prompt + output),
+                         "step_overhead_s": rng.choice([s.serving.step_overhead_s, 0.0, rng.uniform(0, 0.01)]),
+                         "max_num_seqs": rng.choice([s.serving.max_num_seqs, rng.randrange(1, 300)])},
+                workload={"prompt_tokens": prompt, "output_tokens": output,
+                          "arrival_rate": rng.choice([None, rng.uniform(0.05, 15)]),
+                          "shared_prefix_tokens": min(s.workload.shared_prefix_tokens, prompt)},
+                slo={"tpot_s": rng.choice([None, rng.uniform(0.01, 0.15)]),
+                     "ttft_s": rng.choice([None, rng.uniform(0.1, 5), rng.uniform(0.01, 0.5)])})
+        except ValueError:
+            continue
+        found[f"random-{seed}-{len(found)}-{key}"] = changed
+    return found
+
+
+@functools.cache
+def solver_scenarios() -> dict[str, Scenario]:
+    """``SOLVER_SCENARIOS`` and ten random variants of the shipped and extra scenarios."""
+    found = {key: Scenario.from_dict(yaml.safe_load(text)) for key, text in SOLVER_SCENARIOS.items()}
+    found.update(random_variants(10, seed=2026))
+    return found
+
+
+SOLVER_IDS = list(solver_scenarios())
+
+
+def test_solver_scenarios_reach_their_cases():
+    values = {key: s.evaluate().values for key, s in solver_scenarios().items()}
+    assert values["ttft-binds-options"]["goodput_limit"] == "ttft"
+    assert values["moe-ttft-binds-options"]["goodput_limit"] == "ttft"
+    for key in ("ttft-binds-options", "moe-ttft-binds-options"):
+        assert 0 < values[key]["chunked_goodput_rps"] and math.isfinite(values[key]["chunked_ttft_at_load_s"])
+        assert values[key]["kv_transfer_s"] > 0 and math.isfinite(values[key]["disagg_ttft_at_load_s"])
+    zero = values["zero-overhead-at-ceiling"]
+    assert zero["goodput_limit"] == "capacity" and zero["ttft_at_goodput_s"] == math.inf
+    assert any(flat_inputs(s)[k] != float(f"{flat_inputs(s)[k]:.16g}") for s in solver_scenarios().values()
+               for k in INPUTS if math.isfinite(flat_inputs(s)[k]))  # some input needs all 17 digits
+
+
+@pytest.mark.parametrize("key", SOLVER_IDS)
+def test_solver_scenarios_cached_values_equal_the_library(key):
+    report = report_for(solver_scenarios()[key])
+    cells = named_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report)), data_only=True))
+    want = library_values(report)
+    assert {k: (cells[k].value, want[k]) for k in NAMED_FORMULAS if not matches(cells[k].value, want[k])} == {}
+
+
+@pytest.mark.parametrize("key", [*SCENARIO_IDS, *SOLVER_IDS])
+def test_solver_rows_repeat_the_library_to_the_last_bit(key):
+    """The Solver sheet's iterations, run in Python as its formulas run them, give the library's answers exactly,
+    and every solve ends within the rows unrolled (the library's own cap)."""
+    scenario = {**all_scenarios(), **solver_scenarios()}[key]
+    report = report_for(scenario)
+    v, x = report.results.values, flat_inputs(scenario)
+    traces = solver_traces(report)
+    assert all(trace.rows[-1]["done"] for trace in traces.values())
+    assert all(len(trace.rows) == SOLVER_ITERATIONS + 1 for trace in traces.values())
+    assert traces["solver_rate_ttft_rps"].result == (v["max_rate_for_ttft_rps"] if math.isfinite(x["ttft_slo_s"])
+                                                     else None)
+    if intermediate_values(report)["moe_model"]:
+        assert traces["solver_rate_tpot_rps"].result == (v["max_rate_for_tpot_rps"]
+                                                         if math.isfinite(x["tpot_slo_s"]) else None)
+        if v["goodput_rps"] < v["ceiling_rps"] * (1 - 1e-12):
+            assert traces["solver_tpot_at_goodput_s"].result == v["tpot_at_goodput_s"]
+        load = traces["solver_tpot_at_load_s"].result
+        assert (load if load is not None else math.inf) == v["tpot_at_load_s"]
+    terms = (v["prefill_tokens"], x["max_batched_tokens"], *(np.asarray(p) for piece in
+                                                                 _pieces(report) for p in piece))
+    batch = traces["solver_chunk_batch_goodput"].result
+    plain, extra, _ = options.chunk_terms(batch, *terms)
+    rate = options.chunked_rate_rps(batch, x["output_tokens"], plain, extra)
+    assert float(rate) == v["chunked_goodput_rps"]
+    if math.isfinite(v["chunked_tpot_at_load_s"]):
+        batch = traces["solver_chunk_batch_load"].result
+        plain, extra, _ = options.chunk_terms(batch, *terms)
+        assert float(options.chunked_tpot_s(batch, x["output_tokens"], plain, extra)) == v["chunked_tpot_at_load_s"]
+
+
+def _pieces(report):
+    arrays = {k: np.asarray(value) for k, value in flat_inputs(report.scenario).items()}
+    return analysis.step_model(arrays, np.asarray(report.results.values["context_tokens"]))[0].pieces()
+
+
+def test_inputs_are_written_to_the_last_bit():
+    """xlsxwriter writes numbers with 16 digits; the inputs carry all 17 (0.1 + 0.2 stays 0.30000000000000004)."""
+    scenario = all_scenarios()["essay-001-sale-day"].with_changes(workload={"arrival_rate": 0.1 + 0.2})
+    report = report_for(scenario)
+    cells = named_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report))))
+    assert cells["arrival_rate"].value == 0.30000000000000004
+    for s in [s for key, s in solver_scenarios().items() if key.startswith("random-")][:4]:
+        cells = named_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report_for(s)))))
+        assert all(cells[k].value == value for k, value in flat_inputs(s).items() if math.isfinite(value)
+                   and not (k == "arrival_rate" and value == 0))
+
+
+def test_fast_formula_path_writes_what_xlsxwriter_would(monkeypatch):
+    """The workbook skips xlsxwriter's scan for Excel 365 functions where a formula calls none; every formula comes
+    out as xlsxwriter's own preparation would write it."""
+    fast, seen = xlsx_module._Worksheet._prepare_formula, []
+
+    def checked(self, formula, expand_future_functions=False):
+        got = fast(self, formula, expand_future_functions)
+        assert got == Worksheet._prepare_formula(self, formula, expand_future_functions), formula
+        seen.append(formula)
+        return got
+
+    monkeypatch.setattr(xlsx_module._Worksheet, "_prepare_formula", checked)
+    workbook_bytes(report_for(solver_scenarios()["moe-ttft-binds-options"]))
+    assert len(seen) > 5000

@@ -16,7 +16,7 @@ from pathlib import Path
 import openpyxl
 import pytest
 from test_report import SCENARIO_IDS, all_scenarios
-from test_xlsx import NAMED_FORMULAS, library_values, matches, named_cells
+from test_xlsx import NAMED_FORMULAS, SOLVER_IDS, library_values, matches, named_cells, solver_scenarios
 
 from capacity import RESULTS
 from capacity.report import report_for
@@ -147,3 +147,61 @@ def test_edited_inputs_recalculate_as_the_library_on_the_changed_scenario(tmp_pa
     assert cells["max_requests_paged"].value == 181  # essay 000: 181 requests at utilisation 0.70
     cells = named_cells(openpyxl.load_workbook(converted["edited-capped-batch.xlsx"], data_only=True))
     assert cells["max_rate_for_tpot_rps"].value == "#N/A" and cells["goodput_limit"].value == "ttft"
+
+
+# --- the Solver sheet: TTFT bound, chunked-prefill batches and MoE TPOT solves, recalculated -----------------------
+
+@pytest.fixture(scope="module")
+def recalculated_solver_scenarios(tmp_path_factory, profile):
+    """``test_xlsx.solver_scenarios`` (TTFT binding with the serving options set, a compute piece through the origin,
+    random variants with 17-digit inputs), without cached values, recalculated by LibreOffice in one run."""
+    folder = tmp_path_factory.mktemp("xlsx-solver")
+    reports, files = {}, []
+    for key, scenario in solver_scenarios().items():
+        reports[key] = report_for(scenario)
+        path = folder / f"{key}.xlsx"
+        path.write_bytes(without_cached_values(workbook_bytes(reports[key])))
+        files.append(path)
+    converted = recalculate(files, folder / "out", profile)
+    return {key: (reports[key], converted[f"{key}.xlsx"]) for key in reports}
+
+
+@pytest.mark.parametrize("key", SOLVER_IDS)
+def test_libreoffice_recalculates_the_solver_scenarios_as_the_library(recalculated_solver_scenarios, key):
+    report, path = recalculated_solver_scenarios[key]
+    assert differences(path, report) == {}
+
+
+#: Edits of the promises, the load and the serving options: (scenario id, TTFT promise in s or None, arrival rate or
+#: None, chunked-prefill budget, KV link in B/s or None, output tokens).
+OPTION_EDITS = [
+    ("essay-001-sale-day", 0.2, 4.0, 512, 50e9, 300),  # a TTFT promise appears and binds; a load; a small budget
+    ("ttft-bound-70b", None, 0.7, 4096, None, 400),  # the TTFT promise cleared
+    ("long-context-mixtral-h200", 0.12, 2.0, 2048, 25e9, 500),  # MoE: TTFT bound and the MoE TPOT solves
+    ("ttft-binds-options", 0.9, None, 8192, 10e9, 150),  # the load cleared: the load's solves stand down
+]
+
+
+def test_edited_promises_load_and_options_recalculate_as_the_library(tmp_path, profile):
+    scenarios = {**all_scenarios(), **solver_scenarios()}
+    files, expected = [], {}
+    for key, ttft, rate, budget, link, output in OPTION_EDITS:
+        scenario = scenarios[key]
+        wb = openpyxl.load_workbook(io.BytesIO(workbook_bytes(report_for(scenario))))
+        cells = named_cells(wb)
+        cells["ttft_slo_s"].value, cells["arrival_rate"].value = ttft, rate
+        cells["max_batched_tokens"].value, cells["kv_transfer_bandwidth"].value = budget, link
+        cells["output_tokens"].value = output
+        path = tmp_path / f"options-{key}.xlsx"
+        wb.save(path)
+        changed = scenario.with_changes(slo={"ttft_s": ttft}, workload={"arrival_rate": rate, "output_tokens": output},
+                                        serving={"max_batched_tokens": budget, "kv_transfer_bandwidth": link})
+        expected[path.name] = report_for(changed)
+        files.append(path)
+    converted = recalculate(files, tmp_path / "out", profile)
+    for name, report in expected.items():
+        assert differences(converted[name], report) == {}, name
+    cells = named_cells(openpyxl.load_workbook(converted["options-essay-001-sale-day.xlsx"], data_only=True))
+    assert cells["goodput_limit"].value == "ttft" and round(cells["max_rate_for_ttft_rps"].value, 2) == 4.93
+    cells = named_cells(openpyxl.load_workbook(converted["options-long-context-mixtral-h200.xlsx"], data_only=True))
+    assert cells["max_rate_for_ttft_rps"].value < cells["ceiling_rps"].value and cells["moe_model"].value is True
