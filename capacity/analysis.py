@@ -332,24 +332,13 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
     windowed = bool(np.any(local > 0))
-    per_request = memory.windowed_blocks(tokens, bs, window, local) if windowed else memory.blocks_for(tokens, bs)
+    per_request = memory.request_blocks(tokens, bs, window, local)
     contiguous = memory.max_requests_contiguous(
         pool, memory.windowed_tokens(x["max_model_len"], window, local) if windowed else x["max_model_len"], kv_gpu)
-    paged = memory.floor_count(blocks / per_request)
-    # With local layers, a request's private tokens beyond the window are not held by those layers.
+    paged = memory.max_requests_paged(blocks, tokens, bs, window, local)
+    shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local)
     shared_count = memory.shared_blocks(x["shared_prefix_tokens"], bs)
-    private_tokens = tokens - shared_count * bs
-    if windowed:
-        window_blocks = memory.blocks_for(np.minimum(window, 1e18), bs)  # a finite stand-in for "no window"
-        shared_held = (1.0 - local) * shared_count + local * np.minimum(shared_count, window_blocks)
-        private = memory.windowed_blocks(private_tokens, bs, window, local)
-    else:
-        shared_held, private = shared_count, memory.blocks_for(private_tokens, bs)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shared = np.where(blocks >= shared_held, memory.floor_count((blocks - shared_held) / private), 0.0)
-    # Keeping the prefix is optional (an engine evicts unreferenced cached blocks): once local layers have
-    # slid past the prefix, holding it would cost blocks and save none, so sharing never fits fewer.
-    shared = np.maximum(shared, paged)
+    private = memory.request_blocks(tokens - shared_count * bs, bs, window, local)
     batch = np.minimum(shared, x["max_num_seqs"])
 
     # A fully cached prompt still computes its last token to produce the first output (as vLLM does).

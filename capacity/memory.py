@@ -79,12 +79,23 @@ def max_requests_contiguous(pool_bytes: ArrayLike, max_model_len: ArrayLike,
 
 
 @scalar_out
-def max_requests_paged(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, block_size: ArrayLike) -> np.ndarray:
+def max_requests_paged(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, block_size: ArrayLike,
+                       sliding_window: ArrayLike = np.inf, local_fraction: ArrayLike = 0.0) -> np.ndarray:
     """Requests that fit when blocks are allocated on demand: ``floor(pool_blocks / blocks_for(tokens, bs))``.
 
+    With sliding-window layers the blocks per request are ``windowed_blocks``.
     Excel: ``=FLOOR(pool_blocks/CEILING(tokens/block_size,1),1)``. 28,672 / 113 = 253 (essay 000).
     """
-    return floor_count(np.asarray(pool_blocks, float) / blocks_for(tokens_per_request, block_size))
+    return floor_count(np.asarray(pool_blocks, float) / request_blocks(tokens_per_request, block_size,
+                                                                         sliding_window, local_fraction))
+
+
+def request_blocks(tokens: ArrayLike, block_size: ArrayLike, sliding_window: ArrayLike = np.inf,
+                   local_fraction: ArrayLike = 0.0) -> np.ndarray:
+    """``windowed_blocks`` where any layer is local, else plain ``blocks_for`` (the cheaper common case)."""
+    if np.any(np.asarray(local_fraction) > 0):
+        return windowed_blocks(tokens, block_size, sliding_window, local_fraction)
+    return blocks_for(tokens, block_size)
 
 
 @scalar_out
@@ -108,17 +119,28 @@ def private_blocks(tokens_per_request: ArrayLike, prefix_tokens: ArrayLike, bloc
 
 @scalar_out
 def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, prefix_tokens: ArrayLike,
-                               block_size: ArrayLike) -> np.ndarray:
+                               block_size: ArrayLike, sliding_window: ArrayLike = np.inf,
+                               local_fraction: ArrayLike = 0.0) -> np.ndarray:
     """Requests that fit when a common prefix is stored once [requests].
 
     ``floor((pool_blocks - shared_blocks) / private_blocks)``. (28,672 - 75) / 38 = 752 (essay 000).
     Excel: ``=FLOOR((pool_blocks-FLOOR(prefix/bs,1))/CEILING((tokens-FLOOR(prefix/bs,1)*bs)/bs,1),1)``.
+    Local (sliding-window) layers hold at most the window of the prefix and of each request's private
+    tokens. Keeping the prefix is optional (an engine evicts unreferenced cached blocks): once local layers
+    have slid past it, holding it would cost blocks and save none, so sharing never fits fewer than paging.
     """
-    shared = shared_blocks(prefix_tokens, block_size)
-    private = private_blocks(tokens_per_request, prefix_tokens, block_size)
+    pool = np.asarray(pool_blocks, float)
+    bs = np.asarray(block_size, float)
+    shared = shared_blocks(prefix_tokens, bs)
+    private_tokens = np.asarray(tokens_per_request, float) - shared * bs
+    local = np.asarray(local_fraction, float)
+    if np.any(local > 0):
+        window_blocks = blocks_for(np.minimum(sliding_window, 1e18), bs)  # a finite stand-in for "no window"
+        shared = (1.0 - local) * shared + local * np.minimum(shared, window_blocks)
+    private = request_blocks(private_tokens, bs, sliding_window, local)
     with np.errstate(divide="ignore", invalid="ignore"):
-        fit = floor_count((np.asarray(pool_blocks, float) - shared) / private)
-    return np.where(np.asarray(pool_blocks, float) >= shared, fit, 0.0)
+        fit = np.where(pool >= shared, floor_count((pool - shared) / private), 0.0)
+    return np.maximum(fit, max_requests_paged(pool, tokens_per_request, bs, sliding_window, local))
 
 
 @scalar_out
