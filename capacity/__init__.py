@@ -2,58 +2,51 @@
 
 The formula functions are the procedural core (scalars or numpy arrays in, same out);
 ``Scenario`` composes them. See SPEC.md and the README.
+
+The names below are imported on first use (PEP 562), so ``import capacity`` and ``capacity --version``
+do not pay for numpy, pandas or the fleet code until something asks for them.
 """
 
-from .analysis import INPUTS, RESULTS, analyse
-from .errors import ScenarioError
-from .fleet import fleet_for_load, fleet_options
-from .frame import evaluate_frame
-from .memory import (
-    blocks_for,
-    floor_count,
-    kv_bytes_per_token,
-    max_requests_contiguous,
-    max_requests_paged,
-    max_requests_shared_prefix,
-    pool_blocks,
-    pool_bytes,
-    private_blocks,
-    shared_blocks,
-    weight_bytes,
-)
-from .roofline import (
-    ceiling_rps,
-    critical_batch,
-    decode_compute_s,
-    decode_memory_s,
-    decode_share,
-    decode_step_s,
-    gpu_time_per_request_s,
-    prefill_s,
-    single_stream_tokens_per_s,
-    tpot_at_ceiling_s,
-)
-from .scenario import Results, Scenario, load_scenario
-from .slo import (
-    cost_per_million_tokens,
-    goodput_rps,
-    in_flight,
-    max_rate_for_tpot_rps,
-    max_rate_for_ttft_rps,
-    tpot_at_rate_s,
-    ttft_at_rate_s,
-)
-from .units import format_bytes, format_time, parse_quantity
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "INPUTS", "RESULTS", "Results", "Scenario", "ScenarioError", "analyse", "blocks_for", "ceiling_rps",
-    "cost_per_million_tokens", "critical_batch", "evaluate_frame", "fleet_for_load", "fleet_options",
-    "decode_compute_s", "decode_memory_s", "decode_share",
-    "decode_step_s", "floor_count", "format_bytes", "format_time", "goodput_rps", "gpu_time_per_request_s",
-    "in_flight", "kv_bytes_per_token", "load_scenario", "max_rate_for_tpot_rps", "max_rate_for_ttft_rps",
-    "max_requests_contiguous", "max_requests_paged", "max_requests_shared_prefix", "parse_quantity",
-    "pool_blocks", "pool_bytes", "prefill_s", "private_blocks", "shared_blocks", "single_stream_tokens_per_s",
-    "tpot_at_ceiling_s", "tpot_at_rate_s", "ttft_at_rate_s", "weight_bytes",
-]
+#: Public name -> the module (relative to this package) that defines it.
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(("INPUTS", "RESULTS", "analyse"), "analysis"),
+    "ScenarioError": "errors",
+    **dict.fromkeys(("fleet_for_load", "fleet_options"), "fleet"),
+    "evaluate_frame": "frame",
+    **dict.fromkeys(("blocks_for", "floor_count", "kv_bytes_per_token", "max_requests_contiguous",
+                     "max_requests_paged", "max_requests_shared_prefix", "pool_blocks", "pool_bytes",
+                     "private_blocks", "shared_blocks", "weight_bytes"), "memory"),
+    **dict.fromkeys(("ceiling_rps", "critical_batch", "decode_compute_s", "decode_memory_s", "decode_share",
+                     "decode_step_s", "gpu_time_per_request_s", "prefill_s", "single_stream_tokens_per_s",
+                     "tpot_at_ceiling_s"), "roofline"),
+    **dict.fromkeys(("Results", "Scenario", "load_scenario"), "scenario"),
+    **dict.fromkeys(("cost_per_million_tokens", "goodput_rps", "in_flight", "max_rate_for_tpot_rps",
+                     "max_rate_for_ttft_rps", "tpot_at_rate_s", "ttft_at_rate_s"), "slo"),
+    **dict.fromkeys(("format_bytes", "format_time", "parse_quantity"), "units"),
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module defining ``name`` on first use and cache the name here."""
+    home = _HOMES.get(name)
+    if home is None:  # a submodule (capacity.memory, capacity.simulator ...) reached as an attribute
+        if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module 'capacity' has no attribute {name!r}")
+        return importlib.import_module(f".{name}", __name__)
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

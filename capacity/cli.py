@@ -2,21 +2,36 @@
 
 Exit status: 0 success, 2 invalid input (one line per problem on stderr), 1 an
 internal error (reported in one line, never a traceback).
+
+Start-up: this module imports only the standard library at the top. Each subcommand imports what it needs
+when it runs, and the subcommands defined in other modules (``EXTERNAL``) are imported only when named, so
+``capacity --version`` imports neither numpy nor pandas and ``capacity evaluate`` not pandas
+(``benchmarks/bench_startup.py`` measures it; ``tests/test_startup.py`` checks which modules load).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .analysis import RESULTS
-from .calibration import add_calibrate_command, run_calibrate
 from .errors import ScenarioError
-from .fleet_command import add_fleet_command, run_fleet
-from .formatting import SECTIONS, format_value
-from .scenario import Results, load_scenario
+
+if TYPE_CHECKING:
+    from .scenario import Results
+
+#: Subcommands defined in other modules: name -> (help, module, function adding its parser, function running it).
+#: The module is imported only when the command line names that subcommand; ``capacity --help`` lists it by
+#: its help alone (tests check each help matches the module's own).
+EXTERNAL: dict[str, tuple[str, str, str, str]] = {
+    "calibrate": ("fit the efficiency factors and step overhead to benchmark points",
+                  "capacity.calibration", "add_calibrate_command", "run_calibrate"),
+    "fleet": ("GPUs, replicas and cost for a target load, per GPU type and layout",
+              "capacity.fleet_command", "add_fleet_command", "run_fleet"),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,7 +39,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"capacity: error: {message}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand on a command line: the first word not an option (the top level has only -h, --version)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; of the ``EXTERNAL`` subcommands only ``command``'s module is imported to build its options."""
     parser = _Parser(prog="capacity", description="Capacity planner for LLM serving.")
     parser.add_argument("--version", action="version", version=f"capacity {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -49,13 +70,19 @@ def _parser() -> argparse.ArgumentParser:
     si.add_argument("-o", "--output", help="write to this file instead of standard output")
     si.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a key of the simulation block, e.g. --set policy=static --set rate=12")
-    add_calibrate_command(sub)
-    add_fleet_command(sub)
+    for name, (help_text, module, adder, _runner) in EXTERNAL.items():
+        if name == command:
+            getattr(importlib.import_module(module), adder)(sub)
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
 def render_table(results: Results) -> str:
     """A readable table: every result with its unit, grouped by section, then the notes."""
+    from .analysis import RESULTS
+    from .formatting import SECTIONS, format_value
+
     binary = results.scenario.units == "GiB"
     s = results.scenario
     lines = [f"{s.name}: {s.model.name} on {s.gpu.count} x {s.gpu.name}", ""]
@@ -80,6 +107,8 @@ def render_json(results: Results) -> str:
 def _evaluate(args: argparse.Namespace) -> str | bytes:
     if args.format == "xlsx" and not args.output:
         raise ScenarioError("--format xlsx writes a binary workbook: give -o FILE.xlsx")
+    from .scenario import load_scenario
+
     results = load_scenario(args.scenario).evaluate()
     if args.format in ("csv", "xlsx"):
         from .report import report_for, to_csv
@@ -91,6 +120,7 @@ def _evaluate(args: argparse.Namespace) -> str | bytes:
 
 
 def _sweep(args: argparse.Namespace) -> str | bytes:
+    from .scenario import load_scenario
     from .sweep import sweep_bytes
 
     suffix = (args.output or "").rsplit(".", 1)[-1].lower() if args.output and "." in args.output else ""
@@ -116,11 +146,18 @@ def _write(text: str | bytes, output: str | None) -> None:
     write_atomic(output, text.encode("utf-8") if isinstance(text, str) else text)
 
 
+def _runner(command: str) -> Callable[[argparse.Namespace], Any]:
+    if command in EXTERNAL:
+        _help, module, _adder, runner = EXTERNAL[command]
+        return getattr(importlib.import_module(module), runner)
+    return {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate}[command]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(_command_named(argv)).parse_args(argv)
     try:
-        text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate,
-                "calibrate": run_calibrate, "fleet": run_fleet}[args.command](args)
+        text = _runner(args.command)(args)
         _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:
