@@ -63,6 +63,8 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     sw.add_argument("--format", choices=["csv", "xlsx", "parquet", "json"],
                     help="table format (default: from the -o suffix, else csv)")
     sw.add_argument("-o", "--output", help="write to this file (required for xlsx and parquet)")
+    sw.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bar on stderr (default: on a terminal, for sweeps of 200,000 rows or more)")
     si = sub.add_parser("simulate", help="simulate the scenario's serving engine request by request")
     si.add_argument("scenario", help="scenario YAML file (its simulation: block sets the run)")
     si.add_argument("--format", choices=["json", "csv"], default="json",
@@ -119,16 +121,24 @@ def _evaluate(args: argparse.Namespace) -> str | bytes:
     return render_json(results) if args.format == "json" else render_table(results)
 
 
-def _sweep(args: argparse.Namespace) -> str | bytes:
+def _sweep(args: argparse.Namespace) -> None:
+    """Stream the sweep into the output (written beside it, renamed when complete) or standard output."""
+    from .files import atomic_output
     from .scenario import load_scenario
-    from .sweep import sweep_bytes
+    from .sweep import run_to
 
     suffix = (args.output or "").rsplit(".", 1)[-1].lower() if args.output and "." in args.output else ""
     fmt = args.format or (suffix if suffix in ("csv", "xlsx", "parquet", "json") else "csv")
     if fmt in ("xlsx", "parquet") and not args.output:
         raise ScenarioError(f"--format {fmt} writes a binary file: give -o FILE.{fmt}")
-    data = sweep_bytes(load_scenario(args.scenario), args.vary, fmt)
-    return data.decode("utf-8") if fmt in ("csv", "json") else data
+    scenario = load_scenario(args.scenario)
+    if args.output is None:
+        sys.stdout.flush()
+        run_to(scenario, args.vary, fmt, sys.stdout.buffer, progress=args.progress)
+        return None
+    with atomic_output(args.output) as sink:
+        run_to(scenario, args.vary, fmt, sink, output=args.output, progress=args.progress)
+    return None
 
 
 def _simulate(args: argparse.Namespace) -> str:
@@ -158,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(_command_named(argv)).parse_args(argv)
     try:
         text = _runner(args.command)(args)
-        _write(text, args.output)
+        if text is not None:  # a command that streams its output has written it already
+            _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:
             print(f"capacity: error: {problem}", file=sys.stderr)

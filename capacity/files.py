@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import ScenarioError
 
@@ -46,6 +49,28 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise ScenarioError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file to stream into, renamed onto ``path`` only when the block completes (removed on any error);
+    ScenarioError naming the path if it cannot be written. ``write_atomic`` for output too large to hold."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ScenarioError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ScenarioError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def safe_filename(name: str, suffix: str, fallback: str = "sizing") -> str:

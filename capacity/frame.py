@@ -16,10 +16,14 @@ in the CPU cache; every row's values are those of evaluating it alone (``Scenari
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .analysis import INPUT_DEFAULTS, INPUTS, LABELS, RESULTS, analyse
+
+if TYPE_CHECKING:  # pandas is imported by the functions that take or return a DataFrame (sweeps need none)
+    import pandas as pd
 
 #: Inputs whose "not set" is infinity in ``analysis.INPUTS``: an empty cell means the same.
 UNSET_IS_INFINITE = ("max_num_seqs", "tpot_slo_s", "ttft_slo_s", "sliding_window", "interconnect_bandwidth",
@@ -32,6 +36,8 @@ CHUNK_ROWS = 65_536
 
 def frame_inputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
     """The flat input arrays of ``df`` (float64), defaults filled in; ValueError naming missing columns."""
+    import pandas as pd
+
     missing = [name for name in INPUTS if name not in df.columns and name not in INPUT_DEFAULTS]
     if missing:
         raise ValueError(f"the DataFrame lacks input columns {', '.join(missing)} (see capacity.analysis.INPUTS)")
@@ -79,6 +85,8 @@ def evaluate_frame(df: pd.DataFrame, chunk_rows: int = CHUNK_ROWS) -> pd.DataFra
 
     Text results (``goodput_limit``, ``decode_bound``, ``batch_limit``) are categorical columns.
     """
+    import pandas as pd
+
     values = evaluate_arrays(frame_inputs(df), chunk_rows, text=False)
     columns = {key: pd.Categorical.from_codes(values[key], categories=LABELS[key]) if key in LABELS else values[key]
                for key in RESULTS}

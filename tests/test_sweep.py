@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from capacity import RESULTS, load_scenario
+from capacity import frame as frame_module
 from capacity import sweep as sweep_module
 from capacity.cli import main
 from capacity.sweep import parse_vary, run_sweep, sweep_bytes
@@ -49,12 +50,19 @@ def test_every_row_equals_the_scalar_scenario():
         assert {k: (row[k], expected[k]) for k in RESULTS if not same(row[k], expected[k])} == {}
 
 
-def test_analyse_runs_once_for_the_whole_grid(monkeypatch):
+def test_analyse_runs_once_per_chunk_of_the_grid(monkeypatch):
     calls = []
-    real = sweep_module.analyse
-    monkeypatch.setattr(sweep_module, "analyse", lambda x: calls.append(len(x["layers"])) or real(x))
+    real = frame_module.analyse
+    monkeypatch.setattr(frame_module, "analyse", lambda x, text=True: calls.append(len(x["layers"])) or real(x, text))
     run_sweep(load_scenario(ESSAY001), ["memory_utilization=0.5:0.9:5", "prompt_tokens=100:1000:10"])
     assert calls == [50]
+    calls.clear()
+    data = sweep_bytes(load_scenario(ESSAY001), ["memory_utilization=0.5:0.9:5", "prompt_tokens=100:1000:10"], "csv")
+    streamed = io.BytesIO()
+    sweep_module.run_to(load_scenario(ESSAY001), ["memory_utilization=0.5:0.9:5", "prompt_tokens=100:1000:10"], "csv",
+                        streamed, chunk_rows=16, progress=False)
+    assert calls == [50, 16, 16, 16, 2]  # the grid is never evaluated whole; chunking changes no byte
+    assert streamed.getvalue() == data
 
 
 def test_scenario_paths_and_flat_names_agree():
