@@ -31,6 +31,8 @@ EXTERNAL: dict[str, tuple[str, str, str, str]] = {
                   "capacity.calibration", "add_calibrate_command", "run_calibrate"),
     "fleet": ("GPUs, replicas and cost for a target load, per GPU type and layout",
               "capacity.fleet_command", "add_fleet_command", "run_fleet"),
+    "search": ("simulate engine settings to find the cheapest that keeps the promises",
+               "capacity.search", "add_search_command", "run_search"),
 }
 
 

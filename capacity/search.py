@@ -1,0 +1,469 @@
+"""Simulation-backed configuration search: the cheapest engine settings that keep the promises.
+
+For a scenario (model, workload, promises, and a ``simulation:`` block that sets the request stream) and a
+grid of engine settings, each a GPU type, tensor-parallel size, ``max_num_seqs``, ``max_batched_tokens`` and
+chunked prefill on or off, ``search`` finds for every setting the fewest replicas whose simulated
+p-th percentile TTFT and TPOT keep the scenario's promises with no request rejected or left unfinished,
+and returns the cheapest (cost per hour = GPUs x price per GPU-hour) with the Pareto front of cost and the
+two percentiles. Separate prefill/decode pools are not searched: the simulator has no such engine.
+
+The analytic model prunes before anything is simulated (``prune``):
+
+* a setting that does not build (weights that do not fit, heads the GPUs do not divide) is dropped;
+* one that no replica count could save is dropped: one sequence alone decodes slower than the TPOT promise
+  (``1 / single_stream_tokens_per_s``, a bound whatever the batch) or, for fixed prompt lengths, the prefill
+  alone exceeds the TTFT promise; or the analytic goodput is 0;
+* ``max_num_seqs`` values at or above what the KV pool holds are one setting (the pool caps the batch);
+* the replica search starts at the analytic fleet size ``ceil(rate / goodput)`` (``fleet.replicas_for``, the
+  chunked goodput with chunked prefill) and never goes below ``ceil(0.8 rate / ceiling)``: a replica cannot
+  serve more than its throughput ceiling (20% margin for the model's error).
+
+The replica search per setting is a gallop then a bisection on the replica count (meeting the promises is
+taken as monotone in it), each step one simulation; every simulation is a task for an executor:
+``concurrent.futures.ProcessPoolExecutor`` on local processes by default, or a Dask distributed cluster
+(``--cluster ADDRESS``, ``Client(address).get_executor()``) when one machine is not enough. Every simulation
+uses the same seed, so settings are compared on the same requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import copy
+import itertools
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ScenarioError
+
+TENSOR_PARALLEL = (1, 2, 4, 8)
+MAX_NUM_SEQS = (64, 128, 256)
+MAX_BATCHED_TOKENS = (2048, 8192)
+#: Most replicas the search tries for one setting.
+MAX_REPLICAS = 256
+#: Requests simulated per configuration when the scenario's simulation block does not say.
+DEFAULT_REQUESTS = 2000
+#: Share of the analytic ceiling a replica is assumed able to exceed it by, for the lowest replica count tried.
+CEILING_MARGIN = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """Engine settings of one replica: GPU type (None: the scenario's), tensor parallel, batch cap, token
+    budget of an iteration, chunked prefill."""
+
+    gpu: str | None
+    tensor_parallel: int
+    max_num_seqs: int | None
+    max_batched_tokens: int
+    chunked_prefill: bool
+
+    def label(self) -> str:
+        return (f"{self.gpu or 'scenario GPU'} x{self.tensor_parallel}, max_num_seqs {self.max_num_seqs or 'none'}, "
+                f"max_batched_tokens {self.max_batched_tokens}, chunked {'on' if self.chunked_prefill else 'off'}")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A setting the analytic model kept: GPUs per replica, price per GPU-hour, where its replica search starts."""
+
+    setting: Setting
+    gpus_per_replica: int
+    price_per_hour: float | None
+    start_replicas: int
+    min_replicas: int
+
+
+@dataclass
+class SearchResult:
+    """Every simulation (``runs``), the settings pruned before simulating, the cheapest and the Pareto front."""
+
+    runs: list[dict[str, Any]]
+    pruned: list[dict[str, Any]]
+    percentile: float
+    rate_rps: float
+    objective: str
+    wall_s: float = 0.0
+    workers: int = 1
+    best: list[dict[str, Any]] = field(default_factory=list)  # per setting, the fewest replicas meeting
+
+    @property
+    def cheapest(self) -> dict[str, Any] | None:
+        return self.best[0] if self.best else None
+
+    @property
+    def front(self) -> list[dict[str, Any]]:
+        return [row for row in self.best if row["pareto"]]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"percentile": self.percentile, "rate_rps": self.rate_rps, "objective": self.objective,
+                "cheapest": self.cheapest, "pareto_front": self.front, "settings": self.best,
+                "simulations": self.runs, "pruned": self.pruned, "wall_s": self.wall_s, "workers": self.workers,
+                "simulations_per_s": len(self.runs) / self.wall_s if self.wall_s > 0 else None}
+
+
+# --- building a configuration ----------------------------------------------------------------------------------
+
+def scenario_data(raw: Mapping[str, Any], setting: Setting) -> dict[str, Any]:
+    """The scenario mapping of ``raw`` with the setting's GPU, tensor parallel and serving settings."""
+    data = copy.deepcopy(dict(raw))
+    base_gpu = data.get("gpu")
+    base = dict(base_gpu) if isinstance(base_gpu, Mapping) else {"name": base_gpu}
+    gpu = dict(base) if setting.gpu is None else {"name": setting.gpu,
+                                                   "pipeline_parallel": base.get("pipeline_parallel", 1)}
+    gpu.pop("replicas", None)
+    gpu["count"] = int(setting.tensor_parallel)
+    data["gpu"] = gpu
+    serving = dict(data.get("serving") or {})
+    serving.pop("max_num_seqs", None)
+    if setting.max_num_seqs is not None:
+        serving["max_num_seqs"] = int(setting.max_num_seqs)
+    serving["max_batched_tokens"] = int(setting.max_batched_tokens)
+    data["serving"] = serving
+    simulation = dict(data.get("simulation") or {})
+    simulation.pop("max_num_seqs", None)  # the setting's cap, through serving.max_num_seqs
+    simulation.update({"chunked_prefill": setting.chunked_prefill, "max_batched_tokens": setting.max_batched_tokens,
+                       "policy": "continuous", "replicas": 1})
+    data["simulation"] = simulation
+    return data
+
+
+def settings_grid(gpus: Sequence[str | None], tensor_parallel: Iterable[int], max_num_seqs: Iterable[int | None],
+                  max_batched_tokens: Iterable[int], chunked: Iterable[bool]) -> list[Setting]:
+    """Every combination, in the order given."""
+    return [Setting(*combo) for combo in itertools.product(gpus, tensor_parallel, max_num_seqs, max_batched_tokens,
+                                                            chunked)]
+
+
+# --- pruning with the analytic model ----------------------------------------------------------------------------
+
+def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
+          ) -> tuple[list[Candidate], list[dict[str, Any]]]:
+    """(settings worth simulating, settings dropped with the reason): see the module docstring."""
+    from .fleet import replicas_for
+    from .scenario import Scenario
+    from .simulator.config import config_from_scenario
+
+    kept: list[Candidate] = []
+    pruned: list[dict[str, Any]] = []
+    seen: dict[tuple, Setting] = {}
+    for setting in settings:
+        def drop(reason: str, s: Setting = setting) -> None:
+            pruned.append({**asdict(s), "reason": reason})
+
+        try:
+            scenario = Scenario.from_dict(scenario_data(raw, setting))
+            config = config_from_scenario(scenario)
+        except ScenarioError as exc:
+            drop("; ".join(exc.problems))
+            continue
+        r = scenario.evaluate()
+        kv_batch = int(r["max_requests_shared_prefix"])
+        if kv_batch < 1:
+            drop("no request fits the KV pool")
+            continue
+        slo = scenario.slo
+        floor_tpot = 1.0 / float(r["single_stream_tokens_per_s"])
+        if slo.tpot_s is not None and floor_tpot > slo.tpot_s:
+            drop(f"one sequence alone decodes at {floor_tpot * 1e3:.3g} ms per token, over the TPOT promise")
+            continue
+        if slo.ttft_s is not None and config.prompt_tokens.kind == "fixed" and float(r["prefill_s"]) > slo.ttft_s:
+            drop(f"the prefill alone takes {float(r['prefill_s']) * 1e3:.3g} ms, over the TTFT promise")
+            continue
+        cap = setting.max_num_seqs if setting.max_num_seqs is not None and setting.max_num_seqs < kv_batch else None
+        key = (setting.gpu, setting.tensor_parallel, cap, setting.max_batched_tokens, setting.chunked_prefill)
+        if key in seen:
+            drop(f"the KV pool holds {kv_batch} requests: same engine as max_num_seqs {seen[key].max_num_seqs}")
+            continue
+        seen[key] = setting
+        goodput = float(r["chunked_goodput_rps" if setting.chunked_prefill else "goodput_rps"])
+        ceiling = float(r["chunked_ceiling_rps" if setting.chunked_prefill else "ceiling_rps"])
+        if goodput <= 0 or ceiling <= 0:
+            drop("the analytic model finds no load that keeps the promises")
+            continue
+        start = int(replicas_for(rate_rps, goodput))
+        low = max(1, math.ceil((1 - CEILING_MARGIN) * rate_rps / ceiling - 1e-9))
+        gpus = int(r["gpus_per_replica"])
+        kept.append(Candidate(setting, gpus, scenario.gpu.price_per_hour, min(max(start, low), MAX_REPLICAS),
+                              min(low, MAX_REPLICAS)))
+    return kept, pruned
+
+
+# --- one simulation (what a worker runs) ------------------------------------------------------------------------
+
+def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, percentile: float,
+                       base_dir: str | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Simulate ``replicas`` replicas of ``setting`` under the scenario's request stream; the percentiles and
+    whether they keep the promises. A plain function of picklable arguments: any executor can run it."""
+    import numpy as np
+
+    from .scenario import Scenario
+    from .simulator import simulate
+
+    began = time.perf_counter()
+    scenario = Scenario.from_dict(scenario_data(raw, setting))
+    result = simulate(scenario, base_dir=base_dir, **{**(overrides or {}), "replicas": int(replicas)})
+    df = result.requests
+    done = df[df["status"] == "completed"]
+    ttft = done["ttft_s"].to_numpy(float)
+    tpot = done["tpot_s"].to_numpy(float)
+    tpot = tpot[~np.isnan(tpot)]
+    p_ttft = float(np.percentile(ttft, percentile)) if len(ttft) else math.nan
+    p_tpot = float(np.percentile(tpot, percentile)) if len(tpot) else math.nan
+    slo = scenario.slo
+    lost = int(len(df) - len(done))
+    meets = lost == 0 and len(done) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
+        slo.tpot_s is None or math.isnan(p_tpot) or p_tpot <= slo.tpot_s)
+    return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(len(df)),
+            "lost_requests": lost, "throughput_rps": result.summary()["throughput_rps"], "meets": bool(meets),
+            "simulation_s": time.perf_counter() - began}
+
+
+# --- the search -------------------------------------------------------------------------------------------------
+
+class _ReplicaSearch:
+    """Fewest replicas keeping the promises for one candidate: from the analytic start, gallop up (steps 1, 2,
+    4, ...) while the promises are missed, then bisect between the most replicas seen failing (or the floor)
+    and the fewest seen meeting."""
+
+    def __init__(self, candidate: Candidate) -> None:
+        self.c = candidate
+        self.lo = candidate.min_replicas - 1  # most replicas known to fail (below the floor: assumed to)
+        self.ok: int | None = None            # fewest replicas known to meet
+        self.step = 1
+        self.next: int | None = candidate.start_replicas
+
+    def record(self, replicas: int, meets: bool) -> None:
+        if meets:
+            self.ok = replicas if self.ok is None else min(self.ok, replicas)
+        else:
+            self.lo = max(self.lo, replicas)
+        if self.ok is None:
+            self.next = None if replicas >= MAX_REPLICAS else min(max(replicas + self.step, self.lo + 1),
+                                                                    MAX_REPLICAS)
+            self.step *= 2
+        else:
+            self.next = None if self.ok - self.lo <= 1 else (self.lo + self.ok) // 2
+
+
+def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: float = 99.0,
+           rate_rps: float | None = None, executor: cf.Executor | None = None, base_dir: str | None = None,
+           overrides: Mapping[str, Any] | None = None, workers: int = 1) -> SearchResult:
+    """Prune ``settings`` with the analytic model, then simulate replica counts until each kept setting's fewest
+    replicas keeping the promises at ``percentile`` is known; ``executor`` runs the simulations (None: here)."""
+    from .scenario import Scenario
+
+    if not 0 < percentile <= 100:
+        raise ScenarioError(f"--percentile must be in (0, 100], got {percentile}")
+    scenario = Scenario.from_dict(raw)
+    if scenario.slo.tpot_s is None and scenario.slo.ttft_s is None:
+        raise ScenarioError("slo: the search needs a promise to keep (slo.tpot and/or slo.ttft)")
+    sim = dict(raw.get("simulation") or {})
+    overrides = dict(overrides or {})
+    if rate_rps is not None:
+        overrides["rate"] = rate_rps
+    overrides.setdefault("requests", sim.get("requests") or DEFAULT_REQUESTS)
+    raw = {**raw, "simulation": {**sim, **overrides}}
+    from .simulator.config import config_from_scenario
+
+    config = config_from_scenario(Scenario.from_dict(raw))
+    if config.arrival in ("trace", "instant"):
+        raise ScenarioError(f"simulation.arrival {config.arrival!r}: the search needs a rate (poisson, fixed, "
+                            f"gamma or on_off arrivals)")
+    rate = float(config.rate)
+    began = time.perf_counter()
+    candidates, pruned = prune(raw, settings, rate)
+    searches = {c.setting: _ReplicaSearch(c) for c in candidates}
+    runs: list[dict[str, Any]] = []
+
+    def submit(s: _ReplicaSearch) -> Any:
+        args = (raw, s.c.setting, s.next, percentile, base_dir)
+        if executor is None:
+            done: cf.Future = cf.Future()
+            done.set_result(simulate_candidate(*args))
+            return done
+        return executor.submit(simulate_candidate, *args)
+
+    pending = {submit(s): s for s in searches.values() if s.next is not None}
+    while pending:
+        done, _ = cf.wait(list(pending), return_when=cf.FIRST_COMPLETED)
+        for future in done:
+            s = pending.pop(future)
+            run = future.result()
+            runs.append({**asdict(s.c.setting), **run, **_cost(s.c, run["replicas"])})
+            s.record(run["replicas"], run["meets"])
+            if s.next is not None:
+                pending[submit(s)] = s
+    best = []
+    for s in searches.values():
+        if s.ok is not None:
+            row = next(r for r in runs if r["replicas"] == s.ok and _same(r, s.c.setting))
+            best.append(dict(row))
+        else:
+            pruned.append({**asdict(s.c.setting), "reason": f"no replica count up to {MAX_REPLICAS} kept the "
+                           f"promises in simulation"})
+    objective = "cost_per_hour" if best and all(r["cost_per_hour"] is not None for r in best) else "gpus"
+    best.sort(key=lambda r: (r[objective], r["gpus"], r["tpot_s"], r["ttft_s"]))
+    _mark_front(best, objective)
+    return SearchResult(runs, pruned, percentile, rate, objective, time.perf_counter() - began, workers, best)
+
+
+def _same(row: Mapping[str, Any], setting: Setting) -> bool:
+    return all(row[k] == v for k, v in asdict(setting).items())
+
+
+def _cost(c: Candidate, replicas: int) -> dict[str, Any]:
+    gpus = c.gpus_per_replica * replicas
+    return {"gpus": gpus, "price_per_gpu_hour": c.price_per_hour,
+            "cost_per_hour": None if c.price_per_hour is None else gpus * c.price_per_hour}
+
+
+def _mark_front(rows: list[dict[str, Any]], objective: str) -> None:
+    """``pareto``: no other row is at most as costly with percentiles at most as high, and better in one."""
+    def key(r: Mapping[str, Any]) -> tuple[float, float, float]:
+        return (r[objective], _finite(r["ttft_s"]), _finite(r["tpot_s"]))
+
+    for row in rows:
+        a = key(row)
+        row["pareto"] = not any(all(x <= y for x, y in zip(key(o), a, strict=True)) and key(o) != a for o in rows)
+
+
+def _finite(value: float) -> float:
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+
+# --- executors --------------------------------------------------------------------------------------------------
+
+def executor_for(workers: int, cluster: str | None) -> tuple[cf.Executor | None, Any]:
+    """(executor, what to close): none for one local worker, a process pool for several, a Dask cluster's
+    executor for ``--cluster ADDRESS`` (needs ``pip install capacity[distributed]``)."""
+    if cluster:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ScenarioError("--cluster needs Dask distributed (pip install 'capacity[distributed]')") from None
+        try:
+            client = Client(cluster, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise ScenarioError(f"--cluster {cluster}: cannot connect to a Dask scheduler ({exc})") from None
+        return client.get_executor(pure=False), client
+    if workers <= 1:
+        return None, None
+    pool = cf.ProcessPoolExecutor(max_workers=workers)
+    return pool, pool
+
+
+# --- the command ------------------------------------------------------------------------------------------------
+
+def _ints(text: str, flag: str, allow_none: bool = False) -> list[int | None]:
+    out: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip()
+        if allow_none and part.lower() == "none":
+            out.append(None)
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise ScenarioError(f"{flag}: {part!r} is not a whole number >= 1 (give a comma-separated list)")
+        out.append(int(part))
+    return out
+
+
+def add_search_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``capacity search SCENARIO.yaml [--gpus ...] [--tp ...] [--workers N | --cluster ADDRESS]``."""
+    p = subparsers.add_parser("search", help="simulate engine settings to find the cheapest that keeps the promises")
+    p.add_argument("scenario", help="scenario YAML: model, workload, slo promises, and a simulation block")
+    p.add_argument("--gpus", help="comma-separated catalog GPU names (default: the scenario's GPU)")
+    p.add_argument("--tp", default=",".join(map(str, TENSOR_PARALLEL)), help="tensor-parallel sizes (default 1,2,4,8)")
+    p.add_argument("--max-num-seqs", default=",".join(map(str, MAX_NUM_SEQS)),
+                   help="batch caps to try, 'none' for no cap (default 64,128,256)")
+    p.add_argument("--max-batched-tokens", default=",".join(map(str, MAX_BATCHED_TOKENS)),
+                   help="token budgets of one iteration (default 2048,8192)")
+    p.add_argument("--chunked", choices=["both", "on", "off"], default="both", help="chunked prefill (default both)")
+    p.add_argument("--percentile", type=float, default=99.0, help="percentile the promises hold at (default 99)")
+    p.add_argument("--rate", type=float, help="arrival rate in requests/s (default: the scenario's)")
+    p.add_argument("--requests", type=int, help=f"requests per simulation (default: the scenario's, else "
+                                                f"{DEFAULT_REQUESTS})")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="local worker processes (default: the CPUs)")
+    p.add_argument("--cluster", metavar="ADDRESS", help="run on this Dask scheduler (tcp://host:8786) instead")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    return p
+
+
+def run_search(args: argparse.Namespace) -> str:
+    """What ``capacity search`` prints."""
+    from .scenario import read_yaml
+
+    path = Path(args.scenario)
+    raw = read_yaml(path)
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"{path}: a scenario must be a mapping")
+    if args.rate is not None and not args.rate > 0:
+        raise ScenarioError(f"--rate must be > 0 requests/s, got {args.rate}")
+    if args.workers < 1:
+        raise ScenarioError(f"--workers must be >= 1, got {args.workers}")
+    gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
+    chunked = {"both": [False, True], "on": [True], "off": [False]}[args.chunked]
+    settings = settings_grid(gpus, _ints(args.tp, "--tp"), _ints(args.max_num_seqs, "--max-num-seqs", True),
+                             _ints(args.max_batched_tokens, "--max-batched-tokens"), chunked)
+    overrides = {"requests": args.requests} if args.requests else {}
+    executor, owner = executor_for(args.workers, args.cluster)
+    try:
+        result = search(raw, settings, args.percentile, args.rate, executor, str(path.parent), overrides,
+                        workers=args.workers if not args.cluster else len(owner.scheduler_info()["workers"]))
+    finally:
+        if owner is not None:
+            owner.close() if args.cluster else owner.shutdown()
+    if args.format == "json":
+        return json.dumps(result.to_json_dict(), indent=1, default=_json_default) + "\n"
+    return render_table(result)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def render_table(result: SearchResult) -> str:
+    """The cheapest configuration, the Pareto front, every setting's fewest replicas, and what was pruned."""
+    p = f"p{result.percentile:g}"
+    lines = [f"search at {result.rate_rps:g} requests/s, promises at the {p}: {len(result.runs)} simulations in "
+             f"{result.wall_s:.1f} s on {result.workers} worker(s); ranked by {result.objective}", ""]
+    best = result.cheapest
+    if best is None:
+        lines.append("no setting kept the promises")
+    else:
+        lines.append(f"cheapest: {_describe(best, p)}")
+    lines += ["", f"{'':2}{'gpu':<14}{'tp':>3}{'seqs':>6}{'budget':>7}{'chunk':>6}{'repl':>5}{'gpus':>5}{'$/h':>9}"
+              f"{p + ' ttft':>12}{p + ' tpot':>12}"]
+    for row in result.best:
+        cost = "-" if row["cost_per_hour"] is None else f"{row['cost_per_hour']:.2f}"
+        lines.append(f"{'*' if row['pareto'] else ' ':2}{row['gpu'] or 'scenario':<14}{row['tensor_parallel']:>3}"
+                     f"{row['max_num_seqs'] or '-':>6}{row['max_batched_tokens']:>7}"
+                     f"{'on' if row['chunked_prefill'] else 'off':>6}{row['replicas']:>5}{row['gpus']:>5}{cost:>9}"
+                     f"{row['ttft_s'] * 1e3:>10.1f}ms{row['tpot_s'] * 1e3:>10.1f}ms")
+    lines.append("(* on the Pareto front of cost and the two percentiles)")
+    if result.pruned:
+        lines += ["", "pruned:"]
+        lines += [f"  {Setting(**{k: r[k] for k in Setting.__slots__}).label()}: {r['reason']}" for r in result.pruned]
+    return "\n".join(lines) + "\n"
+
+
+def _describe(row: Mapping[str, Any], p: str) -> str:
+    cost = "" if row["cost_per_hour"] is None else f", ${row['cost_per_hour']:.2f}/h"
+    return (f"{row['replicas']} x ({row['gpu'] or 'scenario GPU'} x{row['tensor_parallel']}), max_num_seqs "
+            f"{row['max_num_seqs'] or 'none'}, max_batched_tokens {row['max_batched_tokens']}, chunked prefill "
+            f"{'on' if row['chunked_prefill'] else 'off'}: {row['gpus']} GPUs{cost}; {p} TTFT "
+            f"{row['ttft_s'] * 1e3:.1f} ms, {p} TPOT {row['tpot_s'] * 1e3:.1f} ms")
+
+
+__all__ = ["Candidate", "SearchResult", "Setting", "add_search_command", "executor_for", "prune", "run_search",
+           "scenario_data", "search", "settings_grid", "simulate_candidate"]

@@ -1,0 +1,93 @@
+"""`capacity search`: the cheapest engine settings keeping the promises in simulation (issue 17)."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+from pathlib import Path
+
+import pytest
+
+from capacity.cli import main
+from capacity.scenario import read_yaml
+from capacity.search import Setting, prune, search, settings_grid, simulate_candidate
+
+SCENARIO = Path(__file__).resolve().parent / "data" / "search-llama-8b.yaml"
+RAW = read_yaml(SCENARIO)
+GRID = settings_grid(["h100-sxm", "a100-80gb-sxm", "l4"], [1, 2], [64, 256], [2048], [False, True])
+
+
+@pytest.fixture(scope="module")
+def inline():
+    return search(RAW, GRID, percentile=99.0)
+
+
+def _key(row):
+    return tuple(row[k] for k in ("gpu", "tensor_parallel", "max_num_seqs", "max_batched_tokens", "chunked_prefill",
+                                  "replicas"))
+
+
+def test_cheapest_keeps_the_promises_and_one_replica_fewer_does_not(inline):
+    best = inline.cheapest
+    assert best is not None and best["meets"] and best["lost_requests"] == 0
+    assert best["ttft_s"] <= 1.0 and best["tpot_s"] <= 0.040  # the scenario's promises, at the p99
+    assert best["cost_per_hour"] == min(r["cost_per_hour"] for r in inline.best)
+    assert best["cost_per_hour"] == pytest.approx(best["gpus"] * best["price_per_gpu_hour"])
+    for row in inline.best:  # each setting's replica count is the fewest that meets (or the analytic floor)
+        setting = Setting(*(row[k] for k in ("gpu", "tensor_parallel", "max_num_seqs", "max_batched_tokens",
+                                              "chunked_prefill")))
+        if row["replicas"] > 1:
+            fewer = [r for r in inline.runs if _key(r)[:5] == _key(row)[:5] and r["replicas"] == row["replicas"] - 1]
+            run = fewer[0] if fewer else simulate_candidate(RAW, setting, row["replicas"] - 1, 99.0)
+            assert not run["meets"]
+
+
+def test_pareto_front_is_the_non_dominated_set(inline):
+    def key(r):
+        return (r["cost_per_hour"], r["ttft_s"], r["tpot_s"])
+
+    def dominates(a, b):
+        return all(x <= y for x, y in zip(key(a), key(b), strict=True)) and key(a) != key(b)
+
+    for row in inline.best:
+        assert row["pareto"] == (not any(dominates(o, row) for o in inline.best))
+    assert inline.cheapest["pareto"]
+
+
+def test_analytic_pruning_drops_hopeless_and_duplicate_settings():
+    kept, pruned = prune(RAW, GRID, 20.0)
+    reasons = {(p["gpu"], p["tensor_parallel"], p["max_num_seqs"], p["chunked_prefill"]): p["reason"] for p in pruned}
+    # L4: 300 GB/s x efficiency reads 16 GB of weights per token: one sequence alone misses TPOT <= 40 ms.
+    assert "over the TPOT promise" in reasons[("l4", 1, 64, False)]
+    assert all(s.setting.gpu != "l4" for s in kept)
+    assert len(kept) + len(pruned) == len(GRID)
+    for c in kept:
+        assert 1 <= c.min_replicas <= c.start_replicas
+    too_big = {**RAW, "model": {"name": "llama-3.1-70b", "weight_dtype": "bf16", "kv_dtype": "bf16"}}
+    kept, pruned = prune(too_big, [Setting("l4", 1, 64, 2048, False)], 20.0)
+    assert kept == [] and "weights" in pruned[0]["reason"]
+
+
+def test_local_processes_and_a_dask_cluster_find_the_same(inline):
+    with cf.ProcessPoolExecutor(max_workers=2) as pool:
+        local = search(RAW, GRID, percentile=99.0, executor=pool, workers=2)
+    assert sorted(map(_key, local.best)) == sorted(map(_key, inline.best))
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        dask = search(RAW, GRID, percentile=99.0, executor=client.get_executor(pure=False), workers=2)
+    assert sorted(map(_key, dask.best)) == sorted(map(_key, inline.best))
+    assert _key(dask.cheapest) == _key(inline.cheapest)
+
+
+def test_cli_json_and_bad_input(tmp_path, capsys):
+    out = tmp_path / "search.json"
+    assert main(["search", str(SCENARIO), "--gpus", "h100-sxm", "--tp", "1", "--max-num-seqs", "256",
+                 "--max-batched-tokens", "2048", "--chunked", "on", "--workers", "1", "--format", "json",
+                 "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["cheapest"]["gpu"] == "h100-sxm" and data["cheapest"]["meets"]
+    assert data["simulations_per_s"] > 0
+    assert main(["search", str(SCENARIO), "--tp", "0"]) == 2
+    assert "--tp: '0' is not a whole number >= 1" in capsys.readouterr().err
+    assert main(["search", str(SCENARIO), "--percentile", "0", "--workers", "1"]) == 2
