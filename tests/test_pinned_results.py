@@ -27,6 +27,16 @@ RTOL = 1e-12
 GRID_WORKLOAD = {"prompt_tokens": 1500, "output_tokens": 300, "shared_prefix_tokens": 500, "arrival_rate": 2.0}
 GRID_SLO = {"tpot": 0.05, "ttft": 1.0}
 GRID_COUNTS = (1, 4)
+#: Layouts the grid misses: MLA (deepseek-v3), 8-way tensor parallel, pipeline stages, fp8 KV, a batch cap.
+EXTRA = {
+    "deepseek-v3-fp8/h200/8": {"model": {"name": "deepseek-v3", "weight_dtype": "fp8"}, "gpu": {"name": "h200", "count": 8}},
+    "llama-3.1-405b-fp8/h200/8": {"model": {"name": "llama-3.1-405b", "weight_dtype": "fp8"},
+                                  "gpu": {"name": "h200", "count": 8}},
+    "llama-3.1-70b/h100-sxm/2x2pp": {"model": "llama-3.1-70b", "gpu": {"name": "h100-sxm", "count": 2,
+                                                                       "pipeline_parallel": 2}},
+    "llama-3-8b-kvfp8/a100-80gb/1-cap64": {"model": {"name": "llama-3-8b", "kv_dtype": "fp8"},
+                                           "gpu": {"name": "a100-80gb", "count": 1}, "serving": {"max_num_seqs": 64}},
+}
 
 
 def shipped() -> dict[str, Scenario]:
@@ -41,7 +51,7 @@ def shipped() -> dict[str, Scenario]:
 
 
 def grid() -> dict[str, Scenario]:
-    """Every catalog model on every catalog GPU at 1 and 4 GPUs where it builds (the layouts that fit)."""
+    """Every catalog model on every catalog GPU at 1 and 4 GPUs where it builds (the layouts that fit), and EXTRA."""
     out = {}
     for model in sorted(catalog.models()):
         for gpu in sorted(catalog.gpus()):
@@ -52,6 +62,10 @@ def grid() -> dict[str, Scenario]:
                     out[f"{model}/{gpu}/{count}"] = Scenario.from_dict(data)
                 except ScenarioError:
                     continue
+    for name, data in EXTRA.items():
+        full = {"workload": dict(GRID_WORKLOAD), "slo": dict(GRID_SLO), "serving": {"step_overhead": 0.002}, **data}
+        full["serving"] = {"step_overhead": 0.002, **data.get("serving", {})}
+        out[name] = Scenario.from_dict(full)
     return out
 
 
