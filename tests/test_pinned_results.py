@@ -29,7 +29,8 @@ GRID_SLO = {"tpot": 0.05, "ttft": 1.0}
 GRID_COUNTS = (1, 4)
 #: Layouts the grid misses: MLA (deepseek-v3), 8-way tensor parallel, pipeline stages, fp8 KV, a batch cap.
 EXTRA = {
-    "deepseek-v3-fp8/h200/8": {"model": {"name": "deepseek-v3", "weight_dtype": "fp8"}, "gpu": {"name": "h200", "count": 8}},
+    "deepseek-v3-fp8/h200/8": {"model": {"name": "deepseek-v3", "weight_dtype": "fp8"},
+                               "gpu": {"name": "h200", "count": 8}},
     "llama-3.1-405b-fp8/h200/8": {"model": {"name": "llama-3.1-405b", "weight_dtype": "fp8"},
                                   "gpu": {"name": "h200", "count": 8}},
     "llama-3.1-70b/h100-sxm/2x2pp": {"model": "llama-3.1-70b", "gpu": {"name": "h100-sxm", "count": 2,
