@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 F = TypeVar("F", bound=Callable)
 
@@ -22,3 +24,14 @@ def scalar_out(func: F) -> F:
         return result
 
     return wrapper  # type: ignore[return-value]
+
+
+def as_float(x: ArrayLike) -> np.ndarray:
+    """``x`` as a float numpy array (a zero-dimensional one for a scalar): what every formula function computes on."""
+    return np.asarray(x, dtype=float)
+
+
+def json_number(value: object) -> float | None:
+    """A finite float for JSON, or None for inf, -inf and NaN (JSON has no such numbers): the one inf/NaN writer."""
+    number = float(value)  # type: ignore[arg-type]
+    return number if math.isfinite(number) else None

@@ -34,14 +34,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import slo
+from ._numeric import as_float as _f
 from .solve import largest_rate_meeting
 
 #: Relative accuracy of the chunked-prefill solves: an option's estimate, not a contract figure.
 RTOL = 1e-9
 
-
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
 
 
 # --- chunked prefill -----------------------------------------------------------------------------------------
