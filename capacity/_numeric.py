@@ -31,7 +31,8 @@ def as_float(x: ArrayLike) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
-def json_number(value: object) -> float | None:
-    """A finite float for JSON, or None for inf, -inf and NaN (JSON has no such numbers): the one inf/NaN writer."""
-    number = float(value)  # type: ignore[arg-type]
+def finite_or_none(value: object) -> float | None:
+    """``value`` as a finite float, or None for inf, -inf and NaN: the one place every writer (JSON null, a blank
+    CSV cell, #N/A in a workbook) turns an unbounded or undefined number into "no number"."""
+    number = float(np.asarray(value, dtype=float).reshape(-1)[0]) if np.ndim(value) else float(value)  # type: ignore
     return number if math.isfinite(number) else None

@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 
 from . import memory, options, roofline, slo
 from ._numeric import as_float as _f
+from .specs import DEFAULT_MAX_BATCHED_TOKENS
 
 #: Flat inputs: name -> (unit, meaning). ``inf`` means "not set" for the optional ones.
 INPUTS: dict[str, tuple[str, str]] = {
@@ -66,7 +67,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "kv_latent_dim": 0.0, "sliding_window": np.inf, "local_layer_fraction": 0.0, "active_params": np.nan,
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
-    "max_batched_tokens": 8192.0, "kv_transfer_bandwidth": np.inf,
+    "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
 }
 
 #: Results: name -> (unit, meaning). The first block is SPEC's contract.

@@ -16,11 +16,15 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
 from .errors import ScenarioError
 from .files import read_text_limited
 from .profiles import resolve_profile
 from .specs import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_BATCHED_TOKENS,
+    DEFAULT_MEMORY_UTILIZATION,
     SERVING_FIELDS,
     SLO_FIELDS,
     WORKLOAD_FIELDS,
@@ -87,11 +91,12 @@ class Scenario:
         if problems:
             raise ScenarioError(*problems)
         assert model is not None and gpu is not None
-        serving = Serving(memory_utilization=s.get("memory_utilization", 0.90), block_size=s.get("block_size", 16),
+        serving = Serving(memory_utilization=s.get("memory_utilization", DEFAULT_MEMORY_UTILIZATION),
+                          block_size=s.get("block_size", DEFAULT_BLOCK_SIZE),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),
                           step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"),
                           reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES),
-                          max_batched_tokens=s.get("max_batched_tokens", 8192),
+                          max_batched_tokens=s.get("max_batched_tokens", DEFAULT_MAX_BATCHED_TOKENS),
                           kv_transfer_bandwidth=s.get("kv_transfer_bandwidth"))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
@@ -197,7 +202,7 @@ class Results:
         for key, value in self.values.items():
             if isinstance(value, str):
                 out[key] = value
-            elif not math.isfinite(value):
+            elif finite_or_none(value) is None:
                 out[key] = None
             elif RESULTS[key][0] in ("blocks", "requests") and key != "goodput_in_flight":
                 out[key] = int(value)
