@@ -18,6 +18,7 @@ import yaml
 
 from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
+from .checks import input_problems
 from .errors import ScenarioError
 from .files import read_text_limited
 from .profiles import resolve_profile
@@ -107,28 +108,10 @@ class Scenario:
         return scenario
 
     def check(self) -> None:
-        """Cross-field checks: what no engine would accept for this model, GPU and workload."""
-        problems = []
-        w, s = self.workload, self.serving
-        if w.shared_prefix_tokens > w.prompt_tokens:
-            problems.append(f"workload.shared_prefix_tokens ({w.shared_prefix_tokens}) must not exceed "
-                            f"workload.prompt_tokens ({w.prompt_tokens})")
-        if s.max_model_len is not None and s.max_model_len < w.tokens_per_request:
-            problems.append(f"serving.max_model_len ({s.max_model_len}) is shorter than one request "
-                            f"(prompt + output = {w.tokens_per_request} tokens)")
-        if self.gpu.count > 1 and self.model.attention_heads and self.model.attention_heads % self.gpu.count:
-            problems.append(f"gpu.count ({self.gpu.count}) must divide the model's {self.model.attention_heads} "
-                            f"attention heads for tensor parallelism")
-        weights_per_gpu = self.model.weight_bytes / self.gpu.gpus_per_replica
-        usable = self.gpu.memory_bytes * s.memory_utilization - s.reserved_bytes
-        if weights_per_gpu >= usable:
-            problems.append(
-                f"the weights ({weights_per_gpu / 1e9:,.2f} GB per GPU) do not fit in the usable memory "
-                f"({usable / 1e9:,.2f} GB = gpu.memory x serving.memory_utilization {s.memory_utilization}"
-                f"{' - reserves' if s.reserved_bytes else ''}): "
-                f"no room for a KV pool; use more GPUs (gpu.count), a smaller weight_dtype or a larger GPU")
+        """Cross-field checks: what no engine would accept for this model, GPU and workload (``checks``)."""
+        problems = input_problems(self.inputs(), self.model.attention_heads or 0)
         if problems:
-            raise ScenarioError(*problems)
+            raise ScenarioError(*problems[0])
 
     def inputs(self) -> dict[str, float]:
         """The flat inputs of ``analysis.INPUTS`` in base units; ``inf`` marks an unset option."""
