@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import checks
 from .analysis import INPUTS, LABELS, RESULTS
 from .errors import ScenarioError
 from .frame import evaluate_arrays
@@ -198,32 +199,9 @@ def _refuse_in_memory(rows: int) -> None:
 
 # --- why a row is invalid -------------------------------------------------------------------------------------
 
-def _problem_checks(scenario: Scenario, x: dict[str, np.ndarray]) -> list[tuple[np.ndarray, str]]:
-    heads = scenario.model.attention_heads
-    return [
-        (x["shared_prefix_tokens"] > x["prompt_tokens"], "shared_prefix_tokens exceeds prompt_tokens"),
-        (x["max_model_len"] < x["prompt_tokens"] + x["output_tokens"], "max_model_len is shorter than one request"),
-        (x["weight_bytes"] / x["gpu_count"] >= x["gpu_memory_bytes"] * x["memory_utilization"],
-         "the weights do not fit in the usable memory"),
-        (np.mod(heads, x["gpu_count"]) != 0 if heads else np.zeros_like(x["gpu_count"], dtype=bool),
-         f"gpu_count must divide the model's {heads} attention heads"),
-    ]
-
-
-def problem_codes(scenario: Scenario, x: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str]]:
-    """Per row a code (bit i: check i fails; 0: valid) and the text of every code (``Scenario.check`` on arrays)."""
-    checks = _problem_checks(scenario, x)
-    code = np.zeros(len(x["layers"]), dtype=np.int8)
-    for bit, (mask, _) in enumerate(checks):
-        code |= np.asarray(mask, dtype=np.int8) << bit
-    texts = ["; ".join(text for bit, (_, text) in enumerate(checks) if c >> bit & 1) for c in range(1 << len(checks))]
-    return code, texts
-
-
 def row_problems(scenario: Scenario, x: dict[str, np.ndarray]) -> np.ndarray:
-    """Per row, why no engine would accept it (``Scenario.check`` on arrays); '' when the row is valid."""
-    code, texts = problem_codes(scenario, x)
-    return np.array(texts, dtype=object)[code]
+    """Per row, why no engine would accept it (``checks.row_problems``, what ``Scenario.check`` runs); '' if valid."""
+    return checks.row_problems(x, scenario.model.attention_heads or 0)
 
 
 # --- the table, chunk by chunk, as Arrow record batches -------------------------------------------------------
@@ -237,9 +215,9 @@ def arrow_schema(grid: Grid, meta: dict[str, Any] | None = None) -> pa.Schema:
     """Column types: whole-number inputs and counts int64, text dictionary-encoded, the rest float64."""
     import pyarrow as pa
 
-    text = pa.dictionary(pa.int8(), pa.string())
     types = {**dict.fromkeys((*INTEGER_INPUTS, *INTEGER_RESULTS), pa.int64()),
-             **dict.fromkeys((*LABELS, "problem"), text)}
+             **dict.fromkeys(LABELS, pa.dictionary(pa.int8(), pa.string())),
+             "problem": pa.dictionary(pa.int32(), pa.string())}
     schema = pa.schema([pa.field(name, types.get(name, pa.float64())) for name in columns_of(grid)])
     if meta is not None:
         schema = schema.with_metadata({b"capacity": json.dumps({**meta, "units": units_of(schema.names)})})
@@ -272,13 +250,13 @@ def record_batches(grid: Grid, schema: pa.Schema, chunk_rows: int = CHUNK_ROWS,
     for start, stop, rows in spans:
         x = grid.inputs(start, stop) if rows is None else grid.inputs_at(rows)
         results = evaluate_arrays(x, chunk_rows, text=False)
-        code, texts = problem_codes(grid.scenario, x)
-        bad = code != 0
+        problem = row_problems(grid.scenario, x)
+        bad = problem != ""
         arrays = []
         for f in schema:
             name = f.name
             if name == "problem":
-                arrays.append(pa.DictionaryArray.from_arrays(pa.array(code), pa.array(texts)))
+                arrays.append(pa.array(problem, pa.string()).dictionary_encode())
             elif name in LABELS:
                 codes = np.asarray(results[name]).astype(np.int8)
                 arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, mask=bad if bad.any() else None),
@@ -591,5 +569,5 @@ def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None
 
 
 __all__ = ["CHUNK_ROWS", "FORMATS", "MAX_ROWS", "PATHS", "Axis", "Grid", "Progress", "arrow_schema", "check_room",
-           "columns_of", "estimated_bytes", "grid_inputs", "make_grid", "parse_vary", "problem_codes",
+           "columns_of", "estimated_bytes", "grid_inputs", "make_grid", "parse_vary",
            "record_batches", "row_problems", "run_sweep", "run_to", "sweep_bytes", "units_of", "write_sweep"]

@@ -72,7 +72,8 @@ def test_chunk_size_changes_no_byte_and_no_parquet_value():
     assert _stream(ESSAY001, SPECS, "json", 7) == _stream(ESSAY001, SPECS, "json", 65_536)
     small = pq.read_table(io.BytesIO(_stream(ESSAY001, SPECS, "parquet", 7)))
     whole = pq.read_table(io.BytesIO(_stream(ESSAY001, SPECS, "parquet", 65_536)))
-    assert small.equals(whole)
+    assert small.schema == whole.schema
+    assert small.to_pylist() == whole.to_pylist()  # dictionaries differ per chunk; the values do not
 
 
 def test_every_cell_is_a_number_or_blank_except_the_text_columns():
