@@ -317,33 +317,31 @@ LABELS: dict[str, np.ndarray] = {"goodput_limit": GOODPUT_LIMITS, "decode_bound"
 def analyse(inputs: Mapping[str, ArrayLike], text: bool = True) -> dict[str, np.ndarray]:
     """Evaluate the analytic model on flat inputs (see ``INPUTS``); returns every ``RESULTS`` key as an array.
 
-    Rows of dense and MoE models are evaluated apart (dense in closed form, MoE by bisection) and put
-    back in order; each row's values are the same as evaluating it alone. With ``text=False`` the text
-    results (``LABELS``) come as integer codes into their label arrays (cheaper for a million rows).
+    Dense rows take the closed forms; MoE rows (a weight read concave in the batch) are solved row by row on
+    the compacted MoE rows alone (``_tpot_solvers``), written over their closed-form values, so a table
+    mixing both runs in one pass with no regrouping; each row's values are the same as evaluating it alone.
+    With ``text=False`` the text results (``LABELS``) come as integer codes into their label arrays (cheaper
+    for a million rows).
     """
     x = complete_inputs(inputs)
     moe = memory.is_moe(x["experts"], x["experts_per_token"])
     shape = np.broadcast_shapes(*(v.shape for v in x.values()))
-    if moe.ndim == 0 or ((not moe.any() or moe.all()) and shape == moe.shape):
+    if moe.ndim == 0 or not moe.any() or moe.all():
         values = _analyse(x, bool(moe.any()))
     else:
-        moe = np.broadcast_to(moe, shape).reshape(-1)
         flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in x.items()}
-        groups = [np.flatnonzero(~moe), np.flatnonzero(moe)]
-        parts = [(_analyse({k: v[rows] for k, v in flat.items()}, bool(i)), rows)
-                 for i, rows in enumerate(groups) if rows.size]
-        order = np.empty(moe.size, dtype=np.intp)
-        order[np.concatenate([rows for _, rows in parts])] = np.arange(moe.size)
-        values = {key: np.concatenate([np.broadcast_to(r[key], rows.shape) for r, rows in parts])[order].reshape(
-            shape) for key in parts[0][0]}
+        rows = np.flatnonzero(np.broadcast_to(moe, shape).reshape(-1))
+        values = {key: np.broadcast_to(v, (flat["layers"].size,)).reshape(shape)
+                  for key, v in _analyse(flat, rows).items()}
     if text:
         for key, labels in LABELS.items():
             values[key] = labels[values[key]]
     return values
 
 
-def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
-    """``analyse`` on rows that are all dense (``moe`` False) or all MoE."""
+def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray) -> dict[str, np.ndarray]:
+    """``analyse`` on rows that are all dense (``moe`` False), all MoE (True), or 1-D rows of which ``moe`` (an
+    index array) are MoE."""
     tp, pp = x["gpu_count"], x["pipeline_parallel"]
     bs, window, local = x["block_size"], x["sliding_window"], x["local_layer_fraction"]
     a_tokens = x["output_tokens"]
@@ -381,13 +379,11 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     c_prefill = model.prefill_compute_s(prefill_tokens)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces)
     goodput = slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
-    def ttft_at(lam: np.ndarray, tpot: np.ndarray) -> np.ndarray:
-        return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces,
-                               None if moe else tpot)
+    def ttft_at(lam: np.ndarray, dense_tpot: np.ndarray) -> np.ndarray:
+        return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces, dense_tpot)
 
-    tpot_goodput = tpot_at(goodput)
-    tpot_load = tpot_at(rate)
-    ttft_goodput, ttft_load = ttft_at(goodput, tpot_goodput), ttft_at(rate, tpot_load)
+    (tpot_goodput, dense_goodput), (tpot_load, dense_load) = tpot_at(goodput), tpot_at(rate)
+    ttft_goodput, ttft_load = ttft_at(goodput, dense_goodput), ttft_at(rate, dense_load)
     # At the ceiling the fixed point is exactly B_max; guard the 0/0 of rounding there.
     at_ceiling = goodput >= ceiling * (1 - 1e-12)
     in_flight = np.where(at_ceiling, batch, slo.in_flight(goodput, a_tokens, tpot_goodput))
@@ -507,12 +503,40 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
 LONGEST_TPOT_S = 1e4
 
 
-def _tpot_solvers(model: StepModel, moe: bool, pieces: tuple, tpot_slo_s: np.ndarray, prefill_s: np.ndarray,
-                  output_tokens: np.ndarray, ceiling: np.ndarray, batch: np.ndarray):
-    """(largest rate meeting the TPOT promise, function rate -> TPOT): closed form for dense models, a
-    row-wise root solve (Chandrupatla) on the monotone conditions where MoE makes the weight read concave."""
+def _tpot_solvers(model: StepModel, moe: bool | np.ndarray, pieces: tuple, tpot_slo_s: np.ndarray,
+                  prefill_s: np.ndarray, output_tokens: np.ndarray, ceiling: np.ndarray, batch: np.ndarray):
+    """(largest rate meeting the TPOT promise, function rate -> (TPOT, TPOT of the dense pieces)): closed form
+    for dense models, a row-wise root solve (Chandrupatla) on the monotone conditions where MoE makes the weight
+    read concave. ``moe``: True (every row), False (none) or the indices of the MoE rows among 1-D rows, which
+    are solved alone (their model and inputs compacted) and written over the closed form."""
+    if isinstance(moe, np.ndarray):
+        n = np.shape(batch)[0]
+        sub = model.rows(moe)
+
+        def pick(a: ArrayLike) -> np.ndarray:
+            return np.broadcast_to(_f(a), (n,))[moe]
+
+        rate = np.array(np.broadcast_to(slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces),
+                                        (n,)))
+        rate[moe] = slo.max_rate_for_tpot_rows(sub.step_rows, pick(tpot_slo_s), pick(prefill_s),
+                                               pick(output_tokens), pick(ceiling))
+
+        def tpot_mixed(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            dense = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
+            tpot = np.array(np.broadcast_to(dense, (n,)))
+            tpot[moe] = tpot_at_rates_s(sub, pieces, pick(prefill_s), pick(output_tokens), pick(batch), pick(lam),
+                                        True)
+            return tpot, dense
+
+        return rate, tpot_mixed
     if not moe:
         rate = slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces)
-    else:
-        rate = slo.max_rate_for_tpot_rows(model.step_rows, tpot_slo_s, prefill_s, output_tokens, ceiling)
-    return rate, lambda lam: tpot_at_rates_s(model, pieces, prefill_s, output_tokens, batch, lam, moe)
+
+        def tpot_dense(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            dense = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
+            return dense, dense
+
+        return rate, tpot_dense
+    rate = slo.max_rate_for_tpot_rows(model.step_rows, tpot_slo_s, prefill_s, output_tokens, ceiling)
+    return rate, lambda lam: (tpot_at_rates_s(model, pieces, prefill_s, output_tokens, batch, lam, True),
+                              slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces))

@@ -57,26 +57,21 @@ def frame_inputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
 def evaluate_arrays(x: dict[str, np.ndarray], chunk_rows: int = CHUNK_ROWS, text: bool = True) -> dict[str, np.ndarray]:
     """``analysis.analyse`` on 1-D input arrays of one length, in slices of ``chunk_rows`` rows.
 
-    Dense and MoE rows go to ``analyse`` in separate slices (each slice takes one path: closed form or
-    row-wise solves), their results written back in place. ``text=False`` returns the text results as
-    codes into ``analysis.LABELS`` (see ``analyse``).
+    Each slice is a view of the inputs (dense and MoE rows together: ``analyse`` solves the MoE rows apart
+    on compacted arrays), its results copied into the output arrays; a table of one slice is returned as
+    ``analyse`` gives it. ``text=False`` returns the text results as codes into ``analysis.LABELS``.
     """
     n = len(next(iter(x.values()))) if x else 0
-    moe = (x["experts"] > 0) & (x["experts"] > x["experts_per_token"]) if n else np.zeros(0, dtype=bool)
-    groups = [np.flatnonzero(~moe), np.flatnonzero(moe)] if 0 < moe.sum() < n else [None]
     out: dict[str, np.ndarray] = {}
-    for rows in groups:
-        size = n if rows is None else rows.size
-        for start in range(0, max(size, 1), chunk_rows):
-            stop = min(start + chunk_rows, size)
-            where = slice(start, stop) if rows is None else rows[start:stop]
-            part = analyse({k: v[where] for k, v in x.items()}, text=text)
-            if rows is None and start == 0 and stop == n:
-                return {key: np.broadcast_to(value, (n,)) for key, value in part.items()}
-            for key, value in part.items():
-                if key not in out:
-                    out[key] = np.empty(n, dtype=np.asarray(value).dtype)
-                out[key][where] = value
+    for start in range(0, max(n, 1), chunk_rows):
+        stop = min(start + chunk_rows, n)
+        part = analyse({k: v[start:stop] for k, v in x.items()}, text=text)
+        if start == 0 and stop == n:
+            return {key: np.broadcast_to(value, (n,)) for key, value in part.items()}
+        for key, value in part.items():
+            if key not in out:
+                out[key] = np.empty(n, dtype=np.asarray(value).dtype)
+            out[key][start:stop] = value
     return out
 
 
