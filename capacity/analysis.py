@@ -491,12 +491,14 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     search goes up to that (10^4 s at least, 10^12 s at most: beyond, it is no answer).
     """
     lam = _f(rates)
+    dense = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
     if not (bool(np.any(model.moe)) if moe is None else moe):
-        return slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
+        return dense
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
                            LONGEST_TPOT_S)
-    return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest)
+    # Every expert read makes a step at least as long: the pieces' TPOT bounds the MoE fixed point from above.
+    return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest, upper_s=dense)
 
 
 #: Least upper end of the MoE TPOT fixed-point search [s].
@@ -512,6 +514,7 @@ def _tpot_solvers(model: StepModel, moe: bool | np.ndarray, pieces: tuple, tpot_
     if isinstance(moe, np.ndarray):
         n = np.shape(batch)[0]
         sub = model.rows(moe)
+        sub_pieces = sub.pieces()
 
         def pick(a: ArrayLike) -> np.ndarray:
             return np.broadcast_to(_f(a), (n,))[moe]
@@ -524,7 +527,7 @@ def _tpot_solvers(model: StepModel, moe: bool | np.ndarray, pieces: tuple, tpot_
         def tpot_mixed(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             dense = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
             tpot = np.array(np.broadcast_to(dense, (n,)))
-            tpot[moe] = tpot_at_rates_s(sub, pieces, pick(prefill_s), pick(output_tokens), pick(batch), pick(lam),
+            tpot[moe] = tpot_at_rates_s(sub, sub_pieces, pick(prefill_s), pick(output_tokens), pick(batch), pick(lam),
                                         True)
             return tpot, dense
 

@@ -89,12 +89,14 @@ def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLik
 
 
 def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                      longest_s: ArrayLike = 1e4) -> np.ndarray:
+                      longest_s: ArrayLike = 1e4, upper_s: ArrayLike | None = None) -> np.ndarray:
     """Smallest fixed point of ``TPOT (1 - λ t_p) = step(λ A TPOT)`` per row (Chandrupatla's method) [s]; inf where
     there is none below ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
 
     The fixed point is where ``s (1 - λ t_p) - t_step(λ A s)`` turns positive (once, for a step time concave
     or linear in the batch); the answer is the last s below it, as the bisection's, to 2.5e-13 relative.
+    ``upper_s``, when given, is a TPOT at or above the fixed point (for MoE, the closed form with every expert
+    read): where finite, the search runs below it instead of up to ``longest_s``, saving most iterations.
     """
     lam_in, tp, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
     shape = np.broadcast_shapes(lam_in.shape, tp.shape, a.shape, np.shape(longest_s))
@@ -109,6 +111,9 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
             return s * share_ - step_rows(lam_ * a_ * s, rows.astype(np.intp))
 
     top = np.array(longest_s)
+    if upper_s is not None:
+        upper = np.broadcast_to(_f(upper_s), shape)
+        top = np.where((upper > 0) & (upper < top), upper, top)
     found = (step_rows(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), ids.reshape(-1)).reshape(shape)
              <= longest_s * share) & (share > 0)
     fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (ids, lam, a, share),

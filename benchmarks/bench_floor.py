@@ -1,0 +1,105 @@
+"""Benchmark: the million-scenario call against the floor of its arithmetic, measured in the same run.
+
+The project's time is ``capacity.frame.evaluate_frame`` (DataFrame in, every result out) and
+``capacity.frame.evaluate_arrays`` (arrays in and out) on the million of ``bench_million.scenarios``
+(the 16 catalog models on the 9 catalog GPUs, tensor parallel 1-8, random lengths, loads and promises).
+
+The floor (``floor_goodput`` below, written here on purpose as the baseline) computes only what the
+goodput needs, in one pass over all rows: KV bytes, pool, blocks and the batch, the decode step and the
+prefill, the ceiling, the TPOT bound (closed form for dense rows; for MoE rows Chandrupatla's method on the
+compacted MoE rows) and the TTFT bound (Chandrupatla with compaction), through the same formula functions,
+with no chunking, no serving options, no other results and no conversions. It must agree with the
+project's goodput to 1e-11 (relative); the ratio of the times is what the rest of the table costs.
+
+    python benchmarks/bench_floor.py [--rows 1000000] [--repeat 5]
+
+Target (issue 17): the million with exact goodput in one call <= 1 s and within 3x of the floor. Runs
+alternate (floor, arrays, frame, floor, ...) and medians are reported, so a busy machine slows all alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's capacity, also when another copy is installed
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_million import scenarios  # noqa: E402
+
+from capacity import memory, roofline, slo  # noqa: E402
+from capacity.analysis import complete_inputs, step_model  # noqa: E402
+from capacity.frame import evaluate_arrays, evaluate_frame, frame_inputs  # noqa: E402
+
+
+def floor_goodput(inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """Goodput of every row [requests/s]: the chain of ``analysis._analyse`` up to ``goodput_rps``, nothing else."""
+    x = complete_inputs(inputs)
+    bs, window, local = x["block_size"], x["sliding_window"], x["local_layer_fraction"]
+    a_tokens = x["output_tokens"]
+    tokens = x["prompt_tokens"] + a_tokens
+    model, kv_gpu = step_model(x, x["prompt_tokens"] + a_tokens / 2.0)
+    w_gpu = x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"])
+    pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
+    blocks = memory.pool_blocks(pool, bs, kv_gpu)
+    shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local)
+    batch = np.minimum(shared, x["max_num_seqs"])
+    prefill_tokens = np.maximum(x["prompt_tokens"] - memory.shared_blocks(x["shared_prefix_tokens"], bs) * bs, 1.0)
+    t_step = model.step_s(batch)
+    t_prefill = model.prefill_s(prefill_tokens)
+    ceiling = roofline.ceiling_rps(t_prefill, t_step, batch, a_tokens)
+    pieces = model.pieces()
+    rate_tpot = slo.max_rate_for_tpot_rps(x["tpot_slo_s"], t_prefill, a_tokens, pieces)
+    moe = np.flatnonzero(model.moe)
+    if moe.size:
+        sub = model.rows(moe)
+        rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.step_rows, x["tpot_slo_s"][moe], t_prefill[moe],
+                                                    a_tokens[moe], ceiling[moe])
+    rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, model.prefill_compute_s(prefill_tokens),
+                                          a_tokens, pieces)
+    return slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    df = scenarios(args.rows)
+    x = frame_inputs(df)
+    moe = (df["experts"] > 0).to_numpy()
+    print(f"scenarios: {len(df):,} ({moe.mean():.0%} MoE)")
+    first_start = time.perf_counter()
+    frame = evaluate_frame(df)
+    first = time.perf_counter() - first_start
+    floor = floor_goodput(x)
+    ours = frame["goodput_rps"].to_numpy()
+    rel = np.abs(floor - ours) / np.maximum(np.abs(ours), 1e-300)
+    worst = float(np.nanmax(np.where(floor == ours, 0.0, rel)))
+    print(f"floor agrees with evaluate_frame's goodput: worst relative difference {worst:.1e} "
+          f"({'ok' if worst <= 1e-11 else 'NOT within 1e-11'})")
+    times: dict[str, list[float]] = {"floor (goodput only)": [], "evaluate_arrays": [], "evaluate_frame": []}
+    calls = {"floor (goodput only)": lambda: floor_goodput(x), "evaluate_arrays": lambda: evaluate_arrays(x),
+             "evaluate_frame": lambda: evaluate_frame(df)}
+    for _ in range(args.repeat):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    med = {name: statistics.median(t) for name, t in times.items()}
+    base = med["floor (goodput only)"]
+    for name, t in med.items():
+        print(f"{name:22s} median {t:6.3f} s  ({args.rows / t:12,.0f} rows/s)  {t / base:5.2f}x the floor")
+    print(f"first call of evaluate_frame (cold): {first:.3f} s")
+    verdict = med["evaluate_frame"] <= 1.0 * args.rows / 1e6 and med["evaluate_frame"] <= 3 * base
+    print(f"target: <= 1 s per million and within 3x of the floor: {'met' if verdict else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
