@@ -45,7 +45,11 @@ def frame_inputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
     x: dict[str, np.ndarray] = {}
     for name in INPUTS:
         if name in df.columns:
-            values = pd.to_numeric(df[name], errors="raise").to_numpy(dtype=float, na_value=np.nan)
+            column = df[name]
+            if isinstance(column.dtype, np.dtype) and column.dtype.kind in "fiu":  # plain numbers: no parsing
+                values = column.to_numpy(dtype=float)
+            else:
+                values = pd.to_numeric(column, errors="raise").to_numpy(dtype=float, na_value=np.nan)
             if name in UNSET_IS_INFINITE:
                 values = np.where(np.isnan(values), np.inf, values)
         else:
