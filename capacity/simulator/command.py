@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..csv_safe import frame_to_csv
 from ..errors import ScenarioError
 from ..scenario import load_scenario
 from . import SimulationResult, simulate
@@ -37,7 +38,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 def render(result: SimulationResult, fmt: str) -> str:
     """The summary as a JSON object, or the per-request rows as CSV."""
     if fmt == "csv":
-        return result.requests.to_csv(index=False, float_format="%.6g")
+        return frame_to_csv(result.requests, float_format="%.6g")
     return json.dumps({"name": result.scenario.name, **result.to_json_dict()}, indent=2) + "\n"
 
 
