@@ -13,10 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..csv_safe import frame_to_csv
-from ..errors import ScenarioError
+from ..errors import ScenarioError, show
+from ..safe_load import parse_yaml
 from ..scenario import load_scenario
 from . import SimulationResult, simulate
 
@@ -27,11 +26,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ScenarioError(f"--set {item!r} must look like KEY=VALUE, e.g. --set rate=12")
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise ScenarioError(f"--set {key.strip()}: {value!r} is not a valid YAML value") from None
+            raise ScenarioError(f"--set {show(item)} must look like KEY=VALUE, e.g. --set rate=12")
+        if key.strip() in out:
+            raise ScenarioError(f"--set {show(key.strip())} is given twice; keep one")
+        out[key.strip()] = parse_yaml(value, f"--set {key.strip()}", max_nodes=1_000)  # bounded, as files are
     return out
 
 
