@@ -54,6 +54,10 @@ def _vm_size(field: str = "VmSize:") -> int:
 def run_forked(argv: list[str], cwd: str | Path | None = None, memory_bytes: int = MEMORY_BYTES,
                wall_s: float = WALL_S, cpu_s: int = CPU_S) -> Outcome:
     """``capacity.cli.main(argv)`` in a forked child under the limits; its exit status, output and CPU time."""
+    import capacity.calibration
+    import capacity.simulator.command
+    import capacity.sweep
+    import capacity.xlsx  # noqa: F401 - imported once here, not again in every child
     from capacity.cli import main
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,7 +116,8 @@ def run_subprocess(argv: list[str], cwd: str | Path | None = None, memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
 
-    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system", "OPENBLAS_NUM_THREADS": "1",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     root = Path(__file__).resolve().parent.parent
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
