@@ -14,6 +14,7 @@ from typing import Any
 from .csv_safe import frame_to_csv
 from .errors import ScenarioError, clean_line
 from .fleet import MODES, TENSOR_PARALLEL, fleet_options
+from .scenario import read_scenario_mapping
 
 
 def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -71,9 +72,7 @@ def _sizes(text: str) -> list[int]:
 
 def run_fleet(args: argparse.Namespace) -> str:
     """Run ``capacity fleet``; returns the text to print. ScenarioError on bad input."""
-    from .scenario import read_yaml
-
-    mapping = read_yaml(args.scenario)
+    mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{clean_line(args.scenario, 120)} must hold a scenario mapping")
     sizes, gpus = _sizes(args.tp), list(dict.fromkeys(_list(args.gpus)))
