@@ -127,6 +127,16 @@ def _files(tmp: Path) -> dict[str, tuple[str, str]]:
 SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate"]
 
 
+def test_the_suite_covers_every_subcommand():
+    """A new subcommand must join SUBCOMMANDS and ``commands`` (how it runs on a scenario file) to be fuzzed."""
+    import argparse
+
+    from capacity.cli import _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(SUBCOMMANDS) == set(commands("x", "y"))
+
+
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
