@@ -414,6 +414,12 @@ def run_search(args: argparse.Namespace) -> str:
     settings = settings_grid(gpus, _ints(args.tp, "--tp"), _ints(args.max_num_seqs, "--max-num-seqs", True),
                              _ints(args.max_batched_tokens, "--max-batched-tokens"), chunked)
     overrides = {"requests": args.requests} if args.requests else {}
+    if args.requests is not None and args.requests < 1:
+        raise ScenarioError(f"--requests must be >= 1, got {args.requests}")
+    from .scenario import Scenario
+    from .simulator.config import config_from_scenario
+
+    config_from_scenario(Scenario.from_dict(raw), **overrides)  # a bad file is refused before any worker starts
     executor, owner = executor_for(args.workers, args.cluster)
     try:
         result = search(raw, settings, args.percentile, args.rate, executor, str(path.parent), overrides,

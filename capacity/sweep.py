@@ -38,9 +38,10 @@ import numpy as np
 
 from . import checks
 from .analysis import INPUTS, LABELS, RESULTS
-from .errors import ScenarioError
+from .csv_safe import neutralise
+from .errors import ScenarioError, show
 from .frame import evaluate_arrays
-from .report import INPUT_PATHS, flat_inputs, neutralise, today_iso
+from .report import INPUT_PATHS, flat_inputs, today_iso
 from .scenario import Scenario
 from .specs import GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS, as_number
 from .units import BASE_UNIT, parse_quantity
@@ -59,6 +60,9 @@ XLSX_MAX_ROWS = 1_048_575
 CHUNK_ROWS = 65_536
 #: Sweeps of at least this many rows show a progress bar on a terminal's stderr (``--progress`` forces it).
 PROGRESS_MIN_ROWS = 200_000
+#: Most rows a JSON or XLSX sweep holds: both are built in memory (about 30 kB and 1 ms of JSON, 2 ms of XLSX per
+#: row of ~100 columns, measured); CSV and Parquet take up to MAX_ROWS.
+MAX_ROWS_BY_FORMAT = {"json": 20_000, "xlsx": 20_000}
 FORMATS = ("csv", "xlsx", "parquet", "json")
 
 _FIELDS = {"model": MODEL_FIELDS, "gpu": GPU_FIELDS, "serving": SERVING_FIELDS, "workload": WORKLOAD_FIELDS,
@@ -107,11 +111,16 @@ def parse_vary(spec: str, scenario: Scenario) -> Axis:
     kind = _KIND.get(INPUTS[flat][0])
     start, stop = (_number(text, kind, key) for text in parts[:2])
     try:
+        if len(parts[2].strip()) > 30:
+            raise ValueError
         steps = int(parts[2])
     except ValueError:
-        raise ScenarioError(f"--vary {key}: STEPS must be a whole number, got {parts[2]!r}") from None
+        raise ScenarioError(f"--vary {key}: STEPS must be a whole number up to {MAX_ROWS:,}, got "
+                            f"{show(parts[2])}") from None
     if steps < 1 or (steps == 1 and start != stop):
         raise ScenarioError(f"--vary {key}: STEPS must be >= 2 (or 1 with START = STOP), got {steps}")
+    if steps > MAX_ROWS:  # checked before the values are allocated (10^9 steps would take 8 GB)
+        raise ScenarioError(f"--vary {key}: {steps:,} STEPS is over the limit of {MAX_ROWS:,} grid points")
     values = np.linspace(start, stop, steps)
     if flat in INTEGER_INPUTS:
         values = np.array(list(dict.fromkeys(np.round(values).tolist())), dtype=float)
@@ -323,7 +332,7 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
     batches = record_batches(grid, schema, chunk_rows)
     written = 0
     if fmt == "csv":
-        sink.write((",".join(_csv_quote(name) for name in schema.names) + "\n").encode("utf-8"))
+        sink.write((",".join(_csv_quote(neutralise(name)) for name in schema.names) + "\n").encode("utf-8"))
         for batch in batches:
             sink.write(csv_text(batch))
             written += _tick(progress, batch)
@@ -500,6 +509,10 @@ def check_room(grid: Grid, fmt: str, output: str | Path | None) -> None:
     """Refuse, before any work, a grid the disk (or memory, for XLSX) could not hold: ScenarioError naming
     the rows, the bytes it would need and the bytes free."""
     rows = grid.rows
+    limit = MAX_ROWS_BY_FORMAT.get(fmt)
+    if limit is not None and rows > limit:
+        raise ScenarioError(f"the sweep has {rows:,} grid points; --format {fmt} is limited to {limit:,} rows "
+                            f"(it is built in memory): use --format csv or parquet, or fewer STEPS")
     if fmt == "xlsx":
         if rows > XLSX_MAX_ROWS:
             raise ScenarioError(f"the sweep has {rows:,} grid points; an XLSX sheet holds {XLSX_MAX_ROWS:,} rows "

@@ -132,6 +132,9 @@ def test_disk_estimate_is_close_to_the_file_written(tmp_path):
 def test_xlsx_beyond_a_sheet_or_the_memory_is_refused(monkeypatch):
     scenario = load_scenario(ESSAY001)
     big = make_grid(scenario, ["memory_utilization=0.5:0.9:1100", "prompt_tokens=100:2000:1000"])
+    with pytest.raises(ScenarioError, match="--format xlsx is limited to 20,000 rows"):
+        check_room(big, "xlsx", None)  # the in-memory formats' row limit binds first
+    monkeypatch.setattr(sweep_module, "MAX_ROWS_BY_FORMAT", {})
     with pytest.raises(ScenarioError, match="an XLSX sheet holds 1,048,575 rows"):
         check_room(big, "xlsx", None)
     monkeypatch.setattr(sweep_module, "_available_memory", lambda: 1_000_000)
