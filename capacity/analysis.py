@@ -294,7 +294,9 @@ class StepModel:
 
     def rows(self, rows: np.ndarray) -> StepModel:
         """The model of some rows (indices into the flattened arrays of all fields broadcast together)."""
-        picked = self._table[:, rows]
+        table = self._table
+        # A model of one row (one scenario, its loads an array) is the same model for every row asked for.
+        picked = table[:, rows] if table.shape[1] > 1 else np.broadcast_to(table, (table.shape[0], np.size(rows)))
         return StepModel(**dict(zip(_ARRAY_FIELDS, picked, strict=True)), all_dense=self.all_dense)
 
     def step_rows(self, batch: ArrayLike, rows: np.ndarray) -> np.ndarray:

@@ -96,3 +96,18 @@ def test_missing_required_columns_are_named():
     with pytest.raises(ValueError, match="layers.*prompt_tokens|prompt_tokens"):
         frame_inputs(pd.DataFrame([{"kv_heads": 8}]))
     assert set(frame_inputs(pd.DataFrame([{k: 1.0 for k in INPUTS}]))) == set(INPUTS)
+
+
+def test_moe_load_curve_of_one_scenario_solves_every_rate():
+    """One MoE scenario's TPOT over many loads: the row solves index rates, not rows of the one-row model."""
+    import numpy as np
+
+    from capacity import load_scenario
+    from capacity.curves import load_curve
+
+    results = load_scenario("scenarios/long-context-mixtral-h200.yaml").evaluate()
+    rates = np.linspace(0.0, results["ceiling_rps"] * 0.9, 7)[1:]
+    curve = load_curve(results, rates)
+    single = [float(load_curve(results, [lam])["tpot_s"].iloc[0]) for lam in rates]
+    assert np.isfinite(curve["tpot_s"]).all()
+    assert curve["tpot_s"].tolist() == single  # each load as if alone
