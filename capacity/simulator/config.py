@@ -77,6 +77,7 @@ class SimulationConfig:
     replicas: int = 1
     router: str = "round_robin"
     record_tokens: bool = False
+    classes: tuple = ()  # the scenario's workload classes (capacity/mix.py), when its lengths are not overridden
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -262,4 +263,9 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
                         f"longest prompt ({prompt.maximum:g} tokens)")
     if problems:
         raise ScenarioError(*problems)
+    if scenario.raw and scenario.raw.get("workloads") is not None and not {"prompt_tokens", "output_tokens",
+                                                                          "shared_prefix_tokens"} & set(merged):
+        from ..mix import classes_of
+
+        values["classes"] = classes_of(scenario)
     return SimulationConfig(**values)

@@ -9,7 +9,7 @@ timeline sums the replicas (running, queued, KV blocks of the whole fleet); coun
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,7 @@ def assign(table: RequestTable, config: SimulationConfig) -> np.ndarray:
 
 
 def subset(table: RequestTable, index: np.ndarray) -> RequestTable:
-    return RequestTable(*(getattr(table, f.name)[index] for f in fields(RequestTable)))
+    return table.take(index)
 
 
 def merge(parts: list[tuple[np.ndarray, SimulationResult]]) -> SimulationResult:

@@ -13,6 +13,10 @@ Arrival processes (the first request arrives at t = 0; rate λ in requests/s):
 
 Lengths are fixed, uniform integers or lognormal (``mu = ln(mean) - sigma²/2`` so the
 mean is ``mean``). Everything comes from one ``numpy.random.Generator(seed)``.
+
+Workload classes (a scenario's ``workloads:`` list, ``capacity/mix.py``): each request draws its class by
+share, then its lengths from the class's distributions; it carries the class's shared prefix (prefix id =
+class index) with probability ``prefix_hit_rate``, else none. ``RequestTable.workload_class`` says which.
 """
 
 from __future__ import annotations
@@ -45,9 +49,15 @@ class RequestTable:
     prefix_id: np.ndarray
     prefix_tokens: np.ndarray
     priority: np.ndarray
+    workload_class: np.ndarray | None = None  # index into the scenario's workload classes; None: one shape
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def take(self, index: np.ndarray | slice) -> RequestTable:
+        """The rows ``index`` of every column (in that order)."""
+        return RequestTable(*(None if getattr(self, f) is None else getattr(self, f)[index]
+                              for f in RequestTable.__dataclass_fields__))
 
 
 def arrival_times(kind: str, n: int, rate: float, rng: np.random.Generator, burstiness: float = 2.0,
@@ -83,6 +93,8 @@ def generate(config: SimulationConfig) -> RequestTable:
     rng = np.random.default_rng(config.seed)
     n = config.requests if config.requests is not None else DEFAULT_REQUESTS
     arrivals = arrival_times(config.arrival, n, config.rate, rng, config.burstiness, config.on_s, config.off_s)
+    if config.classes:
+        return _generate_classes(config, arrivals, rng)
     prompts = lengths(config.prompt_tokens, n, rng)
     outputs = lengths(config.output_tokens, n, rng)
     if config.shared_prefix_tokens > 0:
@@ -97,6 +109,25 @@ def generate(config: SimulationConfig) -> RequestTable:
         priority = np.full(n, config.priorities[0])
     return RequestTable(arrivals, prompts, outputs, groups.astype(np.int64), prefix_tokens.astype(np.int64),
                         priority.astype(np.int64))
+
+
+def _generate_classes(config: SimulationConfig, arrivals: np.ndarray, rng: np.random.Generator) -> RequestTable:
+    """Requests of the scenario's workload classes: class by share, its lengths, its prefix at its hit rate."""
+    n, classes = len(arrivals), config.classes
+    klass = rng.choice(len(classes), size=n, p=np.array([c.share for c in classes]))
+    prompts, outputs = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+    prefix_id, prefix_tokens = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    hit = rng.random(n)
+    for j, c in enumerate(classes):
+        rows = np.flatnonzero(klass == j)
+        prompts[rows] = lengths(c.prompt.to_simulation(), len(rows), rng)
+        outputs[rows] = lengths(c.output.to_simulation(), len(rows), rng)
+        if c.shared_prefix_tokens > 0:
+            shares = rows[hit[rows] < c.prefix_hit_rate]
+            prefix_id[shares] = j
+            prefix_tokens[shares] = np.minimum(c.shared_prefix_tokens, prompts[shares])
+    return RequestTable(arrivals, prompts, outputs, prefix_id, prefix_tokens, np.full(n, config.priorities[0]),
+                        klass.astype(np.int64))
 
 
 def _rows_csv(path: Path) -> tuple[list[int], list[dict[str, str]], list[str]]:
@@ -240,7 +271,6 @@ def request_table(config: SimulationConfig, max_model_len: int | None,
         assert config.trace is not None
         table = read_trace(config.trace, max_model_len, base_dir)
         if config.requests is not None and config.requests < len(table):
-            n = config.requests
-            return RequestTable(*(getattr(table, f)[:n] for f in RequestTable.__dataclass_fields__))
+            return table.take(slice(0, config.requests))
         return table
     return generate(config)
