@@ -67,21 +67,32 @@ def tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray) -> np.n
     with np.errstate(divide="ignore", invalid="ignore"):
         for a, m in mix.pieces:
             own = float(m) * mix.output_tokens * q / (2.0 * window * factor)  # step growth per prompt arrived
-            prompts = np.minimum(prompts, np.maximum(q - float(a) - float(m) * before, 0.0) / (beta / steps + own))
-    cdf = gammaincc(np.floor(prompts) + 1.0, rate_rps * window * factor)
+            prompts = np.minimum(prompts, (q - float(a) - float(m) * before) / (beta / steps + own))
+    # a negative count: the decode step alone is longer than q, so no request is that fast
+    cdf = np.where(prompts >= 0, gammaincc(np.floor(np.maximum(prompts, 0.0)) + 1.0, rate_rps * window * factor), 0.0)
     v = mix.weight[rows] / mix.weight[rows].sum()
     return cdf @ v
+
+
+def residual_wait(mix: MixModel, rate_rps: float) -> tuple[float, float, float, float]:
+    """The wait model behind the TTFT quantiles at total load λ: ``(π, s, θ, ρ)`` (see module doc).
+
+    π = λ t_p [-] the share of arrivals that find a prefill in progress, s [s] the decode step, θ [s] the
+    mean of the exponential wait behind prefills, ρ = λ c [-] the arithmetic of prompts sharing a pass.
+    """
+    s = float(mix.decode_step_at_s(rate_rps))
+    rho = rate_rps * mix.prefill_compute_s
+    busy = min(rate_rps * mix.prefill_s, 1.0 - 1e-12)
+    mean_wait = max(float(mix.ttft_s(rate_rps)) - mix.prefill_s, 0.0) / (1.0 + 2.0 * rho)
+    theta = max(mean_wait - (1.0 - busy) * s / 2.0, 0.0) / busy if busy > 0 else 0.0
+    return busy, s, theta, rho
 
 
 def ttft_cdf(mix: MixModel, j: int, rate_rps: float, ttft_s: np.ndarray) -> np.ndarray:
     """``P(TTFT <= x)`` for requests of class j at total load λ, at each x of ``ttft_s`` [-] (see module doc)."""
     x = np.asarray(ttft_s, float)[:, None]
     rows = mix.class_rows(j)
-    s = float(mix.decode_step_at_s(rate_rps))
-    rho = rate_rps * mix.prefill_compute_s
-    busy = min(rate_rps * mix.prefill_s, 1.0 - 1e-12)
-    mean_wait = max(float(mix.ttft_s(rate_rps)) - mix.prefill_s, 0.0) / (1.0 + 2.0 * rho)
-    theta = max(mean_wait - (1.0 - busy) * s / 2.0, 0.0) / busy if busy > 0 else 0.0
+    busy, s, theta, rho = residual_wait(mix, rate_rps)
     r = np.maximum(x - mix.shape_prefill_s[rows], 0.0) / (1.0 + 2.0 * rho)
     with np.errstate(divide="ignore", invalid="ignore"):
         decode = np.where(s > 0, np.minimum(r / s, 1.0), 1.0)
@@ -234,4 +245,4 @@ def validation(scenario: Any, fractions: tuple[float, ...] = (0.5, 0.8), request
 
 
 __all__ = ["QUANTILES", "class_latency", "keeps_promise", "percentile_goodput_rps", "sizing", "tpot_cdf",
-           "tpot_quantile_s", "ttft_cdf", "ttft_quantile_s", "validation"]
+           "residual_wait", "tpot_quantile_s", "ttft_cdf", "ttft_quantile_s", "validation"]
