@@ -78,6 +78,9 @@ class SimulationConfig:
     router: str = "round_robin"
     record_tokens: bool = False
     classes: tuple = ()  # the scenario's workload classes (capacity/mix.py), when its lengths are not overridden
+    retries: int = 0  # client retries of a rejected or timed-out request (simulator/retries.py)
+    retry_backoff_s: float = 0.0  # wait before the first retry; doubles with each further attempt
+    retry_timeout_s: float | None = None  # a client that sees no first token by then sends the request again
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -204,6 +207,9 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "replicas": (positive_int, "replicas"),
     "router": (_choice(ROUTERS), "router"),
     "record_tokens": (_flag, "record_tokens"),
+    "retries": (_count, "retries"),
+    "retry_backoff": (_time, "retry_backoff_s"),
+    "retry_timeout": (_time, "retry_timeout_s"),
 }
 
 

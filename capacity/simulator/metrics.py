@@ -136,6 +136,11 @@ class SimulationResult:
         out["kv_pool_blocks"] = int(c["pool_blocks"])
         out["peak_kv_blocks_used"] = int(c["peak_blocks"])
         out["slots"] = int(c["slots"])
+        if self.config.retries:  # what the users saw when clients resend (simulator/retries.py)
+            from .retries import retry_summary
+
+            out.update({("retries_sent" if k == "retries" else f"retry_{k}"): v
+                        for k, v in retry_summary(self).items() if k != "requests"})
         return out
 
     def met_promise(self, done: pd.DataFrame) -> np.ndarray:
