@@ -17,6 +17,12 @@ mean is ``mean``). Everything comes from one ``numpy.random.Generator(seed)``.
 Workload classes (a scenario's ``workloads:`` list, ``capacity/mix.py``): each request draws its class by
 share, then its lengths from the class's distributions; it carries the class's shared prefix (prefix id =
 class index) with probability ``prefix_hit_rate``, else none. ``RequestTable.workload_class`` says which.
+
+Multi-turn sessions (``turns > 1``): sessions start as the arrival process says at ``rate / turns``; each
+later turn comes an exponential think time (mean ``think_time``) after the one before (open loop: the gap
+does not wait for the answer) with the whole conversation so far as its prompt prefix plus ``turn_tokens``
+new tokens. The history is the turn's shared prefix (prefix id = session), so a replica that served the
+session's earlier turns finds it cached; ``RequestTable.session`` says which session a request belongs to.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class RequestTable:
     prefix_tokens: np.ndarray
     priority: np.ndarray
     workload_class: np.ndarray | None = None  # index into the scenario's workload classes; None: one shape
+    session: np.ndarray | None = None  # multi-turn session of each request; None: independent requests
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -93,6 +100,8 @@ def generate(config: SimulationConfig) -> RequestTable:
     rng = np.random.default_rng(config.seed)
     n = config.requests if config.requests is not None else DEFAULT_REQUESTS
     arrivals = arrival_times(config.arrival, n, config.rate, rng, config.burstiness, config.on_s, config.off_s)
+    if config.turns > 1:
+        return _generate_sessions(config, rng)
     if config.classes:
         return _generate_classes(config, arrivals, rng)
     prompts = lengths(config.prompt_tokens, n, rng)
@@ -128,6 +137,34 @@ def _generate_classes(config: SimulationConfig, arrivals: np.ndarray, rng: np.ra
             prefix_tokens[shares] = np.minimum(c.shared_prefix_tokens, prompts[shares])
     return RequestTable(arrivals, prompts, outputs, prefix_id, prefix_tokens, np.full(n, config.priorities[0]),
                         klass.astype(np.int64))
+
+
+def _generate_sessions(config: SimulationConfig, rng: np.random.Generator) -> RequestTable:
+    """Multi-turn sessions: ``requests / turns`` sessions whose turns carry the conversation so far as prefix."""
+    n = config.requests if config.requests is not None else DEFAULT_REQUESTS
+    sessions, turns = max(1, n // config.turns), config.turns
+    starts = arrival_times(config.arrival, sessions, config.rate / turns, rng, config.burstiness, config.on_s,
+                           config.off_s)
+    gaps = rng.exponential(config.think_time_s, size=(sessions, turns - 1))
+    arrival = starts[:, None] + np.concatenate([np.zeros((sessions, 1)), np.cumsum(gaps, axis=1)], axis=1)
+    first = lengths(config.prompt_tokens, sessions, rng)
+    new = lengths(config.turn_tokens or config.prompt_tokens, sessions * (turns - 1), rng).reshape(sessions, -1)
+    outputs = lengths(config.output_tokens, sessions * turns, rng).reshape(sessions, turns)
+    history = np.zeros((sessions, turns), dtype=np.int64)  # tokens of the conversation before each turn
+    prompts = np.zeros((sessions, turns), dtype=np.int64)
+    prompts[:, 0] = first
+    for k in range(1, turns):
+        history[:, k] = prompts[:, k - 1] + outputs[:, k - 1]
+        prompts[:, k] = history[:, k] + new[:, k - 1]
+    session = np.repeat(np.arange(sessions), turns).reshape(sessions, turns)
+    order = np.argsort(arrival.reshape(-1), kind="stable")
+    flat = {"arrival": arrival.reshape(-1)[order], "prompt": prompts.reshape(-1)[order],
+            "output": outputs.reshape(-1)[order], "history": history.reshape(-1)[order],
+            "session": session.reshape(-1)[order]}
+    prefix_id = np.where(flat["history"] > 0, flat["session"], -1).astype(np.int64)
+    return RequestTable(flat["arrival"] - flat["arrival"][0], flat["prompt"], flat["output"], prefix_id,
+                        flat["history"].astype(np.int64), np.full(len(order), config.priorities[0]), None,
+                        flat["session"].astype(np.int64))
 
 
 def _rows_csv(path: Path) -> tuple[list[int], list[dict[str, str]], list[str]]:
