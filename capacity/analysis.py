@@ -17,6 +17,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import memory, options, roofline, slo
+from ._numeric import as_float as _f
+from .specs import DEFAULT_MAX_BATCHED_TOKENS
 
 #: Flat inputs: name -> (unit, meaning). ``inf`` means "not set" for the optional ones.
 INPUTS: dict[str, tuple[str, str]] = {
@@ -65,7 +67,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "kv_latent_dim": 0.0, "sliding_window": np.inf, "local_layer_fraction": 0.0, "active_params": np.nan,
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
-    "max_batched_tokens": 8192.0, "kv_transfer_bandwidth": np.inf,
+    "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
 }
 
 #: Results: name -> (unit, meaning). The first block is SPEC's contract.
@@ -144,10 +146,16 @@ RESULTS: dict[str, tuple[str, str]] = {
 ACTIVATION_BYTES = 2.0
 
 
-def _inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
+def complete_inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
+    """Every ``INPUTS`` key as a float array: the given values, ``INPUT_DEFAULTS`` for the optional ones left out,
+    and ``active_params`` = ``params`` where it is NaN (a dense model)."""
     x = {name: np.asarray(inputs[name] if name in inputs else INPUT_DEFAULTS[name], dtype=float) for name in INPUTS}
     x["active_params"] = np.where(np.isnan(x["active_params"]), x["params"], x["active_params"])
     return x
+
+
+#: Kept for callers written before ``complete_inputs`` had a public name.
+_inputs = complete_inputs
 
 
 @dataclass(frozen=True)
@@ -157,6 +165,7 @@ class StepModel:
     Decode: each sequence's token passes every pipeline stage, so one step reads W/tp of weights
     (MoE: the experts the batch touches), the KV of its stage's layers for every sequence, does
     2 N_a / (tp pp) FLOPs per sequence, two all-reduces per layer, and pays the overhead per stage.
+    ``decode_terms`` is the one decode step; ``pieces`` and the simulator's ``RooflineCost`` take its terms.
     """
 
     weight_bytes: np.ndarray      # whole model [B]
@@ -164,8 +173,8 @@ class StepModel:
     active_params: np.ndarray     # per token [-]
     experts: np.ndarray
     experts_per_token: np.ndarray
-    tp: np.ndarray
-    pp: np.ndarray
+    tensor_parallel: np.ndarray   # GPUs splitting each layer [-]
+    pipeline_parallel: np.ndarray  # stages [-]
     kv_gpu: np.ndarray            # KV per token held by one GPU [B]
     context: np.ndarray           # cached tokens per layer read per sequence (window applied) [tokens]
     bandwidth: np.ndarray
@@ -177,22 +186,40 @@ class StepModel:
 
     @property
     def moe(self) -> np.ndarray:
-        return (self.experts > 0) & (self.experts > self.experts_per_token)
+        return memory.is_moe(self.experts, self.experts_per_token)
+
+    @property
+    def decode_params_per_gpu(self) -> np.ndarray:
+        """Active parameters one GPU multiplies per sequence in a decode step: ``N_a / (tp pp)`` [params]."""
+        return self.active_params / (self.tensor_parallel * self.pipeline_parallel)
+
+    @property
+    def prefill_params_per_gpu(self) -> np.ndarray:
+        """Active parameters one GPU multiplies per prompt token, the stages in turn: ``N_a / tp`` [params]."""
+        return self.active_params / self.tensor_parallel
 
     def weights_read(self, tokens: ArrayLike) -> np.ndarray:
         """Weight bytes per GPU-group read by a pass over ``tokens`` tokens [B]."""
         if self.all_dense:
-            return self.weight_bytes / self.tp
+            return self.weight_bytes / self.tensor_parallel
         return memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
-                                        self.experts_per_token, tokens) / self.tp
+                                        self.experts_per_token, tokens) / self.tensor_parallel
+
+    def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
+        """All-reduce time of a pass over ``tokens`` tokens: latency + tokens x time per token [s]."""
+        return roofline.allreduce_s(self.comm_fixed, self.comm_per_token, tokens)
+
+    def terms(self, weight_bytes: ArrayLike, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """(memory term, compute term) of a decode step over ``batch`` sequences reading ``weight_bytes`` [s]."""
+        t_mem = roofline.decode_memory_s(weight_bytes, batch, self.context, self.kv_gpu, self.bandwidth)
+        t_comp = roofline.decode_compute_s(batch, self.decode_params_per_gpu, self.flops)
+        return t_mem, t_comp
 
     def decode_terms(self, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(memory term, compute term, step time) of a decode step over ``batch`` sequences [s]."""
-        b = np.asarray(batch, float)
-        t_mem = roofline.decode_memory_s(self.weights_read(b), b, self.context, self.kv_gpu, self.bandwidth)
-        t_comp = roofline.decode_compute_s(b, self.active_params / (self.tp * self.pp), self.flops)
-        comm = self.comm_fixed + b * self.comm_per_token
-        return t_mem, t_comp, np.maximum(t_mem, t_comp) + comm + self.overhead
+        """(memory term, compute term, step time) of a decode step over ``batch`` sequences [s]: the decode step."""
+        b = _f(batch)
+        t_mem, t_comp = self.terms(self.weights_read(b), b)
+        return t_mem, t_comp, roofline.pass_s(t_mem, t_comp, self.allreduce_s(b), self.overhead)
 
     def step_s(self, batch: ArrayLike) -> np.ndarray:
         return self.decode_terms(batch)[2]
@@ -214,51 +241,50 @@ class StepModel:
         return self.rows(rows).step_s(batch)
 
     def prefill_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
-        """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + comm + o``."""
-        p = np.asarray(prompt_tokens, float)
-        base = roofline.prefill_s(self.weights_read(p), p, self.active_params / self.tp, self.bandwidth, self.flops,
+        """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + o + comm``."""
+        p = _f(prompt_tokens)
+        base = roofline.prefill_s(self.weights_read(p), p, self.prefill_params_per_gpu, self.bandwidth, self.flops,
                                   self.overhead)
-        return base + self.comm_fixed + p * self.comm_per_token
+        return base + self.allreduce_s(p)
 
     def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """GPU time a prompt adds to a batched prefill pass: ``P (2 N_a / (tp F) + comm per token)`` [s]."""
-        return slo.prefill_compute_s(prompt_tokens, self.active_params / self.tp, self.flops, self.comm_per_token)
+        return slo.prefill_compute_s(prompt_tokens, self.prefill_params_per_gpu, self.flops, self.comm_per_token)
 
     def pieces(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """Intercept [s] and slope [s per sequence] of the two linear pieces of a dense model's step time."""
+        """Intercept [s] and slope [s per sequence] of the two linear pieces of a dense model's step time.
+
+        ``decode_terms`` with every weight read (MoE: all experts) is ``max(a_mem + m_mem B, a_comp + m_comp B)``:
+        the intercepts are its terms at B = 0 plus the fixed costs, the slopes its terms of one sequence without
+        weights plus the all-reduce per sequence.
+        """
+        mem0, comp0 = self.terms(self.weight_bytes / self.tensor_parallel, 0.0)
+        mem1, comp1 = self.terms(0.0, 1.0)
         fixed = self.overhead + self.comm_fixed
-        mem = (self.weight_bytes / self.tp / self.bandwidth + fixed,
-               self.context * self.kv_gpu / self.bandwidth + self.comm_per_token)
-        comp = (fixed + 0.0 * mem[0], self.active_params / (self.tp * self.pp) * 2.0 / self.flops
-                + self.comm_per_token + 0.0 * mem[1])
-        return mem, comp
+        a_mem, m_mem, a_comp, m_comp = np.broadcast_arrays(mem0 + fixed, mem1 + self.comm_per_token, comp0 + fixed,
+                                                           comp1 + self.comm_per_token)
+        return (a_mem, m_mem), (a_comp, m_comp)
 
 
 #: The array fields of ``StepModel``, in order.
 _ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name != "all_dense")
 
 
-def step_model(x: Mapping[str, np.ndarray], context_tokens: np.ndarray) -> tuple[StepModel, np.ndarray]:
-    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs."""
+def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
+    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``)."""
     tp, pp = x["gpu_count"], x["pipeline_parallel"]
-    stage_layers = np.ceil(x["layers"] / pp)
-    mla = x["kv_latent_dim"] > 0
-    # Tensor parallel splits KV heads over GPUs (a replica each when heads < GPUs); an MLA latent is replicated.
-    kv_gpu = np.where(mla, memory.mla_kv_bytes_per_token(stage_layers, x["kv_latent_dim"], x["kv_bytes_per_value"]),
-                      memory.kv_bytes_per_token(stage_layers, np.ceil(x["kv_heads"] / tp), x["head_dim"],
-                                                x["kv_bytes_per_value"]))
-    ring = np.where((tp > 1) & (x["hidden_size"] > 0), 2.0 * (tp - 1) / tp, 0.0)
-    allreduces = 2.0 * x["layers"]  # after attention and after the MLP, in every layer
-    with np.errstate(invalid="ignore"):
-        per_token = np.where(ring > 0, allreduces * ring * x["hidden_size"] * ACTIVATION_BYTES
-                             / x["interconnect_bandwidth"], 0.0)
+    kv_gpu = memory.kv_bytes_per_token_per_gpu(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
+                                               x["kv_latent_dim"], tp, pp)
+    ring = roofline.ring_factor(tp, x["hidden_size"])
     model = StepModel(
         weight_bytes=x["weight_bytes"], params=x["params"], active_params=x["active_params"], experts=x["experts"],
-        experts_per_token=x["experts_per_token"], tp=tp, pp=pp, kv_gpu=kv_gpu,
+        experts_per_token=x["experts_per_token"], tensor_parallel=tp, pipeline_parallel=pp, kv_gpu=kv_gpu,
         context=memory.windowed_tokens(context_tokens, x["sliding_window"], x["local_layer_fraction"]),
         bandwidth=x["bandwidth"], flops=x["flops"], overhead=x["step_overhead_s"] * pp,
-        comm_fixed=np.where(ring > 0, allreduces * x["allreduce_latency_s"], 0.0), comm_per_token=per_token,
-        all_dense=not np.any((x["experts"] > 0) & (x["experts"] > x["experts_per_token"])))
+        comm_fixed=roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"]),
+        comm_per_token=roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
+                                                      x["interconnect_bandwidth"]),
+        all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])))
     return model, kv_gpu
 
 
@@ -295,8 +321,8 @@ def analyse(inputs: Mapping[str, ArrayLike], text: bool = True) -> dict[str, np.
     back in order; each row's values are the same as evaluating it alone. With ``text=False`` the text
     results (``LABELS``) come as integer codes into their label arrays (cheaper for a million rows).
     """
-    x = _inputs(inputs)
-    moe = (x["experts"] > 0) & (x["experts"] > x["experts_per_token"])
+    x = complete_inputs(inputs)
+    moe = memory.is_moe(x["experts"], x["experts_per_token"])
     shape = np.broadcast_shapes(*(v.shape for v in x.values()))
     if moe.ndim == 0 or ((not moe.any() or moe.all()) and shape == moe.shape):
         values = _analyse(x, bool(moe.any()))
@@ -325,9 +351,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     context = x["prompt_tokens"] + a_tokens / 2.0
     model, kv_gpu = step_model(x, context)
 
-    kv = np.where(x["kv_latent_dim"] > 0,
-                  memory.mla_kv_bytes_per_token(x["layers"], x["kv_latent_dim"], x["kv_bytes_per_value"]),
-                  memory.kv_bytes_per_token(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"]))
+    kv = memory.cached_kv_bytes_per_token(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
+                                          x["kv_latent_dim"])
     w_gpu = x["weight_bytes"] / (tp * pp)
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
@@ -461,20 +486,33 @@ def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_st
         }
 
 
+def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, output_tokens: ArrayLike,
+                    batch_max: ArrayLike, rates: ArrayLike, moe: bool | None = None) -> np.ndarray:
+    """TPOT at arrival rates λ, the smallest fixed point of ``TPOT = t_step(λ A TPOT) / (1 - λ t_p)`` [s].
+
+    Dense models in closed form from the pieces (``slo.tpot_at_rate_s``); MoE row by row on the step itself
+    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and the
+    search goes up to that (10^4 s at least, 10^12 s at most: beyond, it is no answer).
+    """
+    lam = _f(rates)
+    if not (bool(np.any(model.moe)) if moe is None else moe):
+        return slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
+                           LONGEST_TPOT_S)
+    return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest)
+
+
+#: Least upper end of the MoE TPOT fixed-point search [s].
+LONGEST_TPOT_S = 1e4
+
+
 def _tpot_solvers(model: StepModel, moe: bool, pieces: tuple, tpot_slo_s: np.ndarray, prefill_s: np.ndarray,
                   output_tokens: np.ndarray, ceiling: np.ndarray, batch: np.ndarray):
     """(largest rate meeting the TPOT promise, function rate -> TPOT): closed form for dense models, a
     row-wise root solve (Chandrupatla) on the monotone conditions where MoE makes the weight read concave."""
     if not moe:
-        return (slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces),
-                lambda lam: slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces))
-    rate = slo.max_rate_for_tpot_rows(model.step_rows, tpot_slo_s, prefill_s, output_tokens, ceiling)
-
-    def tpot_at(lam: np.ndarray) -> np.ndarray:
-        # Below the ceiling the batch fits, so TPOT is at most B_max / (λ A): search up to that (10^4 s at
-        # least, 10^12 s at most: beyond, it is no answer).
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            longest = np.where(lam > 0, np.clip(batch / (lam * output_tokens), 1e4, 1e12), 1e4)
-        return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest)
-
-    return rate, tpot_at
+        rate = slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces)
+    else:
+        rate = slo.max_rate_for_tpot_rows(model.step_rows, tpot_slo_s, prefill_s, output_tokens, ceiling)
+    return rate, lambda lam: tpot_at_rates_s(model, pieces, prefill_s, output_tokens, batch, lam, moe)

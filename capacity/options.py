@@ -34,14 +34,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import slo
+from ._numeric import as_float as _f
 from .solve import largest_rate_meeting
 
 #: Relative accuracy of the chunked-prefill solves: an option's estimate, not a contract figure.
 RTOL = 1e-9
 
-
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
 
 
 # --- chunked prefill -----------------------------------------------------------------------------------------
@@ -124,6 +122,18 @@ def pipe_full_batch(output_tokens: ArrayLike, prompt_tokens: ArrayLike, token_bu
     return a * np.minimum(1.0, budget / (a + p))
 
 
+def chunk_batch_cap(batch_max: ArrayLike, token_budget: ArrayLike) -> np.ndarray:
+    """Largest batch chunked prefill runs: ``max(0, min(B_max, budget - 1))`` [sequences] (every iteration
+    carries its B decodes and at least one prompt token within the token budget)."""
+    return np.maximum(np.minimum(_f(batch_max), _f(token_budget) - 1.0), 0.0)
+
+
+def chunk_ceiling_batch(cap: ArrayLike, output_tokens: ArrayLike, prompt_tokens: ArrayLike,
+                        token_budget: ArrayLike) -> np.ndarray:
+    """Batch at the chunked ceiling: the cap or the full chunk pipe, whichever comes first [sequences]."""
+    return np.minimum(_f(cap), pipe_full_batch(output_tokens, prompt_tokens, token_budget))
+
+
 def chunked(pieces: tuple, batch_max: ArrayLike, output_tokens: ArrayLike, prefill_tokens: ArrayLike,
             token_budget: ArrayLike, tpot_slo_s: ArrayLike, ttft_slo_s: ArrayLike,
             arrival_rate: ArrayLike) -> dict[str, np.ndarray]:
@@ -136,9 +146,9 @@ def chunked(pieces: tuple, batch_max: ArrayLike, output_tokens: ArrayLike, prefi
     """
     (a_mem, m_mem), (a_comp, m_comp) = pieces
     a_tokens, budget = _f(output_tokens), _f(token_budget)
-    cap = np.maximum(np.minimum(_f(batch_max), budget - 1.0), 0.0)
+    cap = chunk_batch_cap(batch_max, budget)
     args = (a_tokens, prefill_tokens, budget, a_mem, m_mem, a_comp, m_comp)
-    b_ceiling = np.minimum(cap, pipe_full_batch(a_tokens, prefill_tokens, budget))
+    b_ceiling = chunk_ceiling_batch(cap, a_tokens, prefill_tokens, budget)
     b_promise = largest_rate_meeting(_tpot_of_batch, tpot_slo_s, b_ceiling, args, rtol=RTOL, ratio=False)
     b_goodput = largest_rate_meeting(_ttft_of_batch, ttft_slo_s, b_promise, args, rtol=RTOL)
     lam, tpot, ttft, _ = _at_batch(b_goodput, *args)

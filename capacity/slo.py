@@ -27,24 +27,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._numeric import as_float as _f
 from .solve import largest_rate_meeting
-
-
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
-
-
-def step_pieces(weight_bytes: ArrayLike, context_tokens: ArrayLike, kv_bytes_per_token: ArrayLike,
-                bandwidth: ArrayLike, params: ArrayLike, flops: ArrayLike,
-                step_overhead_s: ArrayLike) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """Intercept [s] and slope [s per sequence] of the memory and compute pieces of a dense ``t_step(B)``.
-
-    ``a_mem = W/BW + o``, ``m_mem = c kv/BW``, ``a_comp = o``, ``m_comp = 2N/F`` (per-GPU figures).
-    """
-    o = _f(step_overhead_s)
-    memory = (_f(weight_bytes) / _f(bandwidth) + o, _f(context_tokens) * _f(kv_bytes_per_token) / _f(bandwidth))
-    compute = (o + 0.0 * memory[0], 2.0 * _f(params) / _f(flops) + 0.0 * memory[1])
-    return memory, compute
 
 
 def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
@@ -81,70 +65,14 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
     return np.where(np.isfinite(t), np.maximum(best, 0.0), np.inf)
 
 
-def _bisect(ok, lo: np.ndarray, hi: np.ndarray, iterations: int = 100) -> np.ndarray:
-    """Largest x in [lo, hi] with ``ok(x)`` for a condition true below a threshold and false above it.
-
-    Stops early once an iteration changes no bracket: lo only rises and hi only falls, so the
-    brackets are then fixed for good and the result is the one all ``iterations`` would give.
-    """
-    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
-    for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        good = ok(mid)
-        new_lo, new_hi = np.where(good, mid, lo), np.where(good, hi, mid)
-        if np.array_equal(new_lo, lo, equal_nan=True) and np.array_equal(new_hi, hi, equal_nan=True):
-            break
-        lo, hi = new_lo, new_hi
-    return lo
-
-
-def max_rate_for_tpot_general(step_s, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                              ceiling_rps: ArrayLike) -> np.ndarray:
-    """Largest λ with ``step_s(λ A T) <= T (1 - λ t_p)`` for any step time increasing in the batch [requests/s].
-
-    The left side rises and the right side falls with λ, so the condition holds on [0, λ*]; bisection
-    finds λ* to machine precision. Used where MoE makes the weight read concave in the batch.
-    """
-    t, tp, a = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens)
-    finite_t = np.where(np.isfinite(t), t, 1.0)
-
-    def ok(lam):
-        return step_s(lam * a * finite_t) <= finite_t * (1.0 - lam * tp)
-
-    hi = np.minimum(1.0 / tp, np.maximum(_f(ceiling_rps), 0.0) * 2.0 + 1e-9)
-    zero = np.zeros(np.broadcast(t, tp, a, hi).shape)
-    rate = np.where(ok(zero), _bisect(ok, zero, hi + zero), 0.0)
-    return np.where(np.isfinite(t), rate, np.inf)
-
-
-def tpot_at_rate_general(step_s, arrival_rate: ArrayLike, prefill_s: ArrayLike,
-                         output_tokens: ArrayLike, longest_s: float = 1e4) -> np.ndarray:
-    """Smallest fixed point of ``TPOT (1 - λ t_p) = step_s(λ A TPOT)`` by bisection [s]; inf if none below 10^4 s.
-
-    For a step time concave or linear in the batch, ``step_s(λ A s) <= s (1 - λ t_p)`` holds exactly from the
-    fixed point upward, so the condition is monotone in s.
-    """
-    lam, tp, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
-    lam = np.where(np.isfinite(lam), lam, 0.0)
-    share = 1.0 - lam * tp
-
-    def ok(s):
-        return step_s(lam * a * s) <= s * share
-
-    shape = np.broadcast(lam, tp, a).shape
-    top = np.array(longest_s)
-    found = ok(top) & (share > 0)
-    lowest_bad = _bisect(lambda s: ~ok(s), np.zeros(shape), top)
-    return np.where(found & np.isfinite(_f(arrival_rate)), lowest_bad, np.inf)
-
-
 def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
                            ceiling_rps: ArrayLike) -> np.ndarray:
-    """``max_rate_for_tpot_general`` solved per row with Chandrupatla's method (``largest_rate_meeting``).
+    """Largest λ with ``step(λ A T) <= T (1 - λ t_p)`` for a step time rising in the batch, per row [requests/s].
 
-    ``step_rows(batch, rows)`` is the step time of rows ``rows`` (indices into the flattened arrays) at
-    batches ``batch``. The bound is the root of ``t_step(λ A T) - T (1 - λ t_p)`` (rising in λ) to 2.5e-13
-    relative, on the side that keeps the promise: about ten step evaluations a row instead of a hundred.
+    The left side rises and the right side falls with λ, so the condition holds on [0, λ*]; used where MoE
+    makes the weight read concave in the batch. ``step_rows(batch, rows)`` is the step time of rows ``rows``
+    (indices into the flattened arrays) at batches ``batch``. The bound is the root of
+    ``t_step(λ A T) - T (1 - λ t_p)`` (rising in λ) to 2.5e-13 relative, on the side that keeps the promise.
     """
     t, tp, a, ceiling = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens), _f(ceiling_rps)
     shape = np.broadcast_shapes(t.shape, tp.shape, a.shape, ceiling.shape)
@@ -162,8 +90,8 @@ def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLik
 
 def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
                       longest_s: ArrayLike = 1e4) -> np.ndarray:
-    """``tpot_at_rate_general`` solved per row with Chandrupatla's method [s]; inf where no fixed point below
-    ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
+    """Smallest fixed point of ``TPOT (1 - λ t_p) = step(λ A TPOT)`` per row (Chandrupatla's method) [s]; inf where
+    there is none below ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
 
     The fixed point is where ``s (1 - λ t_p) - t_step(λ A s)`` turns positive (once, for a step time concave
     or linear in the batch); the answer is the last s below it, as the bisection's, to 2.5e-13 relative.

@@ -12,9 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
+from ._numeric import as_float as _f
 
 
 def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple, bracket=None,
