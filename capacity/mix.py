@@ -38,7 +38,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from . import memory, roofline, slo
-from .analysis import StepModel, _inputs, step_model
+from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s
 from .errors import ScenarioError
 from .specs import SLO_FIELDS, as_number, check_section, non_negative_int, positive, text
 
@@ -221,9 +221,9 @@ class MixModel:
     # --- the mean model at a load -------------------------------------------------------------------
 
     def tpot_s(self, rate_rps: Any) -> np.ndarray:
-        """Mean TPOT at total load λ, the same for every class: ``slo.tpot_at_rate_s`` on the mix [s]."""
+        """Mean TPOT at total load λ, the same for every class: ``analysis.tpot_at_rates_s`` on the mix [s]."""
         lam = np.asarray(rate_rps, float)
-        tpot = slo.tpot_at_rate_s(lam, self.prefill_s, self.output_tokens, self.pieces)
+        tpot = tpot_at_rates_s(self.model, self.pieces, self.prefill_s, self.output_tokens, self.batch_max, lam)
         return np.where(lam < self.ceiling_rps, tpot, np.inf)
 
     def decode_step_at_s(self, rate_rps: Any) -> np.ndarray:
@@ -285,7 +285,7 @@ class MixModel:
 def mix_model(scenario: Any, classes: Sequence[WorkloadClass] | None = None) -> MixModel:
     """Compose the model layer's functions for a mix on ``scenario``'s model, GPU and serving settings."""
     classes = tuple(classes if classes is not None else classes_of(scenario))
-    x = _inputs(scenario.inputs())
+    x = complete_inputs(scenario.inputs())
     bs = float(x["block_size"])
     rows: list[tuple[int, float, float, float, float]] = []  # class, weight, prompt, output, prefix tokens
     for j, c in enumerate(classes):

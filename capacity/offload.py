@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import memory
-from .analysis import _inputs, step_model
+from .analysis import complete_inputs, step_model
 
 
 def reload_s(tokens: ArrayLike, kv_bytes_per_token: ArrayLike, link_bandwidth: ArrayLike) -> np.ndarray:
@@ -46,7 +46,7 @@ def offload(scenario: Any, cpu_memory_bytes: float, link_bandwidth: float, histo
     ``ttft_saved_s`` (recompute - reload; > 0: loading back beats prefilling again)."""
     r = scenario.evaluate()
     kv = r["kv_bytes_per_token_per_gpu"]
-    model = step_model(_inputs(scenario.inputs()), np.asarray(r["context_tokens"]))[0]
+    model = step_model(complete_inputs(scenario.inputs()), np.asarray(r["context_tokens"]))[0]
     on_gpu = float(sessions_held(r["pool_bytes"], history_tokens, kv))
     back = float(reload_s(history_tokens, kv, link_bandwidth))
     again = float(model.prefill_s(history_tokens))

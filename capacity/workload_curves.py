@@ -21,7 +21,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from . import memory
-from .analysis import _inputs
+from .analysis import complete_inputs
 from .mix import mix_model
 from .percentiles import class_latency
 
@@ -34,7 +34,7 @@ def concurrency_curve(scenario: Any, context_tokens: ArrayLike | None = None) ->
     the engine's max_model_len.
     """
     r = scenario.evaluate()
-    x = _inputs(scenario.inputs())
+    x = complete_inputs(scenario.inputs())
     top = float(x["max_model_len"])
     tokens = np.asarray(context_tokens, float) if context_tokens is not None else \
         np.unique(np.append(2.0 ** np.arange(8, int(np.log2(top)) + 1), top))
