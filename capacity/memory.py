@@ -108,6 +108,17 @@ def shared_blocks(prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray
 
 
 @scalar_out
+def shared_blocks_held(prefix_tokens: ArrayLike, block_size: ArrayLike, sliding_window: ArrayLike = np.inf,
+                       local_fraction: ArrayLike = 0.0) -> np.ndarray:
+    """Prefix blocks held once, all layers averaged: ``(1 - f) h + f min(h, ceil(window / bs))`` [blocks] with
+    ``h = shared_blocks``: local (sliding-window) layers keep at most the window of the prefix."""
+    bs, f = np.asarray(block_size, float), np.asarray(local_fraction, float)
+    shared = shared_blocks(prefix_tokens, bs)
+    window_blocks = blocks_for(np.minimum(sliding_window, 1e18), bs)  # a finite stand-in for "no window"
+    return (1.0 - f) * shared + f * np.minimum(shared, window_blocks)
+
+
+@scalar_out
 def private_blocks(tokens_per_request: ArrayLike, prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray:
     """Blocks each request owns alone: ``blocks_for(tokens - shared_blocks * bs, bs)``.
 
@@ -135,8 +146,7 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
     private_tokens = np.asarray(tokens_per_request, float) - shared * bs
     local = np.asarray(local_fraction, float)
     if np.any(local > 0):
-        window_blocks = blocks_for(np.minimum(sliding_window, 1e18), bs)  # a finite stand-in for "no window"
-        shared = (1.0 - local) * shared + local * np.minimum(shared, window_blocks)
+        shared = shared_blocks_held(prefix_tokens, bs, sliding_window, local)
     private = request_blocks(private_tokens, bs, sliding_window, local)
     with np.errstate(divide="ignore", invalid="ignore"):
         fit = np.where(pool >= shared, floor_count((pool - shared) / private), 0.0)

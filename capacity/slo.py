@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._numeric import as_float as _f
-from .solve import largest_rate_meeting
+from .solve import SolveTrace, largest_rate_meeting
 
 
 def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
@@ -37,17 +37,24 @@ def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens:
 
     ``max_i a_i / (1 - λ t_p - λ A m_i)``; infinite when a denominator is <= 0 (decode cannot keep up).
     """
-    lam, tp, a_tokens = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
-    share, per_request = 1.0 - lam * tp, lam * a_tokens
     worst = None
     with np.errstate(divide="ignore", invalid="ignore"):
-        for a, m in pieces:
-            denominator = share - per_request * m
+        for (a, _), denominator in zip(pieces, tpot_denominators(arrival_rate, prefill_s, output_tokens, pieces),
+                                       strict=True):
             # A piece through the origin (no overhead) holds for every TPOT right at its limit: it adds nothing.
             bound = np.where(_f(a) == 0, np.where(denominator > -1e-12, 0.0, np.inf), np.inf)
             value = np.where(denominator > 0, a / denominator, bound)
             worst = value if worst is None else np.maximum(worst, value)
     return np.maximum(worst, 0.0)
+
+
+def tpot_denominators(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
+                      pieces: tuple) -> list[np.ndarray]:
+    """``1 - λ t_p - λ A m_i`` for each piece i of the step [-]: the share of time left to decode at load λ less
+    what the batch the piece's slope adds; TPOT is ``a_i`` over it (``tpot_at_rate_s``)."""
+    lam, tp, a_tokens = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
+    share, per_request = 1.0 - lam * tp, lam * a_tokens
+    return [share - per_request * m for _, m in pieces]
 
 
 def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
@@ -66,7 +73,7 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
 
 
 def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                           ceiling_rps: ArrayLike) -> np.ndarray:
+                           ceiling_rps: ArrayLike, trace: SolveTrace | None = None) -> np.ndarray:
     """Largest λ with ``step(λ A T) <= T (1 - λ t_p)`` for a step time rising in the batch, per row [requests/s].
 
     The left side rises and the right side falls with λ, so the condition holds on [0, λ*]; used where MoE
@@ -84,12 +91,12 @@ def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLik
         return step_rows(lam * a_ * t_, rows.astype(np.intp)) - t_ * (1.0 - lam * tp_)
 
     rate = largest_rate_meeting(excess, np.where(finite, 0.0, np.inf), hi, (ids, np.where(finite, t, 1.0), tp, a),
-                                ratio=False)
+                                ratio=False, trace=trace)
     return np.where(finite, rate, np.inf)
 
 
 def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                      longest_s: ArrayLike = 1e4) -> np.ndarray:
+                      longest_s: ArrayLike = 1e4, trace: SolveTrace | None = None) -> np.ndarray:
     """Smallest fixed point of ``TPOT (1 - λ t_p) = step(λ A TPOT)`` per row (Chandrupatla's method) [s]; inf where
     there is none below ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
 
@@ -112,7 +119,7 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
     found = (step_rows(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), ids.reshape(-1)).reshape(shape)
              <= longest_s * share) & (share > 0)
     fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (ids, lam, a, share),
-                                 ratio=False)
+                                 ratio=False, trace=trace)
     return np.where(found & known, fixed, np.inf)
 
 
@@ -195,7 +202,8 @@ def _ttft_of_rate(lam, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem
 
 
 def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
-                          prefill_compute_s: ArrayLike, output_tokens: ArrayLike, pieces: tuple) -> np.ndarray:
+                          prefill_compute_s: ArrayLike, output_tokens: ArrayLike, pieces: tuple,
+                          trace: SolveTrace | None = None) -> np.ndarray:
     """Largest λ with ``TTFT(λ) <= D`` (``ttft_at_rate_s``, decode step from the dense ``pieces``) [requests/s].
 
     0 when the prefill alone exceeds D; the ceiling when even the load just below it keeps the promise;
@@ -207,16 +215,18 @@ def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_r
     (a_mem, m_mem), (a_comp, m_comp) = pieces
     rate = largest_rate_meeting(_ttft_of_rate, np.where(finite, d, np.inf), ceiling,
                                 (prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp),
-                                bracket=_ttft_bracket)
+                                bracket=ttft_rate_bracket, trace=trace)
     return np.where(finite, rate, np.inf)
 
 
-def _ttft_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
-    """Rates ``(lo, up)`` with ``TTFT(lo) <= D <= TTFT(up)`` from quadratic bounds on ``ttft_queue_s``.
+def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
+    """Rates ``(lo, up, terms)`` with ``TTFT(lo) <= D <= TTFT(up)`` from quadratic bounds on ``ttft_queue_s``.
 
     With ``y = D - t_p``: ``L* >= λ t_p²`` gives ``(1/2 + λc) λ t_p² >= y`` at the root, so the root is at most
     ``up``; below ``up`` the decode step is at most ``s(up)`` and ``L* <= s(up) + λ t_p L_p(up)``, so the
     root is at least ``lo``. Both are roots of quadratics ``A λ² + B λ = C`` taken as ``2C / (B + √(B² + 4AC))``.
+    ``terms``: every value on the way (y, b_up, up, the decode step, ρ and prefill pass at up, a_lo, b_lo, c_lo,
+    the lower root, lo), for a reader that shows the solve.
     """
     tp, c = prefill_s, prefill_compute_s
     y = np.maximum(target - tp, 0.0)
@@ -227,9 +237,11 @@ def _ttft_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_
         rho = up * c
         longest = tp - c + c / (1.0 - rho * rho)
         a_lo, b_lo, c_lo = c * tp * longest, 0.5 * tp * longest + c * step, y - 0.5 * step
-        lo = 2.0 * c_lo / (b_lo + np.sqrt(b_lo * b_lo + 4.0 * a_lo * c_lo))
-        lo = np.where((c_lo > 0) & (rho < 1.0) & (lo < up), lo, 0.0)
-    return lo, np.where(up >= 0, up, np.inf)
+        root = 2.0 * c_lo / (b_lo + np.sqrt(b_lo * b_lo + 4.0 * a_lo * c_lo))
+        lo = np.where((c_lo > 0) & (rho < 1.0) & (root < up), root, 0.0)
+    terms = {"y": y, "b_up": b_up, "up": up, "decode step at up": step, "rho at up": rho,
+             "prefill pass at up": longest, "a_lo": a_lo, "b_lo": b_lo, "c_lo": c_lo, "lo root": root, "lo": lo}
+    return lo, np.where(up >= 0, up, np.inf), terms
 
 
 def goodput_rps(ceiling_rps: ArrayLike, max_rate_for_tpot_rps: ArrayLike,
