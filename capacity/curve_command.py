@@ -106,6 +106,9 @@ def tables(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _clean(value: Any) -> Any:
+    """JSON-safe: non-finite numbers as None, nested mappings cleaned too."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

@@ -110,6 +110,13 @@ def test_capacity_curve_command(scenario_dir, capsys):
     assert main(["curve", mix, "--kind", "classes", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["class"] for r in rows] == ["chat", "rag", "all"]
+    assert main(["curve", mix, "--kind", "knee", "--points", "4", "--format", "json"]) == 0
+
+    def strict(name):
+        raise ValueError(f"{name} is not JSON")
+
+    knee_row = json.loads(capsys.readouterr().out, parse_constant=strict)["summary"]["knee"]
+    assert 0 < knee_row["load_fraction"] < 1
     assert main(["curve", mix, "--kind", "knee", "--points", "4", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("rate_rps,load_fraction,output_tokens_per_s")
     assert main(["curve", mix, "--kind", "daily", "--peak-rps", "30"]) == 0
