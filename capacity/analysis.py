@@ -639,7 +639,10 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
                            LONGEST_TPOT_S)
-    return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest, trace=trace)
+    step_rows = model.step_rows
+    if model._table.shape[1] == 1:  # one replica at many rates (the load curves): every row is that replica's
+        step_rows = lambda batch, rows: model.step_rows(batch, np.zeros_like(rows))  # noqa: E731
+    return slo.tpot_at_rate_rows(step_rows, lam, prefill_s, output_tokens, longest, trace=trace)
 
 
 #: Least upper end of the MoE TPOT fixed-point search [s].
