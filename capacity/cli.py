@@ -72,7 +72,7 @@ def render_table(results: Results) -> str:
 
 
 def render_json(results: Results) -> str:
-    """The report as one JSON object: every result in base units at the top level (SPEC's keys among them),
+    """The report as one JSON object: every result in base units at the top level (the contract's keys among them),
     plus inputs with units and sources, binding resource, assumptions and the scenario (see ``report.py``)."""
     from .report import report_for, to_json
 

@@ -414,7 +414,7 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
 
     Catalog figures are peak and take the catalog's efficiency factors; a figure the
     user gives explicitly is taken as effective (efficiency 1) unless the user also
-    gives its efficiency key (SPEC, "Interfaces"). A catalog GPU's memory is the total
+    gives its efficiency key (docs/model.md, symbols BW and F). A catalog GPU's memory is the total
     the device reports (``memory_usable``, e.g. 81,559 MiB for an "80GB" H100) where the
     catalog has that reading, else the datasheet figure.
     """
