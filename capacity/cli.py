@@ -33,6 +33,8 @@ EXTERNAL: dict[str, tuple[str, str, str, str]] = {
               "capacity.fleet_command", "add_fleet_command", "run_fleet"),
     "search": ("simulate engine settings to find the cheapest that keeps the promises",
                "capacity.search", "add_search_command", "run_search"),
+    "curve": ("curves and per-class sizing of a workload mix (concurrency, knee, classes, daily, guidance)",
+              "capacity.curve_command", "add_curve_command", "run_curve"),
 }
 
 
@@ -101,7 +103,7 @@ def render_table(results: Results) -> str:
 
 
 def render_json(results: Results) -> str:
-    """The report as one JSON object: every result in base units at the top level (SPEC's keys among them),
+    """The report as one JSON object: every result in base units at the top level (the contract's keys among them),
     plus inputs with units and sources, binding resource, assumptions and the scenario (see ``report.py``)."""
     from .report import report_for, to_json
 

@@ -65,6 +65,7 @@ def commands(path: str, bench: str) -> dict[str, list[str]]:
         "calibrate": ["calibrate", path, bench],
         "search": ["search", path, "--tp", "1", "--max-num-seqs", "64", "--max-batched-tokens", "2048", "--chunked",
                    "off", "--requests", "50", "--workers", "1"],
+        "curve": ["curve", path, "--kind", "classes", "--format", "json"],
     }
 
 
@@ -126,7 +127,7 @@ def _files(tmp: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "search"]
+SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "curve", "search"]
 
 
 def test_the_suite_covers_every_subcommand():
