@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import slo
 from .scenario import Results
 from .units import format_time
@@ -22,7 +24,7 @@ HOURS_PER_MONTH = 730.0
 
 
 def cost_per_hour(results: Results) -> float | None:
-    """GPU cost of the whole sizing: ``price per GPU-hour x GPUs per replica x replicas`` [$/h]; None without a price."""
+    """GPU cost of the whole sizing: ``price per GPU-hour x GPUs per replica x replicas`` [$/h]; None if no price."""
     gpu = results.scenario.gpu
     if gpu.price_per_hour is None:
         return None
@@ -39,15 +41,17 @@ def monthly_cost(results: Results) -> float | None:
     return cost_per_month(cost_per_hour(results))
 
 
-def cost_per_million_output_tokens(per_hour: float | None, load_rps: float, output_tokens: float) -> float:
+def cost_per_million_output_tokens(per_hour: float | None | np.ndarray, load_rps: float | np.ndarray,
+                                   output_tokens: float) -> float | np.ndarray:
     """GPU cost over the output tokens a load produces: ``per_hour / (λ A 3600) x 1e6`` [$]; inf at no load.
 
     The headline's figure (``cost_per_million_tokens``, at the goodput) is this at one replica; a fleet sized
-    for a load uses it at that load. NaN when no price is set.
+    for a load uses it at that load (arrays of fleets at once). NaN when no price is set.
     """
     if per_hour is None:
         return math.nan
-    return float(slo.cost_per_million_tokens(per_hour, 1.0, load_rps, output_tokens))
+    value = slo.cost_per_million_tokens(per_hour, 1.0, load_rps, output_tokens)
+    return float(value) if np.ndim(value) == 0 else value
 
 
 def memory_split(results: Results) -> dict[str, float]:
@@ -69,7 +73,7 @@ def usable_bytes(results: Results) -> float:
 
 
 def paged_over_contiguous(results: Results) -> float:
-    """How many times more requests paged blocks fit than contiguous reservations [x]; inf when none fit contiguously."""
+    """How many times more requests paged blocks fit than contiguous reservations [x]; inf if none fit so."""
     contiguous = results["max_requests_contiguous"]
     return results["max_requests_paged"] / contiguous if contiguous > 0 else math.inf
 
@@ -77,6 +81,11 @@ def paged_over_contiguous(results: Results) -> float:
 def capacity_gap_rps(results: Results) -> float:
     """Load the promises give up: ``ceiling - goodput`` [requests/s]."""
     return results["ceiling_rps"] - results["goodput_rps"]
+
+
+def per_user_tokens_per_s(tpot_s: float) -> float:
+    """What one user sees at a time per output token: ``1 / TPOT`` [tokens/s]; a 50 ms promise is 20 tokens/s."""
+    return 1.0 / tpot_s
 
 
 def what_binds(results: Results) -> str:
@@ -123,6 +132,20 @@ def answer(results: Results) -> str:
             f"{promise} {price}; {binds} is what binds.")
 
 
-__all__ = ["HOURS_PER_MONTH", "answer", "capacity_gap_rps", "cost_per_hour", "cost_per_million_output_tokens",
-           "cost_per_month", "hardware", "memory_split", "monthly_cost", "paged_over_contiguous", "usable_bytes",
-           "what_binds"]
+def cautions(results: Results) -> list[str]:
+    """What an engine would refuse or a buyer would ask about that the numbers alone do not say.
+
+    Today: a max model length beyond the model's context window (vLLM refuses to start with it).
+    """
+    s = results.scenario
+    out = []
+    window, length = s.model.max_position_embeddings, s.serving.max_model_len
+    if window and length and length > window:
+        out.append(f"max model length {length:,} tokens exceeds {s.model.name}'s context window ({window:,} tokens): "
+                   "vLLM refuses to start with it")
+    return out
+
+
+__all__ = ["HOURS_PER_MONTH", "answer", "capacity_gap_rps", "cautions", "cost_per_hour",
+           "cost_per_million_output_tokens", "cost_per_month", "hardware", "memory_split", "monthly_cost",
+           "paged_over_contiguous", "per_user_tokens_per_s", "usable_bytes", "what_binds"]

@@ -71,3 +71,28 @@ def test_nothing_fits_says_so():
     r = essay("essay-001-sale-day.yaml", serving={"memory_utilization": 0.201}).evaluate()
     assert r["batch_max"] == 0
     assert "does not fit" in answer(r)
+
+
+def test_concurrency_falls_with_context_length_as_essay_000_counts():
+    from capacity.curves import concurrency_curve, decode_curve
+
+    r = essay("essay-000-paging.yaml").evaluate()
+    curve = concurrency_curve(r, [1024, 1800, 32768])
+    # 28,672 blocks of 16 tokens: 1K-token requests take 64 blocks (448 fit), 1,800 take 113 (253), 32K take 2,048 (14).
+    assert list(curve["paged"]) == [28_672 // 64, 253, 14]
+    knee = decode_curve(r, [1, 64])
+    assert knee["per_user_tokens_per_s"].iloc[0] == pytest.approx(1 / knee["step_s"].iloc[0])
+    assert knee["per_user_tokens_per_s"].iloc[1] < knee["per_user_tokens_per_s"].iloc[0]
+    assert knee["tokens_per_s"].iloc[1] > knee["tokens_per_s"].iloc[0]
+
+
+def test_a_max_model_length_beyond_the_context_window_is_flagged():
+    from capacity.answer import cautions
+
+    data = yaml.safe_load((SCENARIOS / "chat-llama-3.1-8b-h100.yaml").read_text())
+    data["model"] = {"name": "llama-3-8b"}  # an 8,192-token context window (config.json max_position_embeddings)
+    assert cautions(Scenario.from_dict(data).evaluate()) == []
+    data["serving"]["max_model_len"] = 32_768
+    data["workload"] = {"prompt_tokens": 1000, "output_tokens": 200}
+    (line,) = cautions(Scenario.from_dict(data).evaluate())
+    assert "32,768" in line and "8,192" in line
