@@ -21,23 +21,24 @@ def _figure(data: list[dict], title: str, x: str, y: str, marks: list[tuple] = (
             **layout) -> dict:
     """A figure with vertical/horizontal marks: (axis 'x' or 'y', value, colour, dash, label, y-axis ref).
 
-    Plotly places shapes and annotations on a logarithmic axis in log10 units: marks on the axes named in
-    ``log_axes`` ("y2", "x") are converted, so a 200 ms line sits at 200 ms.
+    On a logarithmic axis Plotly takes shapes in data units but annotations in log10 units: the labels of marks
+    on the axes named in ``log_axes`` ("y2", "x") are converted, so a 200 ms promise is labelled at 200 ms
+    (a raw 200 there stretched the axis to 1e200).
     """
     shapes, notes = [], []
     for axis, value, colour, dash, label, yref in marks:
-        if (axis == "x" and "x" in log_axes) or (axis == "y" and yref in log_axes):
-            value = float(np.log10(value))
+        at = float(np.log10(value)) if (axis == "x" and "x" in log_axes) or (axis == "y" and yref in log_axes) \
+            else value
         line = {"color": colour, "dash": dash, "width": 1.5}
         if axis == "x":
             shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": value, "x1": value, "y0": 0, "y1": 1,
                            "line": line})
-            notes.append({"x": value, "xref": "x", "yref": "paper", "y": 1.0 - 0.08 * len(notes), "text": label,
+            notes.append({"x": at, "xref": "x", "yref": "paper", "y": 1.0 - 0.08 * len(notes), "text": label,
                           "showarrow": False, "xanchor": "left", "font": {"size": 11}})
         else:
             shapes.append({"type": "line", "xref": "paper", "yref": yref, "x0": 0, "x1": 1, "y0": value, "y1": value,
                            "line": line})
-            notes.append({"x": 0.01, "xref": "paper", "yref": yref, "y": value, "text": label, "showarrow": False,
+            notes.append({"x": 0.01, "xref": "paper", "yref": yref, "y": at, "text": label, "showarrow": False,
                           "xanchor": "left", "yanchor": "bottom", "font": {"size": 11}})
     base = {"title": {"text": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
             "height": 360, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
@@ -120,9 +121,9 @@ def context_chart(curve: pd.DataFrame, tokens_now: float, fits_now: float) -> di
              "mode": "lines+markers", "hovertemplate": "%{x:,.0f} tokens: %{y:,.0f} requests<extra></extra>"}]
     marks = [("x", tokens_now, "black", "dash", f"this workload: {tokens_now:,.0f} tokens, {fits_now:,.0f} fit", "y")]
     return _figure(data, "Concurrency vs context length", "tokens per request (prompt + answer)",
-                   "requests that fit at once", marks, ("x",), xaxis={"type": "log", "title": {
+                   "requests that fit at once", marks, ("x",), xaxis={"type": "log", "dtick": 1, "title": {
                        "text": "tokens per request (prompt + answer, log scale)"}},
-                   yaxis={"type": "log", "title": {"text": "requests that fit at once (log scale)"}})
+                   yaxis={"type": "log", "dtick": 1, "title": {"text": "requests that fit at once (log scale)"}})
 
 
 def knee_chart(curve: pd.DataFrame, batch_now: float, tpot_slo_s: float | None) -> dict:

@@ -120,11 +120,11 @@ def main() -> None:
     headline(results, ctx)
     for line in cautions(results):
         st.warning(plain(line))
-    with st.expander("Verdict: what binds and what would move it", expanded=True):
+    with st.expander("Verdict: what binds and what would move it", expanded=False):
         for line in cached_verdict(scenario_json):
-            st.markdown(f"- {plain(line)}")
+            st.markdown(f"- {plain(humanise(line))}")
         for note in results.notes():
-            st.caption(plain(f"Note: {note}"))
+            st.caption(plain(f"Note: {humanise(note)}"))
     render_downloads(st, results, name)
     view = st.segmented_control("View", list(VIEWS), key="view", label_visibility="collapsed") or next(iter(VIEWS))
     VIEWS[view](st, ctx)

@@ -128,7 +128,8 @@ def test_switching_gpu_takes_the_new_gpus_price():
     at.sidebar.selectbox(key="gpu").select("l40s").run()
     from capacity import catalog
 
-    assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(catalog.gpus()["l40s"]["price_per_hour"])
+    price = catalog.gpus()["l40s"]["price_per_hour"]
+    assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(price)
     assert_headline(at, Scenario.from_dict(saved(at)).evaluate())
 
 
@@ -343,3 +344,18 @@ def test_simulator_queue_limit_counts_503s():
     assert not at.exception and not at.error
     shown = at.dataframe[0].value.set_index("quantity")
     assert int(shown.loc["rejected (503)", "continuous"].replace(",", "")) > 0
+
+
+def test_the_ttft_promise_sits_at_its_value_on_the_log_axis():
+    # Issue 13: with a 200 ms TTFT promise the log axis ran from 1e-9 to 1e219 (the label was placed at 10^200).
+    import numpy as np
+    import pandas as pd
+
+    from app_views.charts import load_chart
+
+    curve = pd.DataFrame({"rate_rps": [0.0, 1.0], "tpot_s": [0.02, 0.03], "ttft_s": [0.1, 0.3]})
+    figure = load_chart(curve, 2.0, 1.5, 50.0, 200.0, 1.0)
+    line = next(s for s in figure["layout"]["shapes"] if s.get("yref") == "y2")
+    label = next(a for a in figure["layout"]["annotations"] if a.get("yref") == "y2")
+    assert line["y0"] == 200.0 and label["y"] == np.log10(200.0)
+    assert figure["layout"]["yaxis2"]["type"] == "log"
