@@ -17,6 +17,7 @@ round-trips exactly), ``name``, ``view``, and ``extra`` (JSON) for keys no widge
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -268,8 +269,18 @@ def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu
     return field.default if field.default is not None else (0 if field.kind == "int" else 0.0)
 
 
+def _key(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
 def widget_values(doc: Mapping[str, Any]) -> dict[str, Any]:
     """Every widget's value for the mapping (derived values filled in from the catalog)."""
+    return dict(_widget_values(_key(doc)))
+
+
+@functools.lru_cache(maxsize=256)
+def _widget_values(text: str) -> dict[str, Any]:
+    doc = json.loads(text)
     units = str(doc.get("units", "GB")) if doc.get("units") in UNITS else "GB"
     model, gpu = resolved(doc)
     values: dict[str, Any] = {}
@@ -293,11 +304,16 @@ def widget_values(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def catalog_value(doc: Mapping[str, Any], key: str) -> Any:
     """The value ``key`` would show without the user's override (the catalog's, or parameters x dtype)."""
+    return _catalog_value(_key(doc), key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _catalog_value(text: str, key: str) -> Any:
     field = FIELDS[key]
-    plain = copy.deepcopy(dict(doc))
+    plain = json.loads(text)
     _delete(plain, field.path)
     model, gpu = resolved(plain)
-    return _derived(field, plain, model, gpu, str(doc.get("units", "GB")))
+    return _derived(field, plain, model, gpu, str(plain.get("units", "GB")))
 
 
 def overridden(doc: Mapping[str, Any]) -> list[str]:
