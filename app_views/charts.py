@@ -151,6 +151,7 @@ def compare_chart(table: pd.DataFrame) -> dict:
     labels = ok["gpu"] if ok["model"].nunique() <= 1 else ok["model"] + " on " + ok["gpu"]
     data = [{"type": "bar", "x": labels, "y": ok["goodput_rps"], "name": "goodput (requests/s)"},
             {"type": "scatter", "x": labels, "y": ok["cost_per_million_tokens"], "yaxis": "y2",
-             "name": "$ per million output tokens", "mode": "markers", "marker": {"size": 12}}]
+             "name": "$ per M output tokens", "mode": "markers", "marker": {"size": 12}}]
     return _figure(data, "Same workload on each GPU and model", "", "requests/s",
-                   yaxis2={"overlaying": "y", "side": "right", "title": {"text": "$ / M tokens"}})
+                   yaxis2={"overlaying": "y", "side": "right", "title": {"text": "$ per M output tokens"},
+                           "tickprefix": "$", "rangemode": "tozero"}, yaxis={"title": {"text": "goodput (requests/s)"}})

@@ -146,7 +146,7 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
         m[0].metric("Cheapest that keeps the promises", f"{best['gpus']:,.0f} GPUs", help=layout)
         m[1].metric("Cost", f"${best['cost_per_hour']:,.2f} / hour")
         m[2].metric("Cost per month", f"${cost_per_month(best['cost_per_hour']):,.0f}")
-        m[3].metric("$ per M output tokens", _money(cost_per_million_output_tokens(
+        m[3].metric("$ per M output tokens at your load", _money(cost_per_million_output_tokens(
             best["cost_per_hour"], ctx.load_rps, output_tokens)))
         st_.caption(f"{layout}: TPOT {_time(best['tpot_at_design_s'])} and TTFT {_time(best['ttft_at_design_s'])} "
                     f"at the peak load, {best['load_per_replica_rps']:,.2f} requests/s per replica.")

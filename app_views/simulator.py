@@ -169,7 +169,7 @@ def render(st_: Any, ctx: Context) -> None:
     summaries = {policy: runs[policy][0] for policy in POLICIES}
     table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in POLICIES}}
                           for key, label in ROWS])
-    left, right = st_.columns([2, 3])
+    left, right = st_.columns([1, 1])
     left.dataframe(table, hide_index=True, width="stretch")
     ratio = summaries["static"]["mean_ttft_s"] / max(summaries["continuous"]["mean_ttft_s"], 1e-12)
     left.caption(f"Continuous batching cuts mean TTFT {ratio:,.1f}x here; {st.session_state['sim_arrival_label']}, "

@@ -43,7 +43,7 @@ def test_the_view_sizes_the_entered_load_and_shows_the_cheapest_option(app):
     assert shown["Cheapest that keeps the promises"] == f"{best['gpus']:,.0f} GPUs"  # 15: separate pools
     assert shown["Cost"] == f"${best['cost_per_hour']:,.2f} / hour"
     # One definition of $/M output tokens: $30/h over 100 requests/s x 300 tokens x 3600 s.
-    assert shown["$ per M output tokens"] == f"${30.0 / (100 * 300 * 3600) * 1e6:,.3f}"
+    assert shown["$ per M output tokens at your load"] == f"${30.0 / (100 * 300 * 3600) * 1e6:,.3f}"
     table = at.dataframe[0].value
     assert len(table) == len(expected) and table.iloc[0]["GPUs"] == "15"
     assert any("back" in m.value for m in at.markdown)
