@@ -11,12 +11,12 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from . import memory, slo
-from .analysis import StepModel, _inputs, step_model, ttft_at_rates_s
+from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s, ttft_at_rates_s
 from .scenario import Results
 
 
 def _model(results: Results) -> StepModel:
-    return step_model(_inputs(results.scenario.inputs()), np.asarray(results["context_tokens"]))[0]
+    return step_model(complete_inputs(results.scenario.inputs()), np.asarray(results["context_tokens"]))[0]
 
 
 def decode_curve(results: Results, batches: ArrayLike) -> pd.DataFrame:
@@ -52,10 +52,7 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     model = _model(results)
     lam = np.asarray(rates, dtype=float)
     a_tokens = results.scenario.workload.output_tokens
-    if model.moe:
-        tpot = slo.tpot_at_rate_general(model.step_s, lam, results["prefill_s"], a_tokens)
-    else:
-        tpot = slo.tpot_at_rate_s(lam, results["prefill_s"], a_tokens, model.pieces())
+    tpot = tpot_at_rates_s(model, model.pieces(), results["prefill_s"], a_tokens, results["batch_max"], lam)
     ttft = ttft_at_rates_s(model, results["prefill_tokens"], results["prefill_s"], results["ceiling_rps"], a_tokens,
                            lam)
     batch = slo.in_flight(lam, a_tokens, tpot)
@@ -71,7 +68,7 @@ def concurrency_curve(results: Results, tokens_per_request: ArrayLike) -> pd.Dat
     (capped by max_num_seqs). Essay 000's pool of 28,672 blocks of 16 tokens holds 28,672 requests of one block
     (16 tokens) but 14 of 32K tokens.
     """
-    x = _inputs(results.scenario.inputs())
+    x = complete_inputs(results.scenario.inputs())
     t = np.asarray(tokens_per_request, dtype=float)
     paged = memory.max_requests_paged(results["pool_blocks"], t, x["block_size"], x["sliding_window"],
                                       x["local_layer_fraction"])

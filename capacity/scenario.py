@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
+from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
+from .checks import input_problems
 from .errors import ScenarioError
-from .files import read_text_limited
 from .profiles import resolve_profile
 from .specs import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_BATCHED_TOKENS,
+    DEFAULT_MEMORY_UTILIZATION,
     SERVING_FIELDS,
     SLO_FIELDS,
     WORKLOAD_FIELDS,
@@ -34,9 +37,7 @@ from .specs import (
     model_from_mapping,
     text,
 )
-
-#: Largest scenario file read [bytes]; a scenario is a few hundred bytes.
-MAX_SCENARIO_BYTES = 1_000_000
+from .yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 
 #: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
@@ -62,9 +63,10 @@ class Scenario:
         """Validate a scenario mapping; raise one ScenarioError listing every problem with its field path."""
         if not isinstance(data, Mapping):
             raise ScenarioError(f"a scenario must be a mapping with model, gpu, serving, workload; got {data!r:.80}")
-        if isinstance(data.get("gpu"), Mapping) and data["gpu"].get("profile"):
-            data = resolve_profile(data)  # a calibrated profile fills the efficiencies and overhead it fitted
         problems: list[str] = []
+        if isinstance(data.get("gpu"), Mapping) and data["gpu"].get("profile"):
+            problems.append(f"gpu.profile {data['gpu']['profile']!r} names a calibrated profile: read the scenario "
+                            f"with load_scenario (or apply profiles.resolve_profile to the mapping) first")
         for key in data:
             if key not in TOP_LEVEL:
                 problems.append(f"{key} is not a known scenario section; allowed: {', '.join(sorted(TOP_LEVEL))}")
@@ -87,11 +89,12 @@ class Scenario:
         if problems:
             raise ScenarioError(*problems)
         assert model is not None and gpu is not None
-        serving = Serving(memory_utilization=s.get("memory_utilization", 0.90), block_size=s.get("block_size", 16),
+        serving = Serving(memory_utilization=s.get("memory_utilization", DEFAULT_MEMORY_UTILIZATION),
+                          block_size=s.get("block_size", DEFAULT_BLOCK_SIZE),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),
                           step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"),
                           reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES),
-                          max_batched_tokens=s.get("max_batched_tokens", 8192),
+                          max_batched_tokens=s.get("max_batched_tokens", DEFAULT_MAX_BATCHED_TOKENS),
                           kv_transfer_bandwidth=s.get("kv_transfer_bandwidth"))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
@@ -102,28 +105,10 @@ class Scenario:
         return scenario
 
     def check(self) -> None:
-        """Cross-field checks: what no engine would accept for this model, GPU and workload."""
-        problems = []
-        w, s = self.workload, self.serving
-        if w.shared_prefix_tokens > w.prompt_tokens:
-            problems.append(f"workload.shared_prefix_tokens ({w.shared_prefix_tokens}) must not exceed "
-                            f"workload.prompt_tokens ({w.prompt_tokens})")
-        if s.max_model_len is not None and s.max_model_len < w.tokens_per_request:
-            problems.append(f"serving.max_model_len ({s.max_model_len}) is shorter than one request "
-                            f"(prompt + output = {w.tokens_per_request} tokens)")
-        if self.gpu.count > 1 and self.model.attention_heads and self.model.attention_heads % self.gpu.count:
-            problems.append(f"gpu.count ({self.gpu.count}) must divide the model's {self.model.attention_heads} "
-                            f"attention heads for tensor parallelism")
-        weights_per_gpu = self.model.weight_bytes / self.gpu.gpus_per_replica
-        usable = self.gpu.memory_bytes * s.memory_utilization - s.reserved_bytes
-        if weights_per_gpu >= usable:
-            problems.append(
-                f"the weights ({weights_per_gpu / 1e9:,.2f} GB per GPU) do not fit in the usable memory "
-                f"({usable / 1e9:,.2f} GB = gpu.memory x serving.memory_utilization {s.memory_utilization}"
-                f"{' - reserves' if s.reserved_bytes else ''}): "
-                f"no room for a KV pool; use more GPUs (gpu.count), a smaller weight_dtype or a larger GPU")
+        """Cross-field checks: what no engine would accept for this model, GPU and workload (``checks``)."""
+        problems = input_problems(self.inputs(), self.model.attention_heads or 0)
         if problems:
-            raise ScenarioError(*problems)
+            raise ScenarioError(*problems[0])
 
     def inputs(self) -> dict[str, float]:
         """The flat inputs of ``analysis.INPUTS`` in base units; ``inf`` marks an unset option."""
@@ -197,7 +182,7 @@ class Results:
         for key, value in self.values.items():
             if isinstance(value, str):
                 out[key] = value
-            elif not math.isfinite(value):
+            elif finite_or_none(value) is None:
                 out[key] = None
             elif RESULTS[key][0] in ("blocks", "requests") and key != "goodput_in_flight":
                 out[key] = int(value)
@@ -230,27 +215,19 @@ class Results:
         return notes
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file (safe loading, size-limited)."""
-    return Scenario.from_dict(read_yaml(path))
+def read_scenario_mapping(path: str | Path, profiles: str | Path | None = None) -> Any:
+    """A scenario file as a mapping, with the calibrated profile it names in ``gpu.profile`` applied (the profile
+    catalog ``profiles``, default ``profiles.default_path()``): what ``Scenario.from_dict`` reads."""
+    data = read_yaml(path)
+    if not isinstance(data, Mapping):
+        return data
+    return resolve_profile(data, profiles)
 
 
-def read_yaml(path: str | Path, limit: int = MAX_SCENARIO_BYTES) -> Any:
-    """Safe-load a YAML file no larger than ``limit`` bytes; ScenarioError with the reason otherwise."""
-    return parse_yaml(read_text_limited(path, limit, "scenario file"), str(path))
+def load_scenario(path: str | Path, profiles: str | Path | None = None) -> Scenario:
+    """Read and validate a scenario YAML file (safe loading, size-limited; ``read_scenario_mapping``)."""
+    return Scenario.from_dict(read_scenario_mapping(path, profiles))
 
 
-def parse_yaml(text_: str, origin: str = "scenario") -> Any:
-    """Safe-load YAML text; a syntax error becomes a one-line ScenarioError with the line number."""
-    try:
-        return yaml.safe_load(text_)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ScenarioError(f"{origin} is not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise ScenarioError(f"{origin} is nested too deeply to be a scenario") from None
-
-
-__all__ = ["INPUTS", "RESULTS", "Results", "Scenario", "load_scenario", "parse_yaml", "read_yaml"]
+__all__ = ["INPUTS", "RESULTS", "MAX_SCENARIO_BYTES", "Results", "Scenario", "load_scenario", "parse_yaml",
+           "read_scenario_mapping", "read_yaml"]
