@@ -52,7 +52,9 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     model = _model(results)
     lam = np.asarray(rates, dtype=float)
     a_tokens = results.scenario.workload.output_tokens
-    tpot = tpot_at_rates_s(model, model.pieces(), results["prefill_s"], a_tokens, results["batch_max"], lam)
+    # An MoE model is solved row by row: give the one-row model one row per rate (the row solver indexes rows).
+    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if np.any(model.moe) and lam.ndim == 1 else model
+    tpot = tpot_at_rates_s(per_rate, model.pieces(), results["prefill_s"], a_tokens, results["batch_max"], lam)
     ttft = ttft_at_rates_s(model, results["prefill_tokens"], results["prefill_s"], results["ceiling_rps"], a_tokens,
                            lam)
     batch = slo.in_flight(lam, a_tokens, tpot)

@@ -96,3 +96,16 @@ def test_a_max_model_length_beyond_the_context_window_is_flagged():
     data["workload"] = {"prompt_tokens": 1000, "output_tokens": 200}
     (line,) = cautions(Scenario.from_dict(data).evaluate())
     assert "32,768" in line and "8,192" in line
+
+
+def test_load_curve_of_an_moe_model_matches_tpot_at_load():
+    # The Promise view's curve for mixtral (MoE, solved row by row) at the workload's 3 requests/s is the
+    # library's tpot_at_load_s; a curve of many rates on the one-row model used to fail with an IndexError.
+    import numpy as np
+
+    from capacity.curves import load_curve
+
+    r = essay("long-context-mixtral-h200.yaml").evaluate()
+    curve = load_curve(r, np.array([0.5, 3.0, 5.0]))
+    assert curve["tpot_s"].iloc[1] == pytest.approx(r["tpot_at_load_s"], rel=1e-9)
+    assert curve["tpot_s"].is_monotonic_increasing
