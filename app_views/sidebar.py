@@ -64,7 +64,8 @@ def sync(whole: bool = True) -> None:
     """Put the mapping's values into the widgets (callbacks and the first run only, before widgets are drawn)."""
     values = widget_values(doc())
     for key, value in values.items():
-        if whole or key not in st.session_state:
+        # Only what changed: a widget whose state is set is sent to the browser again and redrawn there.
+        if key not in st.session_state or (whole and st.session_state[key] != value):
             st.session_state[key] = value
 
 

@@ -10,7 +10,9 @@ Two figures, each the median (and p90) of several tries against a fresh ``stream
 Baseline printed alongside: the same rerun measured on the landing page with the Memory view (three
 Plotly charts) against the All numbers view (a table only), so the cost of the charts shows.
 
-    python benchmarks/bench_app_browser.py [N] [--loads 5]
+    python benchmarks/bench_app_browser.py [N] [--loads 5] [--root DIR]
+
+``--root`` runs another checkout's app.py (e.g. the previous release) for a baseline on the same machine.
 """
 
 from __future__ import annotations
@@ -58,13 +60,13 @@ METRIC = ('() => { const m = [...document.querySelectorAll(\'[data-testid="stMet
           ' return m ? m.querySelector(\'[data-testid="stMetricValue"]\').innerText.trim() : null; }')
 
 
-def main(n: int = 20, loads: int = 5) -> None:
+def main(n: int = 20, loads: int = 5, root: Path = ROOT) -> None:
     from playwright.sync_api import sync_playwright
 
     port = _port()
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless",
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(root / "app.py"), "--server.headless",
                                "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-                               "--server.fileWatcherType", "none"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               "--server.fileWatcherType", "none"], cwd=root, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -128,4 +130,6 @@ def main(n: int = 20, loads: int = 5) -> None:
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     loads = int(sys.argv[sys.argv.index("--loads") + 1]) if "--loads" in sys.argv else 5
-    main(int(args[0]) if args else 20, loads)
+    other = Path(sys.argv[sys.argv.index("--root") + 1]) if "--root" in sys.argv else ROOT
+    args = [a for a in args if a != str(other)]
+    main(int(args[0]) if args else 20, loads, other.resolve())
