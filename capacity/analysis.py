@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import memory, options, roofline, slo
+from . import engines, memory, options, roofline, slo
 
 #: Flat inputs: name -> (unit, meaning). ``inf`` means "not set" for the optional ones.
 INPUTS: dict[str, tuple[str, str]] = {
@@ -58,6 +58,9 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Serving options the analytic model compares (chunked prefill, prefill/decode pools).
     "max_batched_tokens": ("tokens", "token budget of one chunked-prefill iteration (decodes + prompt chunks)"),
     "kv_transfer_bandwidth": ("B/s", "link from a prefill to a decode replica for the KV cache (inf: free)"),
+    # Engine profiles (capacity.engines): TensorRT-LLM sizes its pool from the memory free after the weights.
+    "kv_free_fraction": ("-", "KV pool = fraction x (memory - weights - reserves) (TensorRT-LLM); 0: memory x "
+                              "utilisation - weights - reserves"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -65,7 +68,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "kv_latent_dim": 0.0, "sliding_window": np.inf, "local_layer_fraction": 0.0, "active_params": np.nan,
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
-    "max_batched_tokens": 8192.0, "kv_transfer_bandwidth": np.inf,
+    "max_batched_tokens": 8192.0, "kv_transfer_bandwidth": np.inf, "kv_free_fraction": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is SPEC's contract.
@@ -330,6 +333,9 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
                   memory.kv_bytes_per_token(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"]))
     w_gpu = x["weight_bytes"] / (tp * pp)
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
+    if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
+        pool = np.where(x["kv_free_fraction"] > 0, engines.pool_bytes_of_free(
+            x["gpu_memory_bytes"], x["kv_free_fraction"], w_gpu + x["reserved_bytes"]), pool)
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
     windowed = bool(np.any(local > 0))
     per_request = memory.request_blocks(tokens, bs, window, local)
