@@ -154,6 +154,7 @@ class _Probe:
     batch_max: float
     prompt_tokens: float
     output_tokens: float
+    fits: float = math.inf     # sequences of this shape the KV pool holds (max_num_seqs aside)
 
     def _terms(self, times: np.ndarray) -> Terms:
         base = float(times[2])
@@ -183,7 +184,8 @@ def _probe(scenario: Scenario) -> _Probe:
     w = scenario.workload
     model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))
     results = scenario.evaluate()  # memory results (batch_max, prefill tokens) do not depend on the factors
-    probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens))
+    probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens),
+                   float(results["max_requests_shared_prefix"]))
     _PROBES[id(scenario)] = (scenario, probe)
     if len(_PROBES) > 4096:
         _PROBES.clear()
@@ -205,7 +207,8 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
     if m not in METRICS:
         raise ScenarioError(f"metric {m!r} is not known; use one of {', '.join(METRICS)}")
     if obs.batch_size is not None:
-        b = float(obs.batch_size)
+        # A stated static batch that the KV pool cannot hold runs as the batch that fits (``batch_fits`` flags it).
+        b = float(obs.batch_size) if p.fits < 1 else min(float(obs.batch_size), p.fits)
         prefill, step = p.prefill(b * p.prompt_tokens), p.decode(b)
         if m in ("step_time_s", "tpot_s"):
             return step
@@ -250,6 +253,11 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
     if m == "latency_s":
         return prefill + step.scaled(a)
     return prefill.scaled(1.0 / a) + step.scaled(1.0 / b)
+
+
+def batch_fits(obs: Observation) -> bool:
+    """Whether the observation's stated static batch fits in the KV pool (True without a stated batch)."""
+    return obs.batch_size is None or obs.batch_size <= _probe(obs.scenario).fits
 
 
 def predict(obs: Observation, factors: Factors) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from capacity import Scenario, ScenarioError  # noqa: E402
-from capacity.calibration import FACTORS, Factors, Fit, Observation, fit_factors, predict, terms_for  # noqa: E402
+from capacity.calibration import (  # noqa: E402
+    FACTORS,
+    Factors,
+    Fit,
+    Observation,
+    batch_fits,
+    fit_factors,
+    predict,
+    terms_for,
+)
 from capacity.hf_config import model_from_config  # noqa: E402
 
 MEASUREMENTS = Path(__file__).resolve().parent / "measurements.yaml"
@@ -121,6 +131,12 @@ class Case:
     reserves_scenario: Scenario | None = None
     predicted: float = math.nan
     predicted_reserves: float = math.nan
+    engine: str = ""                      # engine profile applied ("" where the source names none)
+    engine_note: str = ""
+    plain_scenario: Scenario | None = None
+    plain_observation: Observation | None = None
+    plain: float = math.nan               # prediction without the engine profile (the essays' convention)
+    batch_note: str = ""                  # a stated static batch that does not fit
     loo_gpu: float = math.nan
     loo_all: float = math.nan
     loo_note: str = ""
@@ -141,6 +157,45 @@ class Case:
     @property
     def scale(self) -> float:
         return METRIC_MAP[self.point["metric"]][1]
+
+
+#: Settings a source states for all its points (quoted in those points' notes), by id prefix.
+SOURCE_SETTINGS: dict[str, tuple[dict[str, Any], str]] = {
+    "trtllm017-": ({"kv_cache_free_gpu_memory_fraction": 0.95},
+                   "stated: 'In majority of cases, we also use a higher KV cache percentage by setting "
+                   "--kv_cache_free_gpu_mem_fraction 0.95'"),
+    "trtllm10-": ({"kv_cache_free_gpu_memory_fraction": 0.95},
+                  "stated: 'In many cases, we also use ... --kv_cache_free_gpu_mem_fraction 0.95'"),
+}
+
+
+def engine_of(point: Mapping[str, Any]) -> tuple[str, str | None, str]:
+    """(engine profile key, version, why) from the point's ``engine`` text; ("", None, "") where none is named.
+
+    ``engine_profile``/``engine_version`` fields, where a point has them, win. NIM and the MLPerf NVIDIA harness
+    run TensorRT-LLM engines (mapping). vLLM versions: the number printed, else 'V0 engine' -> 0.6 (the V0 rules),
+    'V1 engine' -> 0.8, 'Dec 2023' -> 0.2; none stated -> the newest rules.
+    """
+    if point.get("engine_profile"):
+        return str(point["engine_profile"]), point.get("engine_version"), "stated in the point"
+    text_ = str(point.get("engine") or "")
+    low = text_.lower()
+    if "sglang" in low:
+        found = re.search(r"sglang\D{0,3}(\d+\.\d+(?:\.\d+)?)", low)
+        return "sglang", found.group(1) if found else None, "engine named by the source"
+    if "vllm" in low:
+        found = re.search(r"vllm\D{0,3}(\d+\.\d+(?:\.\d+)?)", low)
+        if found:
+            return "vllm", found.group(1), "engine and version named by the source"
+        for marker, version in (("v0 engine", "0.6"), ("v1 engine", "0.8"), ("dec 2023", "0.2")):
+            if marker in low:
+                return "vllm", version, f"mapping: '{marker}' -> vLLM {version} rules"
+        return "vllm", None, "engine named, version not: the newest rules"
+    if "tensorrt" in low or "nim" in low or "trt" in low:
+        found = re.search(r"tensorrt-llm\D{0,3}(\d+\.\d+(?:\.\d+)?)", low)
+        why = "engine named by the source" if "tensorrt-llm" in low else "mapping: NIM, MLPerf harness run TRT-LLM"
+        return "tensorrt-llm", found.group(1) if found else None, why
+    return "", None, ""
 
 
 def _rate(value: Any) -> float | None:
@@ -217,9 +272,21 @@ def build(point: dict[str, Any]) -> Case:
         workload = {"prompt_tokens": 1, "output_tokens": 1}  # memory metrics do not depend on the request
     else:
         workload = {"prompt_tokens": point["input_tokens"], "output_tokens": point["output_tokens"]}
+    if point.get("max_num_seqs"):
+        serving["max_num_seqs"] = int(point["max_num_seqs"])
     data = {"name": pid, "model": model, "gpu": gpu, "serving": serving, "workload": workload}
+    engine, version, why = engine_of(point)
+    engine_serving = dict(serving)
+    if engine:
+        engine_serving.update(engine=engine, **({"engine_version": version} if version else {}))
+        case.engine, case.engine_note = engine, why
+        for prefix, (settings, said) in SOURCE_SETTINGS.items():
+            if pid.startswith(prefix):
+                engine_serving.update(settings)
+                case.setup_notes.append(said)
     try:
-        case.scenario = Scenario.from_dict(data)
+        case.plain_scenario = Scenario.from_dict(data)
+        case.scenario = Scenario.from_dict({**data, "serving": engine_serving})
     except ScenarioError as exc:
         case.skip = f"not a valid scenario: {exc}"
         return case
@@ -230,10 +297,14 @@ def build(point: dict[str, Any]) -> Case:
         return case
     planner_metric, scale, _ = METRIC_MAP[metric]
     bs = point.get("batch_size")
-    case.observation = Observation(case.scenario, planner_metric, float(point["value"]) * scale,
-                                   batch_size=int(bs) if bs else None, concurrency=point.get("concurrency"),
-                                   request_rate=_rate(point.get("request_rate")), replicas=gpu["replicas"],
-                                   label=pid)
+    for attr, scenario in (("observation", case.scenario), ("plain_observation", case.plain_scenario)):
+        setattr(case, attr, Observation(scenario, planner_metric, float(point["value"]) * scale,
+                                        batch_size=int(bs) if bs else None, concurrency=point.get("concurrency"),
+                                        request_rate=_rate(point.get("request_rate")), replicas=gpu["replicas"],
+                                        label=pid))
+    if not batch_fits(case.observation):
+        fits = case.scenario.evaluate()["max_requests_shared_prefix"]
+        case.batch_note = f"stated batch {bs} does not fit the KV pool ({fits:.0f} do): predicted at {fits:.0f}"
     return case
 
 
@@ -253,10 +324,12 @@ def predict_all(cases: Sequence[Case]) -> None:
         try:
             if case.is_memory:
                 case.predicted = memory_prediction(case.scenario, case.point["metric"])
+                case.plain = memory_prediction(case.plain_scenario, case.point["metric"])
                 if case.reserves:
                     case.predicted_reserves = memory_prediction(case.reserves_scenario, case.point["metric"])
             else:
                 case.predicted = predict(case.observation, Factors.of(case.scenario)) / case.scale
+                case.plain = predict(case.plain_observation, Factors.of(case.plain_scenario)) / case.scale
                 case.implied = implied_factor(case)
         except ScenarioError as exc:
             case.skip = str(exc)
