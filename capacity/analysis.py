@@ -61,6 +61,8 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Engine profiles (capacity.engines): TensorRT-LLM sizes its pool from the memory free after the weights.
     "kv_free_fraction": ("-", "KV pool = fraction x (memory - weights - reserves) (TensorRT-LLM); 0: memory x "
                               "utilisation - weights - reserves"),
+    "batched_prefill": ("-", "1: prompts share prefill passes of max_batched_tokens tokens (engine profiles); 0: one "
+                             "pass per prompt"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -69,6 +71,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
     "max_batched_tokens": 8192.0, "kv_transfer_bandwidth": np.inf, "kv_free_fraction": 0.0,
+    "batched_prefill": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is SPEC's contract.
@@ -351,13 +354,18 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     prefill_tokens = np.maximum(x["prompt_tokens"] - shared_count * bs, 1.0)
     t_mem, t_comp, t_step = model.decode_terms(batch)
     t_prefill = model.prefill_s(prefill_tokens)
-    ceiling = roofline.ceiling_rps(t_prefill, t_step, batch, a_tokens)
-    share = roofline.decode_share(t_prefill, t_step, batch, a_tokens)
+    # The GPU time a prompt costs the others: its own pass, or its share of a batched pass (engine profiles).
+    t_prefill_gpu = t_prefill
+    if np.any(x["batched_prefill"] > 0):
+        t_prefill_gpu = np.where(x["batched_prefill"] > 0, engines.batched_prefill_s(
+            model.prefill_s, prefill_tokens, x["max_batched_tokens"]), t_prefill)
+    ceiling = roofline.ceiling_rps(t_prefill_gpu, t_step, batch, a_tokens)
+    share = roofline.decode_share(t_prefill_gpu, t_step, batch, a_tokens)
     tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, share)
     single = roofline.single_stream_tokens_per_s(x["bandwidth"], model.weights_read(1.0))
 
     pieces = model.pieces()
-    rate_tpot, tpot_at = _tpot_solvers(model, moe, pieces, x["tpot_slo_s"], t_prefill, a_tokens, ceiling, batch)
+    rate_tpot, tpot_at = _tpot_solvers(model, moe, pieces, x["tpot_slo_s"], t_prefill_gpu, a_tokens, ceiling, batch)
     rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     c_prefill = model.prefill_compute_s(prefill_tokens)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces)
@@ -416,7 +424,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
             "private_blocks": private,
             "critical_batch": roofline.critical_batch(x["weight_bytes"] / tp, x["active_params"] / (tp * pp),
                                                       x["bandwidth"], x["flops"]),
-            "gpu_time_per_request_s": roofline.gpu_time_per_request_s(t_prefill, t_step, batch, a_tokens),
+            "gpu_time_per_request_s": roofline.gpu_time_per_request_s(t_prefill_gpu, t_step, batch, a_tokens),
             "output_tokens_per_s_at_ceiling": tokens_ceiling,
             "batching_gain": tokens_ceiling / single,
             "max_rate_for_tpot_rps": rate_tpot,

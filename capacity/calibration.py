@@ -155,6 +155,7 @@ class _Probe:
     prompt_tokens: float
     output_tokens: float
     fits: float = math.inf     # sequences of this shape the KV pool holds (max_num_seqs aside)
+    prefill_budget: float = 0.0  # tokens per batched prefill pass (engine profiles); 0: one pass per prompt
 
     def _terms(self, times: np.ndarray) -> Terms:
         base = float(times[2])
@@ -167,6 +168,14 @@ class _Probe:
     def prefill(self, tokens: float) -> Terms:
         """One prefill pass over ``tokens`` prompt tokens."""
         return self._terms(self.model.prefill_s(tokens))
+
+    def prefill_share(self, tokens: float) -> Terms:
+        """The GPU time a prompt of ``tokens`` costs the other requests: its share of a batched pass of
+        ``prefill_budget`` tokens (engines.batched_prefill_s), or its own pass."""
+        if self.prefill_budget <= 0:
+            return self.prefill(tokens)
+        budget = max(self.prefill_budget, tokens)
+        return self.prefill(budget).scaled(tokens / budget)
 
 
 _PROBES: dict[int, tuple[Scenario, _Probe]] = {}
@@ -185,7 +194,8 @@ def _probe(scenario: Scenario) -> _Probe:
     model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))
     results = scenario.evaluate()  # memory results (batch_max, prefill tokens) do not depend on the factors
     probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens),
-                   float(results["max_requests_shared_prefix"]))
+                   float(results["max_requests_shared_prefix"]),
+                   float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0)
     _PROBES[id(scenario)] = (scenario, probe)
     if len(_PROBES) > 4096:
         _PROBES.clear()
@@ -243,8 +253,9 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
     if b < 1:
         raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
     step = p.decode(b)
+    share = p.prefill_share(p.prompt_tokens)  # what the others' prompts cost this request's steps
     if m in ("step_time_s", "tpot_s"):
-        return step + prefill.scaled((b - 1.0) / a)
+        return step + share.scaled((b - 1.0) / a)
     if m == "ttft_s":
         if concurrency != 1:
             raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at concurrency 1, a static batch "
@@ -252,7 +263,7 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
         return prefill
     if m == "latency_s":
         return prefill + step.scaled(a)
-    return prefill.scaled(1.0 / a) + step.scaled(1.0 / b)
+    return share.scaled(1.0 / a) + step.scaled(1.0 / b)
 
 
 def batch_fits(obs: Observation) -> bool:

@@ -30,7 +30,7 @@ What a profile sets:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +152,20 @@ def pool_bytes_of_free(gpu_memory_bytes: ArrayLike, free_fraction: ArrayLike, us
     return np.asarray(free_fraction, float) * (np.asarray(gpu_memory_bytes, float) - np.asarray(used_bytes, float))
 
 
+def batched_prefill_s(prefill_s: Callable[[np.ndarray], np.ndarray], prompt_tokens: ArrayLike,
+                      budget_tokens: ArrayLike) -> np.ndarray:
+    """GPU time one prompt costs when the engine packs prompts into passes of ``T`` tokens [s]:
+    ``t_prefill(T) x P / T`` with ``T = max(budget, P)``.
+
+    Continuous-batching engines run the prompts waiting together, up to the token budget of one pass
+    (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens, SGLang chunked_prefill_size), so a pass's
+    weight read and fixed costs are shared by its prompts; one prompt alone pays them in full.
+    """
+    p = np.asarray(prompt_tokens, float)
+    t = np.maximum(np.asarray(budget_tokens, float), p)
+    return prefill_s(t) * p / t
+
+
 def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: int, gpu_memory_bytes: float,
           gpu_name: str, max_model_len: int, hidden_size: int | None, intermediate_size: int | None,
           ) -> tuple[dict[str, Any], list[str]]:
@@ -185,6 +199,7 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
         put("max_batched_tokens", p.max_batched_tokens, f"max_num_batched_tokens {p.max_batched_tokens}")
     if "block_size" not in serving:
         put("block_size", p.block_size, f"block size {p.block_size} tokens")
+    put("batched_prefill", 1.0, f"prompts batched into prefill passes of {tokens} tokens")
     if "step_overhead" not in serving:
         o = STEP_OVERHEAD_S[p.engine]
         put("step_overhead_s", o, f"step overhead {o * 1e3:g} ms")

@@ -116,7 +116,7 @@ class Scenario:
                           engine_version=s.get("engine_version"),
                           kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
-                          engine_defaults=tuple(engine_lines))
+                          engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
@@ -179,6 +179,7 @@ class Scenario:
             "max_batched_tokens": s.max_batched_tokens,
             "kv_transfer_bandwidth": s.kv_transfer_bandwidth if s.kv_transfer_bandwidth else inf,
             "replicas": g.replicas, "kv_free_fraction": s.kv_free_fraction,
+            "batched_prefill": float(s.batched_prefill),
         }
 
     def evaluate(self) -> Results:

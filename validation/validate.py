@@ -174,7 +174,7 @@ def engine_of(point: Mapping[str, Any]) -> tuple[str, str | None, str]:
 
     ``engine_profile``/``engine_version`` fields, where a point has them, win. NIM and the MLPerf NVIDIA harness
     run TensorRT-LLM engines (mapping). vLLM versions: the number printed, else 'V0 engine' -> 0.6 (the V0 rules),
-    'V1 engine' -> 0.8, 'Dec 2023' -> 0.2; none stated -> the newest rules.
+    'V1 engine' -> 0.8, 'Dec 2023' -> 0.2, 'PyTorch 2.4.0' -> 0.6; none stated -> the newest rules.
     """
     if point.get("engine_profile"):
         return str(point["engine_profile"]), point.get("engine_version"), "stated in the point"
@@ -187,7 +187,8 @@ def engine_of(point: Mapping[str, Any]) -> tuple[str, str | None, str]:
         found = re.search(r"vllm\D{0,3}(\d+\.\d+(?:\.\d+)?)", low)
         if found:
             return "vllm", found.group(1), "engine and version named by the source"
-        for marker, version in (("v0 engine", "0.6"), ("v1 engine", "0.8"), ("dec 2023", "0.2")):
+        for marker, version in (("v0 engine", "0.6"), ("v1 engine", "0.8"), ("dec 2023", "0.2"),
+                                ("pytorch 2.4.0", "0.6")):  # vLLM 0.6.0-0.6.3 pin torch 2.4.0
             if marker in low:
                 return "vllm", version, f"mapping: '{marker}' -> vLLM {version} rules"
         return "vllm", None, "engine named, version not: the newest rules"
