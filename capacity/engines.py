@@ -61,6 +61,38 @@ STEP_OVERHEAD_S = {"vllm": 2.0e-3, "tensorrt-llm": 1.0e-3, "sglang": 1.5e-3}
 ALLREDUCE_LATENCY_S = 12.5e-6
 
 
+#: GPU families: name fragments (lowercase) -> family. Efficiencies are fitted per family, where data exist.
+FAMILIES: tuple[tuple[str, str], ...] = (
+    ("gh200", "hopper"), ("h200", "hopper"), ("h100", "hopper"), ("h800", "hopper"), ("h20", "hopper"),
+    ("gb200", "blackwell"), ("b200", "blackwell"), ("b300", "blackwell"), ("5090", "blackwell"),
+    ("a100", "ampere"), ("a10", "ampere"), ("a800", "ampere"), ("l40", "ada"), ("l4", "ada"), ("4090", "ada"),
+    ("mi300", "cdna3"), ("mi325", "cdna3"), ("mi355", "cdna4"),
+)
+
+
+def gpu_family(name: str) -> str | None:
+    """The family of a GPU by its catalog key or name ("h100-sxm" -> "hopper"); None when unknown."""
+    low = name.lower()
+    for fragment, family in FAMILIES:
+        if fragment in low:
+            return family
+    return None
+
+
+#: Decode-bandwidth efficiency, FLOP/s efficiency [-] and step overhead [s] per GPU family, fitted (log-error
+#: least squares, ``capacity.calibration.fit_factors``) on the published timing points of
+#: validation/measurements.yaml with the engine profiles applied (``python validation/validate.py --fit``
+#: prints this table, the points and sources behind each row, and the leave-one-source-out errors).
+#: A family without points of its own takes the "all" row, fitted on every point pooled.
+FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {
+    "ada": (0.607, 0.345, 0.00e+00),  # 6 points, 1 sources, in-sample MAPE 29.1%
+    "ampere": (0.804, 0.576, 6.20e-03),  # 11 points, 2 sources, in-sample MAPE 14.9%
+    "cdna3": (1.000, 0.172, 1.61e-02),  # 12 points, 2 sources, in-sample MAPE 8.2%
+    "hopper": (0.716, 0.416, 1.62e-03),  # 54 points, 4 sources, in-sample MAPE 15.9%
+    "all": (0.698, 0.389, 2.14e-03),  # 83 points, 6 sources, in-sample MAPE 29.6%
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """One engine version's defaults (see the module docstring); None where the engine has no such default."""
@@ -200,9 +232,15 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     if "block_size" not in serving:
         put("block_size", p.block_size, f"block size {p.block_size} tokens")
     put("batched_prefill", 1.0, f"prompts batched into prefill passes of {tokens} tokens")
+    family = gpu_family(gpu_name)
+    fitted = FITTED_EFFICIENCY.get(family or "") or FITTED_EFFICIENCY.get("all")
+    family = family if family in FITTED_EFFICIENCY else "pooled over the families with data"
     if "step_overhead" not in serving:
-        o = STEP_OVERHEAD_S[p.engine]
-        put("step_overhead_s", o, f"step overhead {o * 1e3:g} ms")
+        o = fitted[2] if fitted else STEP_OVERHEAD_S[p.engine]
+        put("step_overhead_s", o, f"step overhead {o * 1e3:.3g} ms" + (f" (fitted, {family})" if fitted else ""))
+    if fitted and not serving.get("_explicit_efficiency"):
+        put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
+        put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")
     if tp > 1 and "allreduce_latency" not in serving:
         put("allreduce_latency_s", ALLREDUCE_LATENCY_S, f"all-reduce latency {ALLREDUCE_LATENCY_S * 1e6:g} us")
     if p.reserves_activation and "activation_memory" not in serving:

@@ -97,7 +97,10 @@ class Scenario:
         e: dict[str, Any] = {}  # what the engine profile supplies for the keys the scenario leaves out
         if s.get("engine"):
             gpu_keys = data["gpu"] if isinstance(data["gpu"], Mapping) else {}
-            given = {**s, **({"allreduce_latency": 1} if "allreduce_latency" in gpu_keys else {})}
+            explicit = not gpu.source or gpu.source == "user" or any(
+                k in gpu_keys for k in ("bandwidth", "flops", "bandwidth_efficiency", "flops_efficiency", "profile"))
+            given = {**s, **({"allreduce_latency": 1} if "allreduce_latency" in gpu_keys else {}),
+                     **({"_explicit_efficiency": True} if explicit else {})}
             max_len = s.get("max_model_len", model.max_position_embeddings) or (w["prompt_tokens"] + w["output_tokens"])
             e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
                                      gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
@@ -105,6 +108,9 @@ class Scenario:
             engine_lines += lines
             if "allreduce_latency_s" in e:
                 gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
+            if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
+                gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"],
+                              flops_efficiency=e["flops_efficiency"])
         serving = Serving(memory_utilization=s.get("memory_utilization", e.get("memory_utilization", 0.90)),
                           block_size=s.get("block_size", e.get("block_size", 16)),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from capacity import Scenario, ScenarioError  # noqa: E402
+from capacity import Scenario, ScenarioError, catalog, engines  # noqa: E402
 from capacity.calibration import (  # noqa: E402
     FACTORS,
     Factors,
@@ -89,6 +89,9 @@ MODEL_FOR_POINT = {pid: "llama-2-70b" for pid in (
 DERIVED: dict[str, tuple[dict[str, Any], str]] = {
     "oci-mi300x-llama31-405b-fp8-bs1": ({"tensor_parallel": 8}, "derived: one instance on all eight GPUs -> TP 8"),
     "oci-mi300x-llama31-405b-fp8-bs64": ({"tensor_parallel": 8}, "derived: one instance on all eight GPUs -> TP 8"),
+    **{f"oci-mi300x-llama31-405b-fp8-{tail}": ({"tensor_parallel": 8},
+                                               "derived: one instance on all eight GPUs -> TP 8")
+       for tail in ("bs8", "bs32", "bs128", "bs256", "offline-128-128", "offline-128-2048")},
     "trtllm061-llama2-7b-h100-fp8-bs112-128-2048": (
         {"kv_dtype": "fp8"}, "derived: 112 x 2,176 tokens of fp16 KV need 128 GB, fp8 64 GB: only an 8-bit KV "
                              "cache fits an 80 GB GPU"),
@@ -137,6 +140,8 @@ class Case:
     plain_observation: Observation | None = None
     plain: float = math.nan               # prediction without the engine profile (the essays' convention)
     batch_note: str = ""                  # a stated static batch that does not fit
+    loso: float = math.nan                # leave-one-source-out prediction (per-family factors of other sources)
+    loso_note: str = ""
     loo_gpu: float = math.nan
     loo_all: float = math.nan
     loo_note: str = ""
@@ -359,6 +364,62 @@ def leave_one_out(cases: Sequence[Case]) -> dict[str, Fit]:
     return per_gpu
 
 
+def source_of(case: Case) -> str:
+    """The publication a point comes from (its source URL without a fragment): the unit left out in LOSO."""
+    return str(case.point.get("source", "")).split("#")[0]
+
+
+def family_of(case: Case) -> str:
+    return engines.gpu_family(case.gpu) or case.gpu
+
+
+def default_factors(case: Case) -> Factors:
+    """What the planner assumes without fitted data: the catalog's efficiencies and the engine's overhead."""
+    defaults = catalog.gpu_defaults()
+    return Factors(float(defaults["bandwidth_efficiency"]), float(defaults["flops_efficiency"]),
+                   engines.STEP_OVERHEAD_S[case.engine])
+
+
+def fit_families(cases: Sequence[Case], exclude_source: str | None = None) -> dict[str, Fit]:
+    """Bandwidth efficiency, FLOP/s efficiency and step overhead fitted per GPU family on the timing points
+    with an engine profile (``exclude_source``'s points left out)."""
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        if not c.skip and not c.is_memory and c.engine and source_of(c) != exclude_source:
+            groups.setdefault(family_of(c), []).append(c)
+    fits = {fam: fit_factors([c.observation for c in group], default_factors(group[0]))
+            for fam, group in sorted(groups.items())}
+    every = [c for group in groups.values() for c in group]
+    if every:  # pooled over every family: what a family without points of its own gets
+        fits["all"] = fit_factors([c.observation for c in every], default_factors(every[0]))
+    return fits
+
+
+def leave_one_source_out(cases: Sequence[Case]) -> None:
+    """Each timing point predicted with the per-family factors fitted on every other source (``loso``)."""
+    timing = [c for c in cases if not c.skip and not c.is_memory and c.engine]
+    for source in sorted({source_of(c) for c in timing}):
+        fits = fit_families(cases, exclude_source=source)
+        for case in (c for c in timing if source_of(c) == source):
+            fit = fits.get(family_of(case))
+            case.loso_note = "" if fit else "no other source on this GPU family: the pooled fit of the others"
+            fit = fit or fits.get("all")
+            factors = fit.factors if fit else default_factors(case)
+            case.loso = predict(case.observation, factors) / case.scale
+
+
+def fitted_table(cases: Sequence[Case]) -> str:
+    """``engines.FITTED_EFFICIENCY`` as Python, from every source (what the engine profiles ship)."""
+    lines = ["FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {"]
+    for fam, fit in fit_families(cases).items():
+        f = fit.factors
+        n_src = len({source_of(c) for c in cases if not c.skip and not c.is_memory and c.engine
+                     and fam in (family_of(c), "all")})
+        lines.append(f'    "{fam}": ({f.bandwidth_efficiency:.3f}, {f.flops_efficiency:.3f}, {f.step_overhead_s:.2e}),'
+                     f"  # {len(fit.measured)} points, {n_src} sources, in-sample MAPE {fit.mape:.1f}%")
+    return "\n".join(lines + ["}"])
+
+
 def implied_factor(case: Case) -> str:
     """The one efficiency that reproduces the point with the other at its default: bandwidth where the
     point's time is mostly memory-bound at the defaults, FLOP/s where it is mostly compute-bound; '>1' where
@@ -461,6 +522,8 @@ def run(path: Path = MEASUREMENTS, loo: bool = True) -> tuple[list[Case], dict[s
     points = yaml.safe_load(path.read_text(encoding="utf-8"))["points"]
     cases = [build(p) for p in points]
     predict_all(cases)
+    if loo:
+        leave_one_source_out(cases)
     return cases, (leave_one_out(cases) if loo else {})
 
 
@@ -565,10 +628,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, default=MEASUREMENTS, help="measurements YAML")
     parser.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     parser.add_argument("--no-loo", action="store_true", help="skip the leave-one-out calibration")
+    parser.add_argument("--fit", action="store_true",
+                        help="print engines.FITTED_EFFICIENCY fitted on every source, and exit")
     parser.add_argument("--loo-variants", action="store_true",
                         help="also leave-one-out with fewer fitted factors (about a minute more)")
     args = parser.parse_args(argv)
     cases, per_gpu = run(args.file, loo=not args.no_loo)
+    if args.fit:
+        sys.stdout.write(fitted_table(cases) + "\n")
+        return 0
     if args.format == "json":
         sys.stdout.write(as_json(cases) + "\n")
         return 0
