@@ -14,17 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from . import engines
+from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
+from .checks import input_problems
 from .engines import ALIASES
 from .errors import ScenarioError
-from .files import read_text_limited
 from .profiles import resolve_profile
 from .quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from .quantisation import weight_bytes as scheme_weight_bytes
 from .specs import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_BATCHED_TOKENS,
+    DEFAULT_MEMORY_UTILIZATION,
     SERVING_FIELDS,
     SLO_FIELDS,
     WORKLOAD_FIELDS,
@@ -38,9 +41,7 @@ from .specs import (
     model_from_mapping,
     text,
 )
-
-#: Largest scenario file read [bytes]; a scenario is a few hundred bytes.
-MAX_SCENARIO_BYTES = 1_000_000
+from .yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 
 #: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
@@ -66,9 +67,10 @@ class Scenario:
         """Validate a scenario mapping; raise one ScenarioError listing every problem with its field path."""
         if not isinstance(data, Mapping):
             raise ScenarioError(f"a scenario must be a mapping with model, gpu, serving, workload; got {data!r:.80}")
-        if isinstance(data.get("gpu"), Mapping) and data["gpu"].get("profile"):
-            data = resolve_profile(data)  # a calibrated profile fills the efficiencies and overhead it fitted
         problems: list[str] = []
+        if isinstance(data.get("gpu"), Mapping) and data["gpu"].get("profile"):
+            problems.append(f"gpu.profile {data['gpu']['profile']!r} names a calibrated profile: read the scenario "
+                            f"with load_scenario (or apply profiles.resolve_profile to the mapping) first")
         for key in data:
             if key not in TOP_LEVEL:
                 problems.append(f"{key} is not a known scenario section; allowed: {', '.join(sorted(TOP_LEVEL))}")
@@ -96,28 +98,17 @@ class Scenario:
         assert model is not None and gpu is not None
         e: dict[str, Any] = {}  # what the engine profile supplies for the keys the scenario leaves out
         if s.get("engine"):
-            gpu_keys = data["gpu"] if isinstance(data["gpu"], Mapping) else {}
-            explicit = not gpu.source or gpu.source == "user" or any(
-                k in gpu_keys for k in ("bandwidth", "flops", "bandwidth_efficiency", "flops_efficiency", "profile"))
-            given = {**s, **({"allreduce_latency": 1} if "allreduce_latency" in gpu_keys else {}),
-                     **({"_explicit_efficiency": True} if explicit else {})}
-            max_len = s.get("max_model_len", model.max_position_embeddings) or (w["prompt_tokens"] + w["output_tokens"])
-            e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
-                                     gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
-                                     hidden_size=model.hidden_size, intermediate_size=model.intermediate_size)
+            gpu, e, lines = _engine_serving(s, data, model, gpu, w)
             engine_lines += lines
-            if "allreduce_latency_s" in e:
-                gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
-            if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
-                gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"],
-                              flops_efficiency=e["flops_efficiency"])
-        serving = Serving(memory_utilization=s.get("memory_utilization", e.get("memory_utilization", 0.90)),
-                          block_size=s.get("block_size", e.get("block_size", 16)),
+        serving = Serving(memory_utilization=s.get("memory_utilization",
+                                                   e.get("memory_utilization", DEFAULT_MEMORY_UTILIZATION)),
+                          block_size=s.get("block_size", e.get("block_size", DEFAULT_BLOCK_SIZE)),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),
                           step_overhead_s=s.get("step_overhead", e.get("step_overhead_s", 0.0)),
                           max_num_seqs=s.get("max_num_seqs", e.get("max_num_seqs")),
                           reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES) + e.get("activation_bytes", 0.0),
-                          max_batched_tokens=s.get("max_batched_tokens", e.get("max_batched_tokens", 8192)),
+                          max_batched_tokens=s.get("max_batched_tokens",
+                                                   e.get("max_batched_tokens", DEFAULT_MAX_BATCHED_TOKENS)),
                           kv_transfer_bandwidth=s.get("kv_transfer_bandwidth"), engine=s.get("engine"),
                           engine_version=s.get("engine_version"),
                           kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
@@ -132,28 +123,10 @@ class Scenario:
         return scenario
 
     def check(self) -> None:
-        """Cross-field checks: what no engine would accept for this model, GPU and workload."""
-        problems = []
-        w, s = self.workload, self.serving
-        if w.shared_prefix_tokens > w.prompt_tokens:
-            problems.append(f"workload.shared_prefix_tokens ({w.shared_prefix_tokens}) must not exceed "
-                            f"workload.prompt_tokens ({w.prompt_tokens})")
-        if s.max_model_len is not None and s.max_model_len < w.tokens_per_request:
-            problems.append(f"serving.max_model_len ({s.max_model_len}) is shorter than one request "
-                            f"(prompt + output = {w.tokens_per_request} tokens)")
-        if self.gpu.count > 1 and self.model.attention_heads and self.model.attention_heads % self.gpu.count:
-            problems.append(f"gpu.count ({self.gpu.count}) must divide the model's {self.model.attention_heads} "
-                            f"attention heads for tensor parallelism")
-        weights_per_gpu = self.model.weight_bytes / self.gpu.gpus_per_replica
-        usable = self.gpu.memory_bytes * (1.0 if s.kv_free_fraction > 0 else s.memory_utilization) - s.reserved_bytes
-        if weights_per_gpu >= usable:
-            problems.append(
-                f"the weights ({weights_per_gpu / 1e9:,.2f} GB per GPU) do not fit in the usable memory "
-                f"({usable / 1e9:,.2f} GB = gpu.memory x serving.memory_utilization {s.memory_utilization}"
-                f"{' - reserves' if s.reserved_bytes else ''}): "
-                f"no room for a KV pool; use more GPUs (gpu.count), a smaller weight_dtype or a larger GPU")
+        """Cross-field checks: what no engine would accept for this model, GPU and workload (``checks``)."""
+        problems = input_problems(self.inputs(), self.model.attention_heads or 0)
         if problems:
-            raise ScenarioError(*problems)
+            raise ScenarioError(*problems[0])
 
     def inputs(self) -> dict[str, float]:
         """The flat inputs of ``analysis.INPUTS`` in base units; ``inf`` marks an unset option."""
@@ -226,6 +199,26 @@ def _engine_model(model: Model, raw: Any, engine: str, version: str | None) -> t
     return model, lines
 
 
+def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model, gpu: Gpu,
+                    w: Mapping[str, Any]) -> tuple[Gpu, dict[str, Any], list[str]]:
+    """The GPU with the engine's fitted efficiencies and all-reduce latency, and the serving values the engine
+    profile supplies for the keys the scenario leaves out (``engines.apply``)."""
+    gpu_keys = data["gpu"] if isinstance(data["gpu"], Mapping) else {}
+    explicit = not gpu.source or gpu.source == "user" or any(
+        k in gpu_keys for k in ("bandwidth", "flops", "bandwidth_efficiency", "flops_efficiency", "profile"))
+    given = {**s, **({"allreduce_latency": 1} if "allreduce_latency" in gpu_keys else {}),
+             **({"_explicit_efficiency": True} if explicit else {})}
+    max_len = s.get("max_model_len", model.max_position_embeddings) or (w["prompt_tokens"] + w["output_tokens"])
+    e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
+                             gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
+                             hidden_size=model.hidden_size, intermediate_size=model.intermediate_size)
+    if "allreduce_latency_s" in e:
+        gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
+    if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
+        gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"], flops_efficiency=e["flops_efficiency"])
+    return gpu, e, lines
+
+
 def _scalar(value: np.ndarray) -> float | str:
     item = np.asarray(value).item()
     return item if isinstance(item, str) else float(item)
@@ -253,7 +246,7 @@ class Results:
         for key, value in self.values.items():
             if isinstance(value, str):
                 out[key] = value
-            elif not math.isfinite(value):
+            elif finite_or_none(value) is None:
                 out[key] = None
             elif RESULTS[key][0] in ("blocks", "requests") and key != "goodput_in_flight":
                 out[key] = int(value)
@@ -293,27 +286,19 @@ class Results:
         return notes
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file (safe loading, size-limited)."""
-    return Scenario.from_dict(read_yaml(path))
+def read_scenario_mapping(path: str | Path, profiles: str | Path | None = None) -> Any:
+    """A scenario file as a mapping, with the calibrated profile it names in ``gpu.profile`` applied (the profile
+    catalog ``profiles``, default ``profiles.default_path()``): what ``Scenario.from_dict`` reads."""
+    data = read_yaml(path)
+    if not isinstance(data, Mapping):
+        return data
+    return resolve_profile(data, profiles)
 
 
-def read_yaml(path: str | Path, limit: int = MAX_SCENARIO_BYTES) -> Any:
-    """Safe-load a YAML file no larger than ``limit`` bytes; ScenarioError with the reason otherwise."""
-    return parse_yaml(read_text_limited(path, limit, "scenario file"), str(path))
+def load_scenario(path: str | Path, profiles: str | Path | None = None) -> Scenario:
+    """Read and validate a scenario YAML file (safe loading, size-limited; ``read_scenario_mapping``)."""
+    return Scenario.from_dict(read_scenario_mapping(path, profiles))
 
 
-def parse_yaml(text_: str, origin: str = "scenario") -> Any:
-    """Safe-load YAML text; a syntax error becomes a one-line ScenarioError with the line number."""
-    try:
-        return yaml.safe_load(text_)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ScenarioError(f"{origin} is not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise ScenarioError(f"{origin} is nested too deeply to be a scenario") from None
-
-
-__all__ = ["INPUTS", "RESULTS", "Results", "Scenario", "load_scenario", "parse_yaml", "read_yaml"]
+__all__ = ["INPUTS", "RESULTS", "MAX_SCENARIO_BYTES", "Results", "Scenario", "load_scenario", "parse_yaml",
+           "read_scenario_mapping", "read_yaml"]
