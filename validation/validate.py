@@ -555,7 +555,22 @@ def report(cases: Sequence[Case], per_gpu: Mapping[str, Fit], markdown: bool = F
     """Every table: timing points, leave-one-out, memory points, what-ifs, per-GPU factors, skipped, mappings."""
     timing = [c for c in cases if not c.skip and not c.is_memory]
     memory = [c for c in cases if not c.skip and c.is_memory]
-    out = ["Timing points with the default settings (catalog peak x bandwidth_efficiency 0.6 / flops_efficiency "
+    out = []
+    if timing and not math.isnan(timing[0].loso):
+        out.append("Summary: MAPE by class. 'no engine' is the essays' convention (catalog efficiencies 0.6 / 0.76, "
+                   "no overhead, no reserves, no batch cap); 'engine profile' applies the engine each source names "
+                   "(capacity.engines, with the per-family fitted efficiencies); 'leave-one-source-out' refits those "
+                   "efficiencies without the source being predicted.\n")
+        out.append(summary(cases, markdown))
+        rows = [[c.id, c.engine, family_of(c), _kind(c), _fmt(c.measured, _unit(c)), _fmt(c.predicted, _unit(c)),
+                 f"{_err(c.predicted, c.measured):+.1f}", _fmt(loso_value(c), _unit(c)),
+                 f"{_err(loso_value(c), c.measured):+.1f}", "; ".join(x for x in (c.batch_note, c.loso_note) if x)]
+                for c in cases if not c.skip and c.engine]
+        out.append("\nEvery point with its engine profile, and left out of the fit (leave-one-source-out):\n")
+        out.append(_table(["id", "engine", "GPU family", "kind", "measured", "engine profile", "error %",
+                           "LOSO", "error %", "note"], rows, markdown))
+        out.append("")
+    out += ["Timing points with the default settings (catalog peak x bandwidth_efficiency 0.6 / flops_efficiency "
            "0.76, step_overhead 0, memory_utilization 0.9, no reserves). 'implied' is the one efficiency that "
            "reproduces the point with the other at its default (bw: memory-bound, fl: compute-bound).\n"]
     rows = [[c.id, c.gpu, c.model, c.point["metric"], _fmt(c.predicted, _unit(c)), _fmt(c.measured, _unit(c)),
@@ -616,6 +631,47 @@ def report(cases: Sequence[Case], per_gpu: Mapping[str, Fit], markdown: bool = F
     return "\n".join(out) + "\n"
 
 
+def _kind(case: Case) -> str:
+    """The point class: throughput, TTFT, TPOT/ITL, single stream, or memory (KV blocks, concurrency)."""
+    metric, kind = case.point["metric"], case.point["kind"]
+    if case.is_memory:
+        return "memory"
+    if kind == "single_stream" or metric == "tokens_per_s_single_stream":
+        return "single stream"
+    return {"ttft_ms": "TTFT", "itl_ms": "TPOT/ITL"}.get(metric, "throughput")
+
+
+def loso_value(case: Case) -> float:
+    """The leave-one-source-out prediction; memory points fit nothing, so theirs is the engine prediction."""
+    return case.predicted if case.is_memory or math.isnan(case.loso) else case.loso
+
+
+def summary_rows(cases: Sequence[Case]) -> list[list[str]]:
+    """MAPE rows (class, points, sources, no engine, engine profile, leave-one-source-out) overall, by engine,
+    GPU family, kind and (engine, kind)."""
+    done = [c for c in cases if not c.skip and c.engine]
+
+    def row(label: str, group: Sequence[Case]) -> list[str]:
+        plain = float(np.mean([abs(_err(c.plain, c.measured)) for c in group]))
+        loso = float(np.mean([abs(_err(loso_value(c), c.measured)) for c in group]))
+        return [label, str(len(group)), str(len({source_of(c) for c in group})), f"{plain:.1f}",
+                f"{mape(group):.1f}", f"{loso:.1f}"]
+
+    rows = [row("all points", done), row("timing points", [c for c in done if not c.is_memory])]
+    for title, key in (("engine", lambda c: c.engine), ("GPU family", family_of), ("kind", _kind),
+                       ("engine, kind", lambda c: f"{c.engine}, {_kind(c)}")):
+        for value in sorted({key(c) for c in done}):
+            rows.append([f"{title}: {value}", *row("", [c for c in done if key(c) == value])[1:]])
+    return rows
+
+
+def summary(cases: Sequence[Case], markdown: bool = True) -> str:
+    """The fidelity table (README, docs/fidelity.md): MAPE % by class with and without the engine profiles."""
+    header = ["class", "points", "sources", "no engine MAPE %", "engine profile MAPE %",
+              "leave-one-source-out MAPE %"]
+    return _table(header, summary_rows(cases), markdown)
+
+
 def as_json(cases: Sequence[Case]) -> str:
     return json.dumps([{"id": c.id, "metric": c.point["metric"], "measured": c.measured,
                         "predicted": None if c.skip else c.predicted, "skipped": c.skip or None,
@@ -628,6 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, default=MEASUREMENTS, help="measurements YAML")
     parser.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     parser.add_argument("--no-loo", action="store_true", help="skip the leave-one-out calibration")
+    parser.add_argument("--summary", action="store_true", help="print only the MAPE summary table (markdown)")
     parser.add_argument("--fit", action="store_true",
                         help="print engines.FITTED_EFFICIENCY fitted on every source, and exit")
     parser.add_argument("--loo-variants", action="store_true",
@@ -636,6 +693,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases, per_gpu = run(args.file, loo=not args.no_loo)
     if args.fit:
         sys.stdout.write(fitted_table(cases) + "\n")
+        return 0
+    if args.summary:
+        sys.stdout.write(summary(cases) + "\n")
         return 0
     if args.format == "json":
         sys.stdout.write(as_json(cases) + "\n")
