@@ -263,7 +263,8 @@ class Results:
             notes.append("engine defaults applied: " + "; ".join(s.engine_defaults))
         if v["batch_max"] <= 0:
             notes.append("no request fits in the KV pool: nothing can be served")
-        elif s.max_num_seqs is not None and s.max_num_seqs > v["max_requests_shared_prefix"]:
+        elif (s.max_num_seqs is not None and s.max_num_seqs > v["max_requests_shared_prefix"]
+              and not any(line.split(": ", 1)[-1].startswith("max_num_seqs") for line in s.engine_defaults)):
             notes.append(f"serving.max_num_seqs ({s.max_num_seqs}) does not fit in the KV pool: only "
                          f"{v['max_requests_shared_prefix']:,.0f} sequences of this request shape fit, and throughput "
                          f"uses that batch")
