@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from . import __version__
 from .analysis import RESULTS
 from .calibration import add_calibrate_command, run_calibrate
+from .curve_command import add_curve_command, run_curve
 from .errors import ScenarioError, clean_line
 from .fleet_command import add_fleet_command, run_fleet
 from .formatting import SECTIONS, format_value
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="override a key of the simulation block, e.g. --set policy=static --set rate=12")
     add_calibrate_command(sub)
     add_fleet_command(sub)
+    add_curve_command(sub)
     return parser
 
 
@@ -70,7 +72,7 @@ def render_table(results: Results) -> str:
 
 
 def render_json(results: Results) -> str:
-    """The report as one JSON object: every result in base units at the top level (SPEC's keys among them),
+    """The report as one JSON object: every result in base units at the top level (the contract's keys among them),
     plus inputs with units and sources, binding resource, assumptions and the scenario (see ``report.py``)."""
     from .report import report_for, to_json
 
@@ -120,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate,
-                "calibrate": run_calibrate, "fleet": run_fleet}[args.command](args)
+                "calibrate": run_calibrate, "fleet": run_fleet, "curve": run_curve}[args.command](args)
         _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:
