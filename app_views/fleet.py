@@ -1,27 +1,32 @@
-"""Fleet view: a target load in, the GPU options ranked by cost, cost per million tokens, the Pareto chart.
+"""Fleet view: the entered load in, the GPU options ranked by cost, cost per million tokens, the Pareto chart.
 
-Renders ``capacity.fleet.fleet_options`` (and the serving-option results of the sidebar's scenario); no
-formulas here. The app calls ``render_fleet(st, results, scenario_mapping)`` inside its Fleet tab.
+Renders ``capacity.fleet.fleet_options`` for the sidebar's load, headroom and peak factor (the same the
+Cost view and the headline use); no formulas here.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
+import streamlit as st
 
+from app_views.context import Context
+from app_views.text import plain
 from capacity import catalog
+from capacity.answer import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month
 from capacity.fleet import MODES, TENSOR_PARALLEL, fleet_options
 from capacity.formatting import format_value
 
-#: Ranked-table columns shown, with their headers.
-SHOWN = {"rank": "rank", "gpu": "GPU", "tensor_parallel": "TP", "mode": "serving", "gpus": "GPUs",
-         "replicas": "replicas", "cost_per_hour": "$ / hour", "cost_per_million_input_tokens": "$ / M input",
-         "cost_per_million_output_tokens": "$ / M output", "cost_per_million_tokens": "$ / M tokens (usual load)",
-         "tpot_at_design_s": "TPOT at peak", "ttft_at_design_s": "TTFT at peak", "pareto": "Pareto",
-         "meets_slo": "keeps promises", "problem": "problem"}
+#: Ranked-table columns shown, with headers in words and units.
+SHOWN = {"rank": "rank", "gpu": "GPU", "tensor_parallel": "tensor parallel", "mode": "serving", "gpus": "GPUs",
+         "replicas": "replicas", "cost_per_hour": "$ per hour", "cost_per_month": "$ per month",
+         "cost_per_million_output": "$ per M output tokens", "tpot_at_design_s": "TPOT at peak",
+         "ttft_at_design_s": "TTFT at peak", "meets_slo": "keeps promises", "pareto": "cheapest for its speed",
+         "problem": "why not"}
 MODE_COLOURS = {"colocated": "#2563eb", "chunked": "#f59e0b", "disaggregated": "#7c3aed"}
 
 
@@ -33,18 +38,25 @@ def _money(value: float) -> str:
     return f"${value:,.3f}" if isinstance(value, float) and math.isfinite(value) else "-"
 
 
-def ranked_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The options as shown: formatted money and times, replicas as 'prefill + decode' for separate pools."""
+def ranked_table(table: pd.DataFrame, load_rps: float, output_tokens: float) -> pd.DataFrame:
+    """The options as shown: formatted money and times, replicas as 'prefill + decode' for separate pools.
+
+    Cost per million output tokens is the headline's definition (GPU cost over output tokens) at the entered load.
+    """
     shown = table.copy()
+    cost = shown["cost_per_hour"].to_numpy(dtype=float)
+    shown["cost_per_month"] = cost_per_month(cost)
+    shown["cost_per_million_output"] = cost_per_million_output_tokens(cost, load_rps, output_tokens)
     pools = shown["mode"] == "disaggregated"
     shown["replicas"] = [f"{p:,.0f} + {d:,.0f}" if pool and math.isfinite(p + d) else
                          (f"{r:,.0f}" if isinstance(r, float) and math.isfinite(r) else "-")
                          for pool, p, d, r in zip(pools, shown["prefill_replicas"], shown["decode_replicas"],
                                                   shown["replicas"], strict=True)]
     shown["gpus"] = [f"{g:,.0f}" if isinstance(g, float) and math.isfinite(g) else "-" for g in shown["gpus"]]
-    for key in ("cost_per_hour", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
-                "cost_per_million_tokens"):
+    for key in ("cost_per_hour", "cost_per_million_output"):
         shown[key] = [_money(v) for v in shown[key]]
+    shown["cost_per_month"] = [f"${v:,.0f}" if math.isfinite(v) else "-" for v in shown["cost_per_month"]]
+    shown["problem"] = shown["problem"].fillna("")
     for key in ("tpot_at_design_s", "ttft_at_design_s"):
         shown[key] = [_time(v) for v in shown[key]]
     shown["rank"] = [f"{v:.0f}" if isinstance(v, float) and math.isfinite(v) else "" for v in shown["rank"]]
@@ -79,7 +91,7 @@ def pareto_chart(table: pd.DataFrame, tpot_slo_s: float | None) -> dict:
 
 def win_back_lines(results: Any) -> list[str]:
     """What chunked prefill and separate pools win back of the capacity the promises cost, in words."""
-    gap = results["ceiling_rps"] - results["goodput_rps"]
+    gap = capacity_gap_rps(results)
     if not gap > 0:
         return ["The promises cost no capacity here: the goodput is the ceiling."]
     lines = [f"The promises cost {gap:,.2f} of {results['ceiling_rps']:,.2f} requests/s per replica "
@@ -93,61 +105,59 @@ def win_back_lines(results: Any) -> list[str]:
     return lines
 
 
-def render_fleet(st: Any, results: Any, scenario_mapping: Mapping[str, Any],
-                 options: Callable[..., pd.DataFrame] = fleet_options) -> pd.DataFrame | None:
-    """The Fleet view. ``options`` is ``fleet_options`` or a cached wrapper with its signature (the app may pass
-    one). Returns the options table shown (None when the inputs give none)."""
-    workload = scenario_mapping.get("workload") or {}
-    c1, c2, c3, c4 = st.columns(4)
-    unit = c1.radio("target load in", ["requests/s", "tokens/day"], horizontal=True, key="fleet_unit")
-    default_rps = max(float(workload.get("arrival_rate") or 0.0), 10.0)
-    if unit == "requests/s":
-        target = c2.number_input("target (requests/s)", 0.0, 1e7, value=default_rps, key="fleet_rps")
-        kwargs = {"target": target}
-    else:
-        tokens = c2.number_input("target (billion tokens/day, input + output)", 0.0, 1e6, value=1.0,
-                                 key="fleet_tokens_b")
-        kwargs = {"tokens_per_day": tokens * 1e9}
-    peak = c3.number_input("peak factor (sale day = 10)", 1.0, 1000.0, value=1.0, key="fleet_peak")
-    headroom = c4.slider("headroom", 0.0, 0.9, 0.0, 0.05, key="fleet_headroom")
-    d1, d2, d3 = st.columns(3)
-    gpu = scenario_mapping.get("gpu")
+@st.cache_data(show_spinner="Sizing every GPU option...", max_entries=32)
+def cached_options(scenario_json: str, target: float, peak: float, headroom: float, gpus: tuple[str, ...],
+                   tps: tuple[int, ...], modes: tuple[str, ...]) -> pd.DataFrame:
+    return fleet_options(json.loads(scenario_json), target=target, peak_factor=peak, headroom=headroom,
+                         gpus=gpus or None, tensor_parallel=tps, modes=modes)
+
+
+def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
+    """The Fleet view for the entered load; returns the options table shown (None when there is none)."""
+    results = ctx.results
+    if not ctx.load_rps:
+        st_.info("Enter the load (requests/s) under Workload in the sidebar to size a fleet for it.")
+        return None
+    d1, d2, d3 = st_.columns(3)
+    gpu = ctx.doc.get("gpu")
     own = gpu.get("name") if isinstance(gpu, Mapping) else gpu
     names = list(catalog.gpus())
-    gpus = d1.multiselect("GPU types (empty: this scenario's GPU)", names,
-                          default=[own] if own in names else [], key="fleet_gpus")
+    gpus = d1.multiselect("GPU types (empty: this sizing's GPU)", names, default=[own] if own in names else [],
+                          key="fleet_gpus")
     tps = d2.multiselect("tensor parallel", list(TENSOR_PARALLEL), default=list(TENSOR_PARALLEL), key="fleet_tp")
     modes = d3.multiselect("serving", list(MODES), default=list(MODES), key="fleet_modes")
     if not tps or not modes:
-        st.info("Choose at least one tensor-parallel size and one serving mode.")
+        st_.info("Choose at least one tensor-parallel size and one serving mode.")
         return None
     try:
-        table = options(scenario_mapping, peak_factor=peak, headroom=headroom, gpus=tuple(gpus) or None,
-                        tensor_parallel=tuple(tps), modes=tuple(modes), **kwargs)
+        table = cached_options(ctx.scenario_json, ctx.load_rps, ctx.peak_factor, ctx.headroom, tuple(gpus),
+                               tuple(tps), tuple(modes))
     except ValueError as exc:
-        st.error(str(exc))
+        st_.error(plain(exc))
         return None
+    output_tokens = results.scenario.workload.output_tokens
     ok = table[table["meets_slo"]]
     if ok.empty:
-        st.warning("No option keeps the promises at this load; loosen a promise or add GPU types.")
+        st_.warning("No option keeps the promises at this load; loosen a promise or add GPU types.")
     else:
         best = ok.iloc[0]
         layout = f"{best['gpu']} TP{int(best['tensor_parallel'])}, {best['mode']}"
-        m = st.columns(4)
+        m = st_.columns(4)
         m[0].metric("Cheapest that keeps the promises", f"{best['gpus']:,.0f} GPUs", help=layout)
         m[1].metric("Cost", f"${best['cost_per_hour']:,.2f} / hour")
-        m[2].metric("$ per M input tokens", _money(best["cost_per_million_input_tokens"]))
-        m[3].metric("$ per M output tokens", _money(best["cost_per_million_output_tokens"]))
-        st.caption(f"{layout}: TPOT {_time(best['tpot_at_design_s'])} and TTFT {_time(best['ttft_at_design_s'])} "
-                   f"at the peak load, {best['load_per_replica_rps']:,.2f} requests/s per replica.")
-        st.plotly_chart(pareto_chart(table, results.scenario.slo.tpot_s), width="stretch")
-    st.dataframe(ranked_table(table), hide_index=True, width="stretch")
+        m[2].metric("Cost per month", f"${cost_per_month(best['cost_per_hour']):,.0f}")
+        m[3].metric("$ per M output tokens at your load", _money(cost_per_million_output_tokens(
+            best["cost_per_hour"], ctx.load_rps, output_tokens)))
+        st_.caption(f"{layout}: TPOT {_time(best['tpot_at_design_s'])} and TTFT {_time(best['ttft_at_design_s'])} "
+                    f"at the peak load, {best['load_per_replica_rps']:,.2f} requests/s per replica.")
+        st_.plotly_chart(pareto_chart(table, results.scenario.slo.tpot_s), width="stretch")
+    st_.dataframe(ranked_table(table, ctx.load_rps, output_tokens), hide_index=True, width="stretch")
     for line in win_back_lines(results):
-        st.markdown(f"- {line}")
-    st.caption("GPU cost per token splits by the GPU time each phase takes at the peak load (prefill share "
-               "λ t_p to input tokens, the rest to output); separate pools split exactly. '$ / M tokens' is every "
-               "token at the usual (not the peak) load. Method: docs/fleet.md.")
+        st_.markdown(f"- {line}")
+    st_.caption(f"Every option is sized for the entered {ctx.load_rps:,.2f} requests/s x peak factor "
+                f"{ctx.peak_factor:g} with {ctx.headroom * 100:,.0f}% headroom (sidebar). Cost per million output "
+                "tokens is the fleet's GPU cost over the output tokens of the entered load. Method: docs/fleet.md.")
     return table
 
 
-__all__ = ["pareto_chart", "ranked_table", "render_fleet", "win_back_lines"]
+__all__ = ["pareto_chart", "ranked_table", "render", "win_back_lines"]

@@ -1,28 +1,42 @@
-"""Simulator view: static vs continuous batching side by side on the sidebar's scenario.
+"""Simulator view: static vs continuous batching side by side on the sizing, under its ``simulation:`` block.
 
-Renders ``capacity.simulator.simulate`` outputs: headline latencies, timelines of the running batch,
-the queue and KV blocks, and the TTFT / TPOT distributions. No formulas here.
+Renders ``capacity.simulator.simulate`` outputs: headline latencies, rejected requests (503s), timelines of
+the running batch, the requests waiting and the KV blocks, and the TTFT / TPOT distributions. The
+controls start from the scenario's ``simulation:`` block (a preset's) and override it; no formulas here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import streamlit as st
 
+from app_views.context import Context
+from app_views.text import plain
 from capacity import Scenario, ScenarioError
 from capacity.formatting import format_value
 from capacity.simulator import simulate
+from capacity.simulator.metrics import waiting_timeline
 
 POLICIES = ("static", "continuous")
+#: Arrival patterns offered, in words -> the simulator's ``arrival`` and what it means.
+ARRIVALS = {"Poisson (steady random)": "poisson", "bursty (gamma, burstiness x)": "gamma",
+            "all at once (instant)": "instant", "on/off bursts": "on_off", "replay a trace (CSV / JSONL)": "trace"}
 ROWS = [("mean_ttft_s", "mean TTFT"), ("p99_ttft_s", "p99 TTFT"), ("mean_tpot_s", "mean TPOT"),
         ("p99_tpot_s", "p99 TPOT"), ("max_itl_s", "worst gap between tokens"), ("throughput_rps", "throughput"),
         ("output_tokens_per_s", "output tokens/s"), ("goodput_rps", "goodput under the promises"),
         ("slot_utilization", "slot utilisation"), ("preemptions", "preemptions"),
         ("requests_rejected", "rejected (503)"), ("prefix_cache_hit_rate", "prefix-cache hit rate")]
 UNITS = {"throughput_rps": "requests/s", "goodput_rps": "requests/s", "output_tokens_per_s": "tokens/s",
-         "slot_utilization": "-", "preemptions": "", "requests_rejected": "", "prefix_cache_hit_rate": "-"}
+         "slot_utilization": "%", "preemptions": "", "requests_rejected": "", "prefix_cache_hit_rate": "%"}
+#: Largest trace accepted from an upload [bytes].
+MAX_TRACE_UPLOAD = 20_000_000
 
 
 def run_pair(scenario_json: str, settings_json: str) -> dict[str, tuple[dict, pd.DataFrame, pd.DataFrame]] | str:
@@ -39,21 +53,28 @@ def run_pair(scenario_json: str, settings_json: str) -> dict[str, tuple[dict, pd
         return "; ".join(exc.problems)
 
 
-def _fmt(key: str, value: float) -> str:
-    if key.endswith("_s"):
-        return format_value("decode_step_s", value)
-    if key in ("preemptions", "requests_rejected"):
-        return f"{value:,.0f}"
-    if UNITS.get(key) == "-":
+cached_run = st.cache_data(show_spinner=False, max_entries=32)(run_pair)
+
+
+def fmt(key: str, value: float) -> str:
+    """A summary value with its unit: times as ms or s, rates per second, shares as %."""
+    unit = UNITS.get(key)
+    if value is None or value != value:
+        return "n/a"
+    if unit == "%":
         return f"{value * 100:,.1f}%"
-    return f"{value:,.2f} {UNITS.get(key, '')}".strip()
+    if unit == "":
+        return f"{value:,.0f}"
+    if unit is not None:
+        return f"{value:,.2f} {unit}"
+    return format_value("decode_step_s", value)
 
 
-def _timeline_figure(timelines: dict[str, pd.DataFrame], column: str, title: str, unit: str) -> dict:
-    data = [{"type": "scatter", "x": t["time_s"], "y": t[column], "name": policy, "mode": "lines",
-             "line": {"shape": "hv"}} for policy, t in timelines.items()]
+def _timeline_figure(series: dict[str, tuple[Any, Any]], title: str, unit: str) -> dict:
+    data = [{"type": "scatter", "x": x, "y": y, "name": policy, "mode": "lines", "line": {"shape": "hv"}}
+            for policy, (x, y) in series.items()]
     return {"data": data, "layout": {"title": {"text": title}, "xaxis": {"title": {"text": "time (s)"}},
-                                     "yaxis": {"title": {"text": unit}}, "height": 280,
+                                     "yaxis": {"title": {"text": unit}, "rangemode": "tozero"}, "height": 280,
                                      "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
 
 
@@ -68,38 +89,101 @@ def _histogram(requests: dict[str, pd.DataFrame], column: str, title: str) -> di
                                      "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
 
 
-def render_simulator(st, scenario_json: str, default_rate: float, cached_run) -> None:
-    """Controls, then static vs continuous side by side. ``cached_run`` is ``run_pair`` wrapped in a cache."""
-    c = st.columns(5)
-    cost_model = c[0].selectbox("cost model", ["roofline", "teaching"], key="sim_cost_model",
-                                help="roofline: the analytic core's step times; teaching: essay 000's "
-                                     "18 ms + 0.12 ms per sequence, 0.03 ms per prompt token")
-    requests = int(c[1].number_input("requests", 10, 100_000, 500, key="sim_requests"))
-    rate = float(c[2].number_input("arrival rate (requests/s)", 0.01, 1e5, max(default_rate, 0.01),
-                                   key="sim_rate"))
-    seed = int(c[3].number_input("seed", 0, 2**31 - 1, 0, key="sim_seed"))
-    chunked = c[4].toggle("chunked prefill", key="sim_chunked")
-    settings = {"cost_model": cost_model, "requests": requests, "rate": rate, "seed": seed,
-                "chunked_prefill": chunked, "arrival": "poisson"}
-    with st.spinner(f"Simulating {requests:,} requests under both policies..."):
-        runs = cached_run(scenario_json, json.dumps(settings, sort_keys=True))
+def _trace_path(upload: Any) -> str | None:
+    """Keep an uploaded trace in a temporary file named by its content (the simulator reads a path)."""
+    data = upload.getvalue()
+    if len(data) > MAX_TRACE_UPLOAD:
+        raise ScenarioError(f"{upload.name} is {len(data):,} bytes; traces are limited to {MAX_TRACE_UPLOAD:,}")
+    suffix = ".jsonl" if upload.name.lower().endswith((".jsonl", ".json")) else ".csv"
+    folder = Path(tempfile.gettempdir()) / "capacity-app-traces"
+    folder.mkdir(exist_ok=True)
+    path = folder / (hashlib.sha256(data).hexdigest()[:32] + suffix)
+    if not path.exists():
+        path.write_bytes(data)
+    return str(path)
+
+
+def settings_from(block: dict[str, Any], default_rate: float) -> dict[str, Any]:
+    """The controls' starting values from a ``simulation:`` block (the library's defaults where it is silent)."""
+    arrival = block.get("arrival", "poisson")
+    return {"cost_model": block.get("cost_model", "roofline"), "requests": int(block.get("requests", 500)),
+            "rate": float(block.get("rate", default_rate)), "seed": int(block.get("seed", 0)),
+            "arrival": arrival if arrival in ARRIVALS.values() else "poisson",
+            "burstiness": float(block.get("burstiness", 2.0)),
+            "max_queued_requests": int(block.get("max_queued_requests", 0) or 0),
+            "chunked_prefill": bool(block.get("chunked_prefill", False))}
+
+
+def render(st_: Any, ctx: Context) -> None:
+    """Controls (from the scenario's simulation block), then static vs continuous side by side."""
+    block = ctx.doc.get("simulation") if isinstance(ctx.doc.get("simulation"), dict) else {}
+    default_rate = ctx.load_rps or ctx.results["goodput_rps"] * 0.8 or 1.0
+    start = settings_from(block, default_rate)
+    marker = (ctx.scenario_json, "sim")
+    if st.session_state.get("sim_for") != marker:  # a new sizing: the controls start from its simulation block
+        st.session_state["sim_for"] = marker
+        for key, value in start.items():
+            st.session_state[f"sim_{key}"] = value
+        st.session_state["sim_arrival_label"] = next(k for k, v in ARRIVALS.items() if v == start["arrival"])
+    if block:
+        st_.caption("Starting from the scenario's simulation block: " + plain(json.dumps(block, sort_keys=True)))
+    c = st_.columns(4)
+    c[0].selectbox("arrivals", list(ARRIVALS), key="sim_arrival_label")
+    arrival = ARRIVALS[st.session_state["sim_arrival_label"]]
+    c[1].number_input("arrival rate (requests/s)", 0.01, 1e6, key="sim_rate", format="%.2f",
+                      disabled=arrival in ("instant", "trace"))
+    c[2].number_input("requests", 10, 100_000, key="sim_requests")
+    c[3].number_input("queue limit (requests, 0 = none)", 0, 10_000_000, key="sim_max_queued_requests",
+                      help="requests beyond it are turned away (HTTP 503) and counted")
+    c = st_.columns(4)
+    c[0].selectbox("cost model", ["roofline", "teaching"], key="sim_cost_model",
+                   help="roofline: the analytic core's step times; teaching: essay 000's "
+                        "18 ms + 0.12 ms per sequence, 0.03 ms per prompt token")
+    c[1].number_input("burstiness (gamma: 1 = Poisson)", 0.01, 1000.0, key="sim_burstiness",
+                      disabled=arrival != "gamma")
+    c[2].number_input("seed", 0, 2**31 - 1, key="sim_seed")
+    c[3].toggle("chunked prefill", key="sim_chunked_prefill")
+    # The rest of the simulation block (length distributions, token budgets) reaches the simulator with the scenario.
+    settings = {**{k: st.session_state[f"sim_{k}"] for k in start}, "arrival": arrival}
+    if not settings["max_queued_requests"]:
+        settings.pop("max_queued_requests")
+    if arrival == "trace":
+        upload = st_.file_uploader("trace (CSV or JSONL: arrival_s, prompt_tokens, output_tokens)",
+                                   type=["csv", "jsonl", "json"], key="sim_trace")
+        if upload is None:
+            st_.info("Upload a trace to replay it.")
+            return
+        try:
+            settings["trace"] = _trace_path(upload)
+        except ScenarioError as exc:
+            st_.error(plain("; ".join(exc.problems)))
+            return
+        settings.pop("requests", None)
+    if arrival in ("instant", "trace"):
+        settings.pop("rate", None)
+    with st_.spinner(f"Simulating {settings.get('requests', 0):,} requests under both policies..."):
+        runs = cached_run(ctx.scenario_json, json.dumps(settings, sort_keys=True))
     if isinstance(runs, str):
-        st.error(runs)
+        st_.error(plain(runs))
         return
     summaries = {policy: runs[policy][0] for policy in POLICIES}
-    table = pd.DataFrame([{"quantity": label, **{policy: _fmt(key, summaries[policy][key]) for policy in POLICIES}}
+    table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in POLICIES}}
                           for key, label in ROWS])
-    left, right = st.columns([2, 3])
+    left, right = st_.columns([1, 1])
     left.dataframe(table, hide_index=True, width="stretch")
-    ratio = summaries["static"]["mean_ttft_s"] / max(summaries["continuous"]["mean_ttft_s"], 1e-12)
-    left.caption(f"Continuous batching cuts mean TTFT {ratio:,.1f}x here; Poisson arrivals, seed {seed}. "
-                 "Static batching pads finished sequences until the longest in its batch ends.")
+    left.caption(f"{st.session_state['sim_arrival_label']}, seed {settings['seed']}. Static batching pads finished "
+                 "sequences until the longest in its batch ends; continuous batching admits a request as soon as a "
+                 "slot and KV blocks free up.")
     timelines = {policy: runs[policy][2] for policy in POLICIES}
-    right.plotly_chart(_timeline_figure(timelines, "running", "Running batch", "sequences"), width="stretch")
-    c1, c2 = st.columns(2)
-    c1.plotly_chart(_timeline_figure(timelines, "queued", "Queue", "requests waiting"), width="stretch")
-    c2.plotly_chart(_timeline_figure(timelines, "kv_blocks_used", "KV blocks in use", "blocks"), width="stretch")
+    right.plotly_chart(_timeline_figure({p: (t["time_s"], t["running"]) for p, t in timelines.items()},
+                                        "Running batch", "sequences"), width="stretch")
+    c1, c2 = st_.columns(2)
+    waiting = {p: waiting_timeline(runs[p][1]) for p in POLICIES}
+    c1.plotly_chart(_timeline_figure({p: (w["time_s"], w["waiting"]) for p, w in waiting.items()},
+                                     "Requests waiting for a slot", "requests"), width="stretch")
+    c2.plotly_chart(_timeline_figure({p: (t["time_s"], t["kv_blocks_used"]) for p, t in timelines.items()},
+                                     "KV blocks in use", "blocks"), width="stretch")
     tables = {policy: runs[policy][1] for policy in POLICIES}
-    c1, c2 = st.columns(2)
+    c1, c2 = st_.columns(2)
     c1.plotly_chart(_histogram(tables, "ttft_s", "TTFT distribution"), width="stretch")
     c2.plotly_chart(_histogram(tables, "tpot_s", "TPOT distribution"), width="stretch")

@@ -1,20 +1,36 @@
-"""The sidebar's state: flat widget values in display units <-> a scenario mapping.
+"""The sizing state: one scenario mapping, and the sidebar widgets that show and edit it.
 
-Widget keys are flat strings (``"memory_gb"``, ``"prompt_tokens"``) so they fit in the
-URL query string. Quantities carry their unit in the scenario strings this module
-builds ("80 GiB", "3 ms"); no formula lives here.
+The mapping (``doc``) is exactly what "Save scenario" writes and ``capacity evaluate`` reads. Widgets are
+views of it in the chosen display unit: switching GB/GiB converts what is shown, never what is sized,
+because every quantity in the mapping carries its own unit ("16 GiB", "3 ms").
+
+A value derived from a catalog entry (weights from parameters x dtype, the context window, the GPU's
+efficiencies and price) is absent from the mapping until the user overrides it; absent means the library
+takes the catalog value, so it follows the model and GPU choice. An override is present, marked in the
+sidebar, and removed by "use the catalog value". A preset's overrides are the preset's: choosing another
+model or GPU drops them; overrides the user typed stay.
+
+The share link carries the same mapping: one URL parameter per widget (the mapping's own text, so it
+round-trips exactly), ``name``, ``view``, and ``extra`` (JSON) for keys no widget shows. No formula here.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from capacity import catalog
-from capacity.hf_config import model_from_text
-from capacity.scenario import parse_yaml
+from capacity.errors import ScenarioError
+from capacity.scenario import RESERVES, parse_yaml
+from capacity.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
 from capacity.units import parse_quantity
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -22,17 +38,384 @@ CUSTOM = "custom"
 DTYPES = ["bf16", "fp16", "fp8", "int8", "int4"]
 KV_DTYPES = ["bf16", "fp16", "fp8", "int4"]
 BLOCK_SIZES = [1, 8, 16, 32, 64, 128]
+UNITS = ["GB", "GiB"]
+UNIT_BYTES = {"GB": 1e9, "GiB": 2.0**30}
+#: Longest scenario name kept (it names downloads and the link).
+NAME_MAX = 120
 
-#: Every widget key with its type, for reading the URL query string back.
-FIELDS: dict[str, type] = {
-    "units": str, "model": str, "layers": int, "kv_heads": int, "head_dim": int, "params_b": float,
-    "weights_mem": float, "weight_dtype": str, "kv_dtype": str, "gpu": str, "memory_mem": float,
-    "bandwidth_tbs": float, "tflops": float, "bandwidth_efficiency": float, "flops_efficiency": float,
-    "gpu_count": int, "pipeline_parallel": int, "replicas": int, "reserve_mem": float, "price_per_hour": float,
-    "memory_utilization": float, "block_size": int,
-    "max_model_len": int, "step_overhead_ms": float, "max_num_seqs": int, "prompt_tokens": int,
-    "output_tokens": int, "shared_prefix_tokens": int, "arrival_rate": float, "tpot_ms": float, "ttft_ms": float,
-}
+
+@dataclass(frozen=True)
+class Field:
+    """One sidebar widget: its key (also its URL parameter), where its value lives in the scenario mapping,
+    its label in the user's words, its kind and range, and whether it follows a catalog entry."""
+
+    key: str
+    path: tuple[str, ...]
+    label: str
+    kind: str                    # int, float, choice, text, bytes, ms, tbs, tflops, billions
+    lo: float | None = None
+    hi: float | None = None
+    follows: str | None = None   # "model" / "gpu": absent from the mapping = the catalog value
+    only: str | None = None      # "model" / "gpu": a widget of a custom model / GPU only
+    none_at_zero: bool = False   # 0 means "not set"
+    default: Any = None          # shown when the mapping leaves it out (the library's default)
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
+
+
+_FIELDS = [
+    Field("units", ("units",), "byte units", "choice", default="GB"),
+    Field("name", ("name",), "scenario name", "text", default="my sizing"),
+    Field("model", ("model", "name"), "model", "choice"),
+    Field("weight_dtype", ("model", "weight_dtype"), "weight dtype", "choice", default="fp16"),
+    Field("kv_dtype", ("model", "kv_dtype"), "KV dtype", "choice", default="fp16"),
+    Field("layers", ("model", "layers"), "layers", "int", 1, 10_000, only="model"),
+    Field("kv_heads", ("model", "kv_heads"), "KV heads", "int", 1, 10_000, only="model"),
+    Field("head_dim", ("model", "head_dim"), "head dim", "int", 1, 100_000, only="model"),
+    Field("params_b", ("model", "params"), "parameters (billions)", "billions", 0.001, 100_000.0, only="model"),
+    Field("weights_mem", ("model", "weights"), "weights", "bytes", 0.0, 1e6, follows="model"),
+    Field("gpu", ("gpu", "name"), "GPU", "choice"),
+    Field("memory_mem", ("gpu", "memory"), "GPU memory", "bytes", 0.01, 1e6, only="gpu"),
+    Field("bandwidth_tbs", ("gpu", "bandwidth"), "bandwidth (TB/s, peak)", "tbs", 0.001, 1000.0, only="gpu"),
+    Field("tflops", ("gpu", "flops"), "FLOP/s (TFLOP/s, peak)", "tflops", 0.01, 1e6, only="gpu"),
+    Field("gpu_count", ("gpu", "count"), "tensor parallel GPUs", "int", 1, 1024, default=1),
+    Field("pipeline_parallel", ("gpu", "pipeline_parallel"), "pipeline stages", "int", 1, 1024, default=1),
+    Field("replicas", ("gpu", "replicas"), "replicas", "int", 1, 1_000_000, default=1),
+    Field("price_per_hour", ("gpu", "price_per_hour"), "price ($ per GPU-hour)", "float", 0.0, 100_000.0,
+          follows="gpu"),
+    Field("bandwidth_efficiency", ("gpu", "bandwidth_efficiency"), "bandwidth efficiency", "float", 0.01, 1.0,
+          follows="gpu"),
+    Field("flops_efficiency", ("gpu", "flops_efficiency"), "FLOP/s efficiency", "float", 0.01, 1.0, follows="gpu"),
+    Field("memory_utilization", ("serving", "memory_utilization"), "memory utilisation", "float", 0.01, 1.0,
+          default=0.90),
+    Field("block_size", ("serving", "block_size"), "block size (tokens)", "choice", default=16),
+    Field("max_model_len", ("serving", "max_model_len"), "max model length (tokens)", "int", 1, 1e9,
+          follows="model"),
+    Field("step_overhead_ms", ("serving", "step_overhead"), "overhead per step (ms)", "ms", 0.0, 1e6, default=0.0),
+    Field("max_num_seqs", ("serving", "max_num_seqs"), "max running sequences (0 = no cap)", "int", 0, 1e9,
+          none_at_zero=True, default=0),
+    Field("reserve_mem", ("serving", "activation_memory"), "engine reserve per GPU", "bytes", 0.0, 1e6, default=0.0),
+    Field("prompt_tokens", ("workload", "prompt_tokens"), "prompt (tokens)", "int", 1, 1e9),
+    Field("output_tokens", ("workload", "output_tokens"), "answer (tokens)", "int", 1, 1e9),
+    Field("shared_prefix_tokens", ("workload", "shared_prefix_tokens"), "shared prefix (tokens)", "int", 0, 1e9,
+          default=0),
+    Field("arrival_rate", ("workload", "arrival_rate"), "arrival rate (requests/s, 0 = not set)", "float", 0.0,
+          1e9, none_at_zero=True, default=0.0),
+    Field("tpot_ms", ("slo", "tpot"), "TPOT promise (ms, 0 = none)", "ms", 0.0, 1e7, none_at_zero=True, default=0.0),
+    Field("ttft_ms", ("slo", "ttft"), "TTFT promise (ms, 0 = none)", "ms", 0.0, 1e7, none_at_zero=True, default=0.0),
+]
+#: Every widget by key.
+FIELDS: dict[str, Field] = {f.key: f for f in _FIELDS}
+#: Label of every field path, for messages in the user's words ("workload.prompt_tokens" -> "prompt (tokens)").
+LABELS: dict[str, str] = {f.dotted: f.label for f in _FIELDS if f.kind != "choice" or f.key in ("model", "gpu")}
+LABELS.update({"gpu.count": "tensor parallel GPUs", "model.weights": "weights", "gpu.memory": "GPU memory",
+               "serving.activation_memory": "engine reserve per GPU", "model.name": "model", "gpu.name": "GPU"})
+
+
+# ---------------------------------------------------------------- the mapping
+
+
+def _get(doc: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = doc
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _set(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = doc
+    for part in path[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[path[-1]] = value
+
+
+def _delete(doc: dict[str, Any], path: tuple[str, ...]) -> None:
+    node = doc
+    for part in path[:-1]:
+        node = node.get(part)
+        if not isinstance(node, dict):
+            return
+    node.pop(path[-1], None)
+
+
+def catalog_key(kind: str, name: Any) -> str | None:
+    """The catalog key of a model or GPU name (key, alias or Hugging Face id, any case); None if unknown."""
+    try:
+        return (catalog.model if kind == "model" else catalog.gpu)(name)["key"]
+    except ScenarioError:
+        return None
+
+
+def normalise(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A scenario mapping in the app's shape: sections as mappings, catalog names as catalog keys. Nothing dropped."""
+    doc = copy.deepcopy(dict(data))
+    for kind, own in (("model", "layers"), ("gpu", "memory")):
+        section = doc.get(kind)
+        if isinstance(section, str):
+            section = {"name": section}
+        if isinstance(section, Mapping):
+            section = dict(section)
+            key = catalog_key(kind, section.get("name")) if "name" in section and own not in section else None
+            if key:
+                section["name"] = key
+            doc[kind] = section
+    return doc
+
+
+def is_custom(doc: Mapping[str, Any], kind: str) -> bool:
+    """True when the model (or GPU) is not a catalog entry but the mapping's own numbers."""
+    section = doc.get(kind) or {}
+    name = section.get("name") if isinstance(section, Mapping) else section
+    own = "layers" in section or "config" in section if kind == "model" else "memory" in section
+    return bool(own) or name not in (catalog.models() if kind == "model" else catalog.gpus())
+
+
+def resolved(doc: Mapping[str, Any]) -> tuple[Model | None, Gpu | None]:
+    """The library's Model and Gpu of the mapping (catalog values filled in); None where it cannot build one."""
+    problems: list[str] = []
+    model = model_from_mapping(doc.get("model"), problems) if doc.get("model") is not None else None
+    dtype = model.weight_dtype if model else "fp16"
+    gpu = gpu_from_mapping(doc.get("gpu"), dtype, problems) if doc.get("gpu") is not None else None
+    return model, gpu
+
+
+# ---------------------------------------------------------------- mapping <-> widget values
+
+
+def _number(value: float) -> int | float:
+    """A float as the shortest text that reads back the same (16.0 -> 16)."""
+    return int(value) if float(value).is_integer() and abs(value) < 1e15 else float(value)
+
+
+def _reserve_bytes(doc: Mapping[str, Any]) -> float:
+    serving = doc.get("serving") or {}
+    return sum(parse_quantity(serving[k], "bytes") for k in RESERVES if serving.get(k))
+
+
+def to_display(field: Field, raw: Any, units: str) -> Any:
+    """A mapping value as its widget shows it (bytes in ``units``, times in ms, TB/s, TFLOP/s, billions)."""
+    if field.kind == "bytes":
+        return parse_quantity(raw, "bytes") / UNIT_BYTES[units]
+    if field.kind == "ms":
+        return parse_quantity(raw, "time") * 1e3
+    if field.kind == "tbs":
+        return parse_quantity(raw, "bandwidth") / 1e12
+    if field.kind == "tflops":
+        return parse_quantity(raw, "flops") / 1e12
+    if field.kind == "billions":
+        return float(raw) / 1e9
+    if field.kind == "int":
+        return int(float(raw))
+    if field.kind == "float":
+        return float(raw)
+    if field.key == "block_size":
+        return int(raw)
+    return str(raw)
+
+
+def to_raw(field: Field, value: Any, units: str) -> Any:
+    """A widget value as the mapping stores it: quantities as text with their unit ("16 GiB", "3 ms")."""
+    if field.kind == "bytes":
+        return f"{_number(value)} {units}"
+    if field.kind == "ms":
+        return f"{_number(value)} ms"
+    if field.kind == "tbs":
+        return f"{_number(value)} TB/s"
+    if field.kind == "tflops":
+        return f"{_number(value)} TFLOP/s"
+    if field.kind == "billions":
+        return _number(float(value) * 1e9)
+    if field.kind == "int" or field.key == "block_size":
+        return int(value)
+    if field.kind == "float":
+        return _number(float(value))
+    return str(value)
+
+
+def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu | None, units: str) -> Any:
+    """What the library takes when the mapping leaves ``field`` out (a catalog or computed value)."""
+    if field.key == "model":
+        return CUSTOM
+    if field.key == "gpu":
+        return CUSTOM
+    if field.key == "reserve_mem":
+        return _reserve_bytes(doc) / UNIT_BYTES[units]
+    if field.key == "name":
+        return str(doc.get("name") or field.default)
+    if model is not None:
+        value = {"weights_mem": model.weight_bytes / UNIT_BYTES[units], "layers": model.layers,
+                 "kv_heads": model.kv_heads, "head_dim": model.head_dim, "params_b": model.params / 1e9,
+                 "weight_dtype": model.weight_dtype, "kv_dtype": model.kv_dtype}.get(field.key)
+        if value is not None:
+            return value
+        if field.key == "max_model_len":
+            if model.max_position_embeddings:
+                return model.max_position_embeddings
+            w = doc.get("workload") or {}
+            return int(w.get("prompt_tokens", 1)) + int(w.get("output_tokens", 1))
+    if gpu is not None:
+        value = {"memory_mem": gpu.memory_bytes / UNIT_BYTES[units], "bandwidth_tbs": gpu.bandwidth / 1e12,
+                 "tflops": gpu.flops / 1e12, "price_per_hour": gpu.price_per_hour or 0.0,
+                 "bandwidth_efficiency": gpu.bandwidth_efficiency,
+                 "flops_efficiency": gpu.flops_efficiency}.get(field.key)
+        if value is not None:
+            return value
+    return field.default if field.default is not None else (0 if field.kind == "int" else 0.0)
+
+
+def _key(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
+def widget_values(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Every widget's value for the mapping (derived values filled in from the catalog)."""
+    return dict(_widget_values(_key(doc)))
+
+
+@functools.lru_cache(maxsize=256)
+def _widget_values(text: str) -> dict[str, Any]:
+    doc = json.loads(text)
+    units = str(doc.get("units", "GB")) if doc.get("units") in UNITS else "GB"
+    model, gpu = resolved(doc)
+    values: dict[str, Any] = {}
+    for field in _FIELDS:
+        raw = _get(doc, field.path)
+        try:
+            if field.key == "model":
+                values[field.key] = CUSTOM if is_custom(doc, "model") else raw
+            elif field.key == "gpu":
+                values[field.key] = CUSTOM if is_custom(doc, "gpu") else raw
+            elif field.key == "units":
+                values[field.key] = units
+            elif field.key == "reserve_mem" or raw is None:
+                values[field.key] = _derived(field, doc, model, gpu, units)
+            else:
+                values[field.key] = to_display(field, raw, units)
+        except (ScenarioError, ValueError, TypeError):
+            values[field.key] = _derived(field, doc, None, None, units)
+    return values
+
+
+def catalog_value(doc: Mapping[str, Any], key: str) -> Any:
+    """The value ``key`` would show without the user's override (the catalog's, or parameters x dtype)."""
+    return _catalog_value(_key(doc), key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _catalog_value(text: str, key: str) -> Any:
+    field = FIELDS[key]
+    plain = json.loads(text)
+    _delete(plain, field.path)
+    model, gpu = resolved(plain)
+    return _derived(field, plain, model, gpu, str(plain.get("units", "GB")))
+
+
+def overridden(doc: Mapping[str, Any]) -> list[str]:
+    """Keys of the catalog-derived widgets the mapping overrides (shown marked, with a way back)."""
+    out = []
+    for field in _FIELDS:
+        if field.follows and _get(doc, field.path) is not None:
+            if field.key == "max_model_len" and is_custom(doc, "model"):
+                continue  # a custom model has no context window to follow
+            out.append(field.key)
+    return out
+
+
+def _close(a: Any, b: Any) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return a == b
+
+
+def set_value(doc: dict[str, Any], key: str, value: Any) -> None:
+    """Write one widget's value into the mapping (``doc`` changes in place).
+
+    Zero means "not set" for the optional numbers; a catalog-derived value equal to the catalog's is left out,
+    so it keeps following the catalog. Model and GPU choices go through ``choose``.
+    """
+    field = FIELDS[key]
+    units = str(doc.get("units", "GB"))
+    if key == "units":
+        doc["units"] = str(value)
+        return
+    if key == "name":
+        doc["name"] = str(value)[:NAME_MAX]
+        return
+    if key == "reserve_mem":
+        for other in RESERVES:
+            _delete(doc, ("serving", other))
+        if float(value) > 0:
+            _set(doc, field.path, to_raw(field, value, units))
+        return
+    if field.none_at_zero and float(value) == 0:
+        _delete(doc, field.path)
+        return
+    if field.follows:
+        _delete(doc, field.path)
+        if _close(catalog_value(doc, key), value):
+            return
+    _set(doc, field.path, to_raw(field, value, units))
+
+
+def choose(doc: dict[str, Any], kind: str, name: str, keep: set[str] = frozenset()) -> None:
+    """Choose a catalog model or GPU (or ``custom``, starting from the numbers of the current one).
+
+    The new entry's catalog values apply: overrides of the old one are dropped unless the user typed them
+    (``keep``, widget keys). A custom model or GPU starts from the one chosen before, so nothing jumps.
+    """
+    model, gpu = resolved(doc)
+    section = dict(doc.get(kind) or {})
+    units = str(doc.get("units", "GB"))
+    if name == CUSTOM:
+        if is_custom(doc, kind):
+            return
+        if kind == "model":
+            entry = catalog.model(section["name"]) if model else {}
+            fresh: dict[str, Any] = {k: v for k, v in entry.items() if k in _MODEL_SHAPE}
+            fresh.update(name="custom model", layers=model.layers if model else 32,
+                         params=model.params if model else 8e9)
+            if model and model.kv_latent_dim == 0:
+                fresh.update(kv_heads=model.kv_heads, head_dim=model.head_dim)
+        else:
+            fresh = {"name": "custom GPU"}
+            if gpu:
+                fresh.update(memory=f"{_number(gpu.memory_bytes / UNIT_BYTES[units])} {units}",
+                             bandwidth=f"{_number(gpu.bandwidth / 1e12)} TB/s",
+                             flops=f"{_number(gpu.flops / 1e12)} TFLOP/s",
+                             bandwidth_efficiency=gpu.bandwidth_efficiency, flops_efficiency=gpu.flops_efficiency)
+                if gpu.price_per_hour is not None:
+                    fresh["price_per_hour"] = gpu.price_per_hour
+                if gpu.interconnect_bandwidth:
+                    fresh["interconnect_bandwidth"] = f"{_number(gpu.interconnect_bandwidth / 1e9)} GB/s"
+    else:
+        fresh = {"name": name}
+    carried = ("weight_dtype", "kv_dtype") if kind == "model" else ("count", "pipeline_parallel", "replicas",
+                                                                      "allreduce_latency")
+    for key in carried:
+        if key in section and key not in fresh:
+            fresh[key] = section[key]
+    for field in _FIELDS:
+        if field.follows == kind and field.path[0] == kind and field.key in keep and field.path[1] in section:
+            fresh[field.path[1]] = section[field.path[1]]
+    doc[kind] = fresh
+    if kind == "model" and "max_model_len" not in keep and name != CUSTOM:
+        _delete(doc, ("serving", "max_model_len"))  # the new model's context window applies
+
+
+#: Model keys a custom model copies from the catalog entry it starts from (architecture beyond the widgets).
+_MODEL_SHAPE = ("attention_heads", "max_position_embeddings", "attention", "kv_lora_rank", "qk_rope_head_dim",
+                "sliding_window", "sliding_window_layers", "local_layers", "num_experts", "experts_per_token",
+                "active_params", "hidden_size", "attention_layers")
+
+
+# ---------------------------------------------------------------- presets, files and links
 
 
 def presets() -> dict[str, Path]:
@@ -47,131 +430,146 @@ def presets() -> dict[str, Path]:
     return found
 
 
-def _bytes_in(value: Any, unit: str) -> float:
-    return parse_quantity(value, "bytes") / (2**30 if unit == "GiB" else 1e9)
-
-
-def state_from_scenario(data: dict[str, Any]) -> dict[str, Any]:
-    """Widget values for a scenario mapping (catalog names kept, numbers in display units)."""
-    units = str(data.get("units", "GB"))
-    model = data.get("model") or {}
-    model = {"name": model} if isinstance(model, str) else dict(model)
-    gpu = data.get("gpu") or {}
-    gpu = {"name": gpu} if isinstance(gpu, str) else dict(gpu)
-    serving, workload, slo = data.get("serving") or {}, data.get("workload") or {}, data.get("slo") or {}
-    state: dict[str, Any] = {"units": units}
-
-    model_name = str(model.get("name", CUSTOM)).lower()
-    in_catalog = model_name in catalog.models() and "layers" not in model
-    entry = catalog.models()[model_name] if in_catalog else {}
-    state["model"] = model_name if in_catalog else CUSTOM
-    for key in ("layers", "kv_heads", "head_dim"):
-        state[key] = int(model.get(key, entry.get(key, 32)))
-    state["params_b"] = float(model.get("params", entry.get("params", 8e9))) / 1e9
-    state["weights_mem"] = _bytes_in(model["weights"], units) if "weights" in model else 0.0
-    state["weight_dtype"] = str(model.get("weight_dtype", "bf16"))
-    state["kv_dtype"] = str(model.get("kv_dtype", "bf16"))
-
-    gpu_name = str(gpu.get("name", CUSTOM)).lower()
-    in_catalog = gpu_name in catalog.gpus() and "memory" not in gpu
-    g_entry = catalog.gpus()[gpu_name] if in_catalog else {}
-    defaults = catalog.gpu_defaults()
-    state["gpu"] = gpu_name if in_catalog else CUSTOM
-    state["memory_mem"] = _bytes_in(gpu.get("memory", g_entry.get("memory", "80 GB")), units)
-    bandwidth = gpu.get("bandwidth", g_entry.get("bandwidth", "2 TB/s"))
-    state["bandwidth_tbs"] = parse_quantity(bandwidth, "bandwidth") / 1e12
-    state["tflops"] = parse_quantity(gpu.get("flops", g_entry.get("flops_bf16", "150 TFLOP/s")), "flops") / 1e12
-    for eff in ("bandwidth_efficiency", "flops_efficiency"):
-        state[eff] = float(gpu.get(eff, defaults.get(eff, 1.0) if in_catalog else 1.0))
-    state["gpu_count"] = int(gpu.get("count", 1))
-    state["pipeline_parallel"] = int(gpu.get("pipeline_parallel", 1))
-    state["replicas"] = int(gpu.get("replicas", 1))
-    reserves = [serving[k] for k in ("activation_memory", "cuda_graph_memory", "non_torch_memory") if serving.get(k)]
-    state["reserve_mem"] = sum(_bytes_in(v, units) for v in reserves)
-    state["price_per_hour"] = float(gpu.get("price_per_hour", g_entry.get("price_per_hour", 0.0)) or 0.0)
-
-    state["memory_utilization"] = float(serving.get("memory_utilization", 0.90))
-    state["block_size"] = int(serving.get("block_size", 16))
-    state["max_model_len"] = int(serving.get("max_model_len", 32768))
-    state["step_overhead_ms"] = parse_quantity(serving.get("step_overhead", 0), "time") * 1e3
-    state["max_num_seqs"] = int(serving.get("max_num_seqs", 0) or 0)
-    state["prompt_tokens"] = int(workload.get("prompt_tokens", 1000))
-    state["output_tokens"] = int(workload.get("output_tokens", 300))
-    state["shared_prefix_tokens"] = int(workload.get("shared_prefix_tokens", 0))
-    state["arrival_rate"] = float(workload.get("arrival_rate", 0.0) or 0.0)
-    state["tpot_ms"] = parse_quantity(slo["tpot"], "time") * 1e3 if slo.get("tpot") else 0.0
-    state["ttft_ms"] = parse_quantity(slo["ttft"], "time") * 1e3 if slo.get("ttft") else 0.0
-    return state
-
-
-def scenario_from_state(state: dict[str, Any], name: str = "app scenario") -> dict[str, Any]:
-    """The scenario mapping the widgets describe; zero means "not set" for the optional numbers.
-
-    A custom model with pasted config.json text is read from it (ScenarioError if the text is not a config).
-    """
-    units = state["units"]
-    if state["model"] == CUSTOM and state.get("config_json", "").strip():
-        model = model_from_text(state["config_json"], "imported config.json")
-    elif state["model"] == CUSTOM:
-        model = {"name": "custom model", "layers": state["layers"], "kv_heads": state["kv_heads"],
-                 "head_dim": state["head_dim"], "params": state["params_b"] * 1e9}
-    else:
-        model = {"name": state["model"]}
-    if state["weights_mem"] > 0:
-        model["weights"] = f"{state['weights_mem']} {units}"
-    model.update(weight_dtype=state["weight_dtype"], kv_dtype=state["kv_dtype"])
-    if state["gpu"] == CUSTOM:
-        gpu: dict[str, Any] = {"name": "custom GPU", "memory": f"{state['memory_mem']} {units}",
-                               "bandwidth": f"{state['bandwidth_tbs']} TB/s", "flops": f"{state['tflops']} TFLOP/s"}
-    else:
-        gpu = {"name": state["gpu"]}
-    gpu.update(count=state["gpu_count"], bandwidth_efficiency=state["bandwidth_efficiency"],
-               flops_efficiency=state["flops_efficiency"])
-    if state.get("pipeline_parallel", 1) > 1:
-        gpu["pipeline_parallel"] = state["pipeline_parallel"]
-    if state.get("replicas", 1) > 1:
-        gpu["replicas"] = state["replicas"]
-    if state["price_per_hour"] > 0:
-        gpu["price_per_hour"] = state["price_per_hour"]
-    serving: dict[str, Any] = {"memory_utilization": state["memory_utilization"], "block_size": state["block_size"],
-                               "max_model_len": state["max_model_len"],
-                               "step_overhead": f"{state['step_overhead_ms']} ms"}
-    if state["max_num_seqs"] > 0:
-        serving["max_num_seqs"] = state["max_num_seqs"]
-    if state.get("reserve_mem", 0) > 0:
-        serving["activation_memory"] = f"{state['reserve_mem']} {units}"
-    workload: dict[str, Any] = {"prompt_tokens": state["prompt_tokens"], "output_tokens": state["output_tokens"],
-                                "shared_prefix_tokens": state["shared_prefix_tokens"]}
-    if state["arrival_rate"] > 0:
-        workload["arrival_rate"] = state["arrival_rate"]
-    slo = {}
-    if state["tpot_ms"] > 0:
-        slo["tpot"] = f"{state['tpot_ms']} ms"
-    if state["ttft_ms"] > 0:
-        slo["ttft"] = f"{state['ttft_ms']} ms"
-    data = {"name": name, "units": units, "model": model, "gpu": gpu, "serving": serving, "workload": workload}
-    if slo:
-        data["slo"] = slo
-    return data
-
-
-def state_from_query(params: dict[str, str]) -> dict[str, Any]:
-    """Widget values from URL query parameters; unknown keys and unreadable values are ignored."""
-    state = {}
-    for key, kind in FIELDS.items():
-        if key in params:
-            try:
-                state[key] = kind(params[key])
-            except ValueError:
-                continue
-    return state
-
-
-def load_uploaded(text: str) -> dict[str, Any]:
-    """A scenario mapping from uploaded YAML text (safe loading; ScenarioError on bad YAML)."""
-    data = parse_yaml(text, "uploaded scenario")
+def load_text(text: str, origin: str = "the uploaded file") -> dict[str, Any]:
+    """A scenario mapping from YAML text (safe loading); ScenarioError in the user's words when it is not one."""
+    data = parse_yaml(text, origin)
     if not isinstance(data, dict):
-        from capacity.errors import ScenarioError
+        raise ScenarioError(f"{origin} is not a scenario (a mapping with model, gpu, serving, workload)")
+    return normalise(data)
 
-        raise ScenarioError("the uploaded file is not a scenario mapping (model, gpu, serving, workload, slo)")
-    return data
+
+def to_yaml(doc: Mapping[str, Any]) -> str:
+    """The mapping as the YAML file "Save scenario" writes (keys in the mapping's order)."""
+    return yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True)
+
+
+def _extra(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What the mapping holds beyond the widgets' paths (simulation block, sliding windows, other reserves...)."""
+    rest = copy.deepcopy(dict(doc))
+    for field in _FIELDS:
+        _delete(rest, field.path)
+    return {k: v for k, v in rest.items() if not (isinstance(v, dict) and not v)}
+
+
+def link_params(doc: Mapping[str, Any], view: str | None = None) -> dict[str, str]:
+    """URL parameters of the mapping: each widget's mapping text, the name, the view and ``extra`` JSON."""
+    params: dict[str, str] = {}
+    for field in _FIELDS:
+        raw = _get(doc, field.path)
+        if raw is not None and not isinstance(raw, (dict, list)):
+            params[field.key] = str(raw) if not isinstance(raw, float) else repr(raw)
+    extra = _extra(doc)
+    if extra:
+        params["extra"] = json.dumps(extra, separators=(",", ":"), sort_keys=True)
+    if view:
+        params["view"] = view
+    return params
+
+
+def _from_param(field: Field, text: str, units: str) -> Any:
+    """A URL parameter's value for the mapping: a plain number is in the widget's unit, else the quantity text."""
+    text = text.strip()
+    if field.kind in ("int", "float", "billions") or field.key == "block_size":
+        number = float(text)
+        whole = field.kind == "int" or field.key == "block_size"
+        if not math.isfinite(number) or (whole and not number.is_integer()):
+            raise ValueError(text)
+        shown = number / 1e9 if field.kind == "billions" else number
+        value: Any = int(number) if whole or (number.is_integer() and text.lstrip("-").isdigit()) else number
+        # The mapping's own text when it is not the number's plain form ("8e9" stays "8e9"): exact round trips.
+        return shown, value if str(value) == text or repr(value) == text else text
+    if field.kind in ("bytes", "ms", "tbs", "tflops"):
+        try:
+            shown = float(text)
+            return shown, to_raw(field, shown, units)
+        except ValueError:
+            raw = text
+            return to_display(field, raw, units), raw
+    return text, text
+
+
+def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The mapping a share link describes, and a message for each parameter that could not be used.
+
+    A link the app wrote carries ``name`` and every value; it is read on its own. A hand-made link (no ``name``)
+    changes ``base``. Values outside a widget's range, unknown models or GPUs and unreadable numbers are not
+    applied; each gets a message naming the field and what is allowed.
+    """
+    problems: list[str] = []
+    doc: dict[str, Any] = {} if "name" in params else copy.deepcopy(dict(base))
+    if "extra" in params:
+        try:
+            extra = json.loads(params["extra"])
+            if not isinstance(extra, dict):
+                raise ValueError
+            for key, value in extra.items():
+                if isinstance(value, dict) and isinstance(doc.get(key), dict):
+                    doc[key].update(value)
+                else:
+                    doc[key] = value
+        except (ValueError, RecursionError):
+            problems.append("the link's extra settings are not readable JSON; they were left out")
+    units = params.get("units", doc.get("units", "GB"))
+    if units not in UNITS:
+        problems.append(f"byte units {units!r} from the link is not GB or GiB; GB is used")
+        units = "GB"
+    doc["units"] = units
+    for field in _FIELDS:
+        if field.key not in params or field.key == "units":
+            continue
+        text = str(params[field.key])
+        if field.key in ("model", "gpu"):
+            key = catalog_key(field.key, text)
+            if key is None and text != CUSTOM:
+                known = ", ".join(catalog.models() if field.key == "model" else catalog.gpus())
+                problems.append(f"{field.label} {text!r} from the link is not in the catalog (known: {known}); "
+                                f"the link's {field.label} was not applied")
+                continue
+            if key is not None:
+                section = doc.get(field.key) if isinstance(doc.get(field.key), dict) else {}
+                if section.get("name") != key:
+                    choose(doc, field.key, key)
+            continue
+        if field.key in ("weight_dtype", "kv_dtype", "block_size"):
+            allowed = {"weight_dtype": DTYPES, "kv_dtype": KV_DTYPES, "block_size": BLOCK_SIZES}[field.key]
+            value: Any = text.lower()
+            if field.key == "block_size":
+                value = int(text) if text.isdigit() else text
+            if value not in allowed:
+                problems.append(f"{field.label} {text!r} from the link is not one of "
+                                f"{', '.join(map(str, allowed))}; not applied")
+                continue
+            _set(doc, field.path, value)
+            continue
+        if field.kind == "text":
+            _set(doc, field.path, text[:NAME_MAX])
+            continue
+        try:
+            shown, raw = _from_param(field, text, units)
+        except (ValueError, ScenarioError):
+            problems.append(f"{field.label} {text!r} from the link is not a number; not applied")
+            continue
+        if (field.lo is not None and shown < field.lo) or (field.hi is not None and shown > field.hi):
+            problems.append(f"{field.label} {text} from the link is outside {field.lo:g} to {field.hi:g}; "
+                            "not applied")
+            continue
+        if field.none_at_zero and shown == 0:
+            _delete(doc, field.path)
+        else:
+            _set(doc, field.path, raw)
+    return doc, problems
+
+
+def humanise(problem: str) -> str:
+    """A library message with field paths in the user's words ("workload.prompt_tokens" -> "prompt (tokens)")."""
+    for path in sorted(LABELS, key=len, reverse=True):
+        problem = problem.replace(path, LABELS[path])
+    return problem
+
+
+def section_of(problem: str) -> str:
+    """The sidebar section a library message belongs under: model, gpu, serving, workload or slo."""
+    head = problem.split(".", 1)[0].split(" ", 1)[0]
+    if head in ("model", "gpu", "serving", "workload", "slo"):
+        return head
+    return "gpu" if "weights" in problem or "memory" in problem else "serving"

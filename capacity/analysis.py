@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import memory, options, roofline, slo
+from . import engines, memory, options, roofline, slo
 from ._numeric import as_float as _f
 from .solve import SolveTrace
 from .specs import DEFAULT_MAX_BATCHED_TOKENS
@@ -61,6 +61,11 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Serving options the analytic model compares (chunked prefill, prefill/decode pools).
     "max_batched_tokens": ("tokens", "token budget of one chunked-prefill iteration (decodes + prompt chunks)"),
     "kv_transfer_bandwidth": ("B/s", "link from a prefill to a decode replica for the KV cache (inf: free)"),
+    # Engine profiles (capacity.engines): TensorRT-LLM sizes its pool from the memory free after the weights.
+    "kv_free_fraction": ("-", "KV pool = fraction x (memory - weights - reserves) (TensorRT-LLM); 0: memory x "
+                              "utilisation - weights - reserves"),
+    "batched_prefill": ("-", "1: prompts share prefill passes of max_batched_tokens tokens (engine profiles); 0: one "
+                             "pass per prompt"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -69,6 +74,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
+    "kv_free_fraction": 0.0, "batched_prefill": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
@@ -444,6 +450,9 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
                                           x["kv_latent_dim"])
     w_gpu = x["weight_bytes"] / (tp * pp)
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
+    if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
+        pool = np.where(x["kv_free_fraction"] > 0, engines.pool_bytes_of_free(
+            x["gpu_memory_bytes"], x["kv_free_fraction"], w_gpu + x["reserved_bytes"]), pool)
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
     windowed = bool(np.any(local > 0))
     per_request = memory.request_blocks(tokens, bs, window, local)
@@ -459,17 +468,22 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     prefill_tokens = np.maximum(x["prompt_tokens"] - shared_count * bs, 1.0)
     t_mem, t_comp, t_step = model.decode_terms(batch)
     t_prefill = model.prefill_s(prefill_tokens)
-    ceiling = roofline.ceiling_rps(t_prefill, t_step, batch, a_tokens)
-    share = roofline.decode_share(t_prefill, t_step, batch, a_tokens)
+    # The GPU time a prompt costs the others: its own pass, or its share of a batched pass (engine profiles).
+    t_prefill_gpu = t_prefill
+    if np.any(x["batched_prefill"] > 0):
+        t_prefill_gpu = np.where(x["batched_prefill"] > 0, engines.batched_prefill_s(
+            model.prefill_s, prefill_tokens, x["max_batched_tokens"]), t_prefill)
+    ceiling = roofline.ceiling_rps(t_prefill_gpu, t_step, batch, a_tokens)
+    share = roofline.decode_share(t_prefill_gpu, t_step, batch, a_tokens)
     tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, share)
     single = roofline.single_stream_tokens_per_s(x["bandwidth"], model.weights_read(1.0))
 
     pieces = model.pieces()
     # The row solves run for dense rows too where intermediates are asked for (the workbook shows them).
     rows = every or intermediates
-    rate_rows = (slo.max_rate_for_tpot_rows(model.step_rows, x["tpot_slo_s"], t_prefill, a_tokens, ceiling,
+    rate_rows = (slo.max_rate_for_tpot_rows(model.step_rows, x["tpot_slo_s"], t_prefill_gpu, a_tokens, ceiling,
                                             trace=traces.get("solver_rate_tpot_rps")) if rows else None)
-    rate_tpot = rate_rows if every else slo.max_rate_for_tpot_rps(x["tpot_slo_s"], t_prefill, a_tokens, pieces)
+    rate_tpot = rate_rows if every else slo.max_rate_for_tpot_rps(x["tpot_slo_s"], t_prefill_gpu, a_tokens, pieces)
     if mixed:
         n = rate_tpot.shape[0]
         sub = model.rows(moe)
@@ -479,7 +493,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             return np.broadcast_to(_f(a), (n,))[moe]
 
         rate_tpot = np.array(rate_tpot)
-        rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.step_rows, pick(x["tpot_slo_s"]), pick(t_prefill),
+        rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.step_rows, pick(x["tpot_slo_s"]), pick(t_prefill_gpu),
                                                     pick(a_tokens), pick(ceiling))
     rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     c_prefill = model.prefill_compute_s(prefill_tokens)
@@ -488,7 +502,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     goodput = slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
 
     def tpot_rows(lam: np.ndarray, name: str) -> np.ndarray:
-        return tpot_at_rates_s(model, pieces, t_prefill, a_tokens, batch, lam, True, traces.get(name))
+        return tpot_at_rates_s(model, pieces, t_prefill_gpu, a_tokens, batch, lam, True, traces.get(name))
 
     def ttft_at(lam: np.ndarray, tpot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces,
@@ -496,14 +510,24 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
 
     rows_goodput = tpot_rows(goodput, "solver_tpot_at_goodput_s") if rows else None
     rows_load = tpot_rows(rate, "solver_tpot_at_load_s") if rows else None
-    fixed_goodput = rows_goodput if every else slo.tpot_at_rate_s(goodput, t_prefill, a_tokens, pieces)
-    tpot_load = rows_load if every else slo.tpot_at_rate_s(rate, t_prefill, a_tokens, pieces)
-    # The TTFT takes the decode step from the dense pieces' TPOT (every expert read), for MoE rows too.
-    (ttft_below, step_fixed), (ttft_load, step_load) = ttft_at(goodput, fixed_goodput), ttft_at(rate, tpot_load)
+    fixed_goodput = rows_goodput if every else slo.tpot_at_rate_s(goodput, t_prefill_gpu, a_tokens, pieces)
+    tpot_load = rows_load if every else slo.tpot_at_rate_s(rate, t_prefill_gpu, a_tokens, pieces)
+    if mixed:  # MoE rows take the TTFT's decode step from the pieces at t_prefill, as when evaluated alone
+        is_moe = np.zeros(n, dtype=bool)
+        is_moe[moe] = True
+
+        def for_ttft(dense: np.ndarray, lam: np.ndarray) -> np.ndarray:
+            return np.where(is_moe, slo.tpot_at_rate_s(lam, t_prefill, a_tokens, pieces), dense)
+
+        (ttft_below, step_fixed), (ttft_load, step_load) = (ttft_at(goodput, for_ttft(fixed_goodput, goodput)),
+                                                            ttft_at(rate, for_ttft(tpot_load, rate)))
+    else:
+        (ttft_below, step_fixed), (ttft_load, step_load) = ttft_at(goodput, fixed_goodput), ttft_at(rate, tpot_load)
     if mixed:
         def moe_tpot(dense: np.ndarray, lam: np.ndarray) -> np.ndarray:
             out = np.array(np.broadcast_to(dense, (n,)))
-            out[moe] = tpot_at_rates_s(sub, sub_pieces, pick(t_prefill), pick(a_tokens), pick(batch), pick(lam), True)
+            out[moe] = tpot_at_rates_s(sub, sub_pieces, pick(t_prefill_gpu), pick(a_tokens), pick(batch), pick(lam),
+                                       True)
             return out
 
         fixed_goodput, tpot_load = moe_tpot(fixed_goodput, goodput), moe_tpot(tpot_load, rate)
@@ -513,8 +537,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     at_ceiling = goodput >= ceiling * (1 - 1e-12)
     limit = at_ceiling & (goodput > 0)
     tpot_goodput = np.where(limit, np.fmin(fixed_goodput, tpot_ceiling), fixed_goodput)
-    step_goodput = np.where(limit, np.fmin(step_fixed, slo.decode_step_from_tpot_s(goodput, t_prefill, tpot_ceiling)),
-                            step_fixed)
+    step_ceiling = slo.decode_step_from_tpot_s(goodput, t_prefill_gpu, tpot_ceiling)
+    step_goodput = np.where(limit, np.fmin(step_fixed, step_ceiling), step_fixed)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         ttft_goodput = np.where(limit, slo.ttft_queue_s(goodput, t_prefill, c_prefill, step_goodput, a_tokens),
                                 ttft_below)
@@ -565,7 +589,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "private_blocks": private,
             "critical_batch": roofline.critical_batch(x["weight_bytes"] / tp, x["active_params"] / (tp * pp),
                                                       x["bandwidth"], x["flops"]),
-            "gpu_time_per_request_s": roofline.gpu_time_per_request_s(t_prefill, t_step, batch, a_tokens),
+            "gpu_time_per_request_s": roofline.gpu_time_per_request_s(t_prefill_gpu, t_step, batch, a_tokens),
             "output_tokens_per_s_at_ceiling": tokens_ceiling,
             "batching_gain": tokens_ceiling / single,
             "max_rate_for_tpot_rps": rate_tpot,

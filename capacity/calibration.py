@@ -155,6 +155,8 @@ class _Probe:
     batch_max: float
     prompt_tokens: float
     output_tokens: float
+    fits: float = math.inf     # sequences of this shape the KV pool holds (max_num_seqs aside)
+    prefill_budget: float = 0.0  # tokens per batched prefill pass (engine profiles); 0: one pass per prompt
 
     def _terms(self, times: np.ndarray) -> Terms:
         base = float(times[2])
@@ -167,6 +169,14 @@ class _Probe:
     def prefill(self, tokens: float) -> Terms:
         """One prefill pass over ``tokens`` prompt tokens."""
         return self._terms(self.model.prefill_s(tokens))
+
+    def prefill_share(self, tokens: float) -> Terms:
+        """The GPU time a prompt of ``tokens`` costs the other requests: its share of a batched pass of
+        ``prefill_budget`` tokens (engines.batched_prefill_s), or its own pass."""
+        if self.prefill_budget <= 0:
+            return self.prefill(tokens)
+        budget = max(self.prefill_budget, tokens)
+        return self.prefill(budget).scaled(tokens / budget)
 
 
 _PROBES: dict[int, tuple[Scenario, _Probe]] = {}
@@ -184,7 +194,9 @@ def _probe(scenario: Scenario) -> _Probe:
     w = scenario.workload
     model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))
     results = scenario.evaluate()  # memory results (batch_max, prefill tokens) do not depend on the factors
-    probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens))
+    probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens),
+                   float(results["max_requests_shared_prefix"]),
+                   float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0)
     _PROBES[id(scenario)] = (scenario, probe)
     if len(_PROBES) > 4096:
         _PROBES.clear()
@@ -206,7 +218,8 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
     if m not in METRICS:
         raise ScenarioError(f"metric {m!r} is not known; use one of {', '.join(METRICS)}")
     if obs.batch_size is not None:
-        b = float(obs.batch_size)
+        # A stated static batch that the KV pool cannot hold runs as the batch that fits (``batch_fits`` flags it).
+        b = float(obs.batch_size) if p.fits < 1 else min(float(obs.batch_size), p.fits)
         prefill, step = p.prefill(b * p.prompt_tokens), p.decode(b)
         if m in ("step_time_s", "tpot_s"):
             return step
@@ -241,8 +254,9 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
     if b < 1:
         raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
     step = p.decode(b)
+    share = p.prefill_share(p.prompt_tokens)  # what the others' prompts cost this request's steps
     if m in ("step_time_s", "tpot_s"):
-        return step + prefill.scaled((b - 1.0) / a)
+        return step + share.scaled((b - 1.0) / a)
     if m == "ttft_s":
         if concurrency != 1:
             raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at concurrency 1, a static batch "
@@ -250,7 +264,12 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
         return prefill
     if m == "latency_s":
         return prefill + step.scaled(a)
-    return prefill.scaled(1.0 / a) + step.scaled(1.0 / b)
+    return share.scaled(1.0 / a) + step.scaled(1.0 / b)
+
+
+def batch_fits(obs: Observation) -> bool:
+    """Whether the observation's stated static batch fits in the KV pool (True without a stated batch)."""
+    return obs.batch_size is None or obs.batch_size <= _probe(obs.scenario).fits
 
 
 def predict(obs: Observation, factors: Factors) -> float:

@@ -28,13 +28,16 @@ def input_problems(inputs: Mapping[str, ArrayLike], attention_heads: int = 0) ->
     tensor-parallel GPUs. Each problem is one line naming the field, the value and what is allowed.
     """
     keys = ("shared_prefix_tokens", "prompt_tokens", "output_tokens", "max_model_len", "gpu_count",
-            "pipeline_parallel", "weight_bytes", "gpu_memory_bytes", "memory_utilization", "reserved_bytes")
-    defaults = {"pipeline_parallel": 1.0, "reserved_bytes": 0.0}
+            "pipeline_parallel", "weight_bytes", "gpu_memory_bytes", "memory_utilization", "reserved_bytes",
+            "kv_free_fraction")
+    defaults = {"pipeline_parallel": 1.0, "reserved_bytes": 0.0, "kv_free_fraction": 0.0}
     arrays = np.broadcast_arrays(*(np.asarray(inputs.get(k, defaults.get(k)), dtype=float) for k in keys))
     x = {k: a.reshape(-1) for k, a in zip(keys, arrays, strict=True)}
     tokens = x["prompt_tokens"] + x["output_tokens"]
     weights_gpu = x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"])
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], weights_gpu + x["reserved_bytes"])
+    # TensorRT-LLM's rule (engines.pool_bytes_of_free): a pool whenever the weights and reserves leave memory free
+    pool = np.where(x["kv_free_fraction"] > 0, x["gpu_memory_bytes"] - weights_gpu - x["reserved_bytes"], pool)
     tp = x["gpu_count"]
     checks = [
         (x["shared_prefix_tokens"] > x["prompt_tokens"],

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from . import slo
+from . import memory, slo
 from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s, ttft_at_rates_s
 from .scenario import Results
 
@@ -22,12 +22,13 @@ def _model(results: Results) -> StepModel:
 def decode_curve(results: Results, batches: ArrayLike) -> pd.DataFrame:
     """Decode step terms and throughput over batch sizes B [sequences].
 
-    Columns: batch, memory_s, compute_s, step_s (max + overhead), tokens_per_s (B / step_s).
+    Columns: batch, memory_s, compute_s, step_s (max + overhead), tokens_per_s (B / step_s), and
+    per_user_tokens_per_s (1 / step_s: what one user sees, which falls as the batch grows).
     """
     b = np.asarray(batches, dtype=float)
     memory, compute, step = _model(results).decode_terms(b)
     return pd.DataFrame({"batch": b, "memory_s": memory, "compute_s": compute, "step_s": step,
-                         "tokens_per_s": b / step})
+                         "tokens_per_s": b / step, "per_user_tokens_per_s": 1.0 / step})
 
 
 def balance_batch(results: Results) -> float:
@@ -51,10 +52,26 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     model = _model(results)
     lam = np.asarray(rates, dtype=float)
     a_tokens = results.scenario.workload.output_tokens
-    tpot = tpot_at_rates_s(model, model.pieces(), results["prefill_s"], a_tokens, results["batch_max"], lam)
+    # An MoE model is solved row by row: give the one-row model one row per rate (the row solver indexes rows).
+    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if np.any(model.moe) and lam.ndim == 1 else model
+    tpot = tpot_at_rates_s(per_rate, model.pieces(), results["prefill_s"], a_tokens, results["batch_max"], lam)
     ttft = ttft_at_rates_s(model, results["prefill_tokens"], results["prefill_s"], results["ceiling_rps"], a_tokens,
                            lam)
     batch = slo.in_flight(lam, a_tokens, tpot)
     over = (lam > results["ceiling_rps"]) | (batch > results["batch_max"])
     return pd.DataFrame({"rate_rps": lam, "tpot_s": np.where(over, np.inf, tpot), "ttft_s": ttft,
                          "in_flight": np.where(over, np.inf, batch)})
+
+
+def concurrency_curve(results: Results, tokens_per_request: ArrayLike) -> pd.DataFrame:
+    """Requests that fit at once over request lengths T [tokens], with this pool: ``floor(blocks / ceil(T / bs))``.
+
+    Columns: tokens, paged (``memory.max_requests_paged``; sliding-window layers keep only the window), batch
+    (capped by max_num_seqs). Essay 000's pool of 28,672 blocks of 16 tokens holds 28,672 requests of one block
+    (16 tokens) but 14 of 32K tokens.
+    """
+    x = complete_inputs(results.scenario.inputs())
+    t = np.asarray(tokens_per_request, dtype=float)
+    paged = memory.max_requests_paged(results["pool_blocks"], t, x["block_size"], x["sliding_window"],
+                                      x["local_layer_fraction"])
+    return pd.DataFrame({"tokens": t, "paged": paged, "batch": np.minimum(paged, x["max_num_seqs"])})

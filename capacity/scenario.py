@@ -15,11 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from . import engines
 from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
 from .checks import input_problems
+from .engines import ALIASES
 from .errors import ScenarioError
 from .profiles import resolve_profile
+from .quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
+from .quantisation import weight_bytes as scheme_weight_bytes
 from .specs import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_BATCHED_TOKENS,
@@ -75,9 +79,12 @@ class Scenario:
             if data.get(required) is None and not (required == "workload" and classes):
                 problems.append(f"{required} is missing")
         model = model_from_mapping(data["model"], problems) if data.get("model") is not None else None
-        weight_dtype = model.weight_dtype if model else "fp16"
-        gpu = gpu_from_mapping(data["gpu"], weight_dtype, problems) if data.get("gpu") is not None else None
         s = check_section("serving", data.get("serving"), SERVING_FIELDS, problems=problems)
+        engine_lines: list[str] = []
+        if model is not None and s.get("engine"):
+            model, engine_lines = _engine_model(model, data["model"], s["engine"], s.get("engine_version"))
+        weight_dtype = (model.quantization or model.weight_dtype) if model else "fp16"
+        gpu = gpu_from_mapping(data["gpu"], weight_dtype, problems) if data.get("gpu") is not None else None
         w = check_section("workload", data.get("workload"), WORKLOAD_FIELDS, problems=problems)
         if classes:  # a mix: the single-shape results use its mean shape (capacity/mix.py)
             from .mix import mean_shape
@@ -94,13 +101,24 @@ class Scenario:
         if problems:
             raise ScenarioError(*problems)
         assert model is not None and gpu is not None
-        serving = Serving(memory_utilization=s.get("memory_utilization", DEFAULT_MEMORY_UTILIZATION),
-                          block_size=s.get("block_size", DEFAULT_BLOCK_SIZE),
+        e: dict[str, Any] = {}  # what the engine profile supplies for the keys the scenario leaves out
+        if s.get("engine"):
+            gpu, e, lines = _engine_serving(s, data, model, gpu, w)
+            engine_lines += lines
+        serving = Serving(memory_utilization=s.get("memory_utilization",
+                                                   e.get("memory_utilization", DEFAULT_MEMORY_UTILIZATION)),
+                          block_size=s.get("block_size", e.get("block_size", DEFAULT_BLOCK_SIZE)),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),
-                          step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"),
-                          reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES),
-                          max_batched_tokens=s.get("max_batched_tokens", DEFAULT_MAX_BATCHED_TOKENS),
-                          kv_transfer_bandwidth=s.get("kv_transfer_bandwidth"))
+                          step_overhead_s=s.get("step_overhead", e.get("step_overhead_s", 0.0)),
+                          max_num_seqs=s.get("max_num_seqs", e.get("max_num_seqs")),
+                          reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES) + e.get("activation_bytes", 0.0),
+                          max_batched_tokens=s.get("max_batched_tokens",
+                                                   e.get("max_batched_tokens", DEFAULT_MAX_BATCHED_TOKENS)),
+                          kv_transfer_bandwidth=s.get("kv_transfer_bandwidth"), engine=s.get("engine"),
+                          engine_version=s.get("engine_version"),
+                          kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
+                                                 e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
+                          engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
@@ -145,7 +163,8 @@ class Scenario:
             "allreduce_latency_s": g.allreduce_latency_s, "reserved_bytes": s.reserved_bytes,
             "max_batched_tokens": s.max_batched_tokens,
             "kv_transfer_bandwidth": s.kv_transfer_bandwidth if s.kv_transfer_bandwidth else inf,
-            "replicas": g.replicas,
+            "replicas": g.replicas, "kv_free_fraction": s.kv_free_fraction,
+            "batched_prefill": float(s.batched_prefill),
         }
 
     def evaluate(self) -> Results:
@@ -159,6 +178,51 @@ class Scenario:
         new = replace(self, **parts)
         new.check()
         return new
+
+
+def _engine_model(model: Model, raw: Any, engine: str, version: str | None) -> tuple[Model, list[str]]:
+    """The model as the engine loads it: a plain weight_dtype read as its quantisation scheme (16-bit embeddings
+    and lm_head) unless the scenario states weights or a scheme; TensorRT-LLM's FP8 KV cache for FP8 weights."""
+    user = raw if isinstance(raw, Mapping) else {}
+    lines: list[str] = []
+    name = f"{engine}{' ' + version if version else ''}"
+    if model.quantization is None and "weights" not in user and model.weight_dtype in SCHEME_FOR_DTYPE:
+        scheme = SCHEMES[SCHEME_FOR_DTYPE[model.weight_dtype]]
+        sixteen = (embedding_params(model.vocab_size, model.hidden_size, model.tie_word_embeddings)
+                   if model.vocab_size and model.hidden_size else 0.0)
+        weights = float(scheme_weight_bytes(model.params, scheme.bytes_per_weight, sixteen))
+        if scheme.key not in ("bf16", "fp16") or sixteen:
+            if scheme.key not in ("bf16", "fp16"):
+                lines.append(f"{name}: {model.weight_dtype} weights read as the {scheme.key} scheme "
+                             f"({scheme.bytes_per_weight:.4g} B per weight, embeddings and lm_head in 16 bit: "
+                             f"{weights / 1e9:.2f} GB)")
+            model = replace(model, weight_bytes=weights, quantization=scheme.key)
+    if (ALIASES.get(engine, engine) == "tensorrt-llm" and "kv_dtype" not in user
+            and (model.quantization or model.weight_dtype) in ("fp8",) and model.kv_dtype not in ("fp8", "int8")):
+        model = replace(model, kv_dtype="fp8")
+        lines.append(f"{name}: FP8 weights with an FP8 KV cache (TensorRT-LLM sets the KV cache to FP8 with FP8 "
+                     f"quantization)")
+    return model, lines
+
+
+def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model, gpu: Gpu,
+                    w: Mapping[str, Any]) -> tuple[Gpu, dict[str, Any], list[str]]:
+    """The GPU with the engine's fitted efficiencies and all-reduce latency, and the serving values the engine
+    profile supplies for the keys the scenario leaves out (``engines.apply``)."""
+    gpu_keys = data["gpu"] if isinstance(data["gpu"], Mapping) else {}
+    explicit = not gpu.source or gpu.source == "user" or any(
+        k in gpu_keys for k in ("bandwidth", "flops", "bandwidth_efficiency", "flops_efficiency", "profile"))
+    given = {**s, **({"allreduce_latency": 1} if "allreduce_latency" in gpu_keys else {}),
+             **({"_explicit_efficiency": True} if explicit else {})}
+    max_len = s.get("max_model_len", model.max_position_embeddings) or (w["prompt_tokens"] + w["output_tokens"])
+    e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
+                             gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
+                             hidden_size=model.hidden_size, intermediate_size=model.intermediate_size)
+    if "allreduce_latency_s" in e:
+        gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
+    if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
+        gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"], flops_efficiency=e["flops_efficiency"])
+    return gpu, e, lines
 
 
 def _workload_classes(data: Mapping[str, Any], problems: list[str]) -> tuple:
@@ -213,8 +277,16 @@ class Results:
     def notes(self) -> list[str]:
         """Plain-language reasons for every result that is zero, undefined or limited."""
         v, notes = self.values, []
+        s = self.scenario.serving
+        if s.engine_defaults:
+            notes.append("engine defaults applied: " + "; ".join(s.engine_defaults))
         if v["batch_max"] <= 0:
             notes.append("no request fits in the KV pool: nothing can be served")
+        elif (s.max_num_seqs is not None and s.max_num_seqs > v["max_requests_shared_prefix"]
+              and not any(line.split(": ", 1)[-1].startswith("max_num_seqs") for line in s.engine_defaults)):
+            notes.append(f"serving.max_num_seqs ({s.max_num_seqs}) does not fit in the KV pool: only "
+                         f"{v['max_requests_shared_prefix']:,.0f} sequences of this request shape fit, and throughput "
+                         f"uses that batch")
         limit = v["goodput_limit"]
         if v["goodput_rps"] <= 0 and limit == "tpot":
             alone = 1.0 / v["single_stream_tokens_per_s"] + self.scenario.serving.step_overhead_s

@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import catalog
+from .engines import ALIASES, ENGINES
 from .errors import ScenarioError, show
 from .memory import BYTES_PER_VALUE
+from .quantisation import SCHEMES, embedding_params
+from .quantisation import flops_key as scheme_flops_key
+from .quantisation import weight_bytes as scheme_weight_bytes
 from .units import BASE_UNIT, parse_quantity
 
 #: Bytes per weight by weight dtype. int4 carries one fp16 scale per group of 128
@@ -49,6 +53,10 @@ class Model:
     experts_per_token: int = 0
     active_params: float | None = None      # params a token uses (MoE); None = params
     hidden_size: int | None = None
+    intermediate_size: int | None = None    # MLP width (engine activation peak)
+    vocab_size: int | None = None           # embedding rows (16-bit embeddings of a quantised checkpoint)
+    tie_word_embeddings: bool = False
+    quantization: str | None = None         # a quantisation.SCHEMES key; None: the weight_dtype convention
 
     @property
     def kv_bytes_per_value(self) -> float:
@@ -108,6 +116,11 @@ class Serving:
     # token budget of a chunked-prefill iteration (analytic option, docs/fleet.md)
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     kv_transfer_bandwidth: float | None = None  # prefill -> decode pool link [B/s]; None: free (docs/fleet.md)
+    engine: str | None = None              # engines.ENGINES; None: the essays' convention (no engine defaults)
+    engine_version: str | None = None
+    kv_free_fraction: float = 0.0          # TensorRT-LLM rule: pool = fraction x (memory - weights - reserves); 0: off
+    engine_defaults: tuple[str, ...] = ()  # the engine defaults applied, one line each
+    batched_prefill: bool = False          # prompts share prefill passes of max_batched_tokens (engine profiles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +270,7 @@ MODEL_FIELDS: dict[str, Check] = {
     "sliding_window_layers": lambda v, p: _choice(v, p, ("all", "alternate", "none")),
     "local_layers": non_negative_int, "num_experts": non_negative_int, "experts_per_token": non_negative_int,
     "active_params": positive, "hidden_size": positive_int, "attention_layers": positive_int,
+    "quantization": lambda v, p: _choice(v, p, tuple(SCHEMES)),
 }
 GPU_FIELDS: dict[str, Check] = {
     "name": text, "memory": quantity("bytes"), "bandwidth": quantity("bandwidth"), "flops": quantity("flops"),
@@ -271,6 +285,8 @@ SERVING_FIELDS: dict[str, Check] = {
     "activation_memory": quantity("bytes", allow_zero=True), "cuda_graph_memory": quantity("bytes", allow_zero=True),
     "non_torch_memory": quantity("bytes", allow_zero=True), "max_batched_tokens": positive_int,
     "kv_transfer_bandwidth": quantity("bandwidth"),
+    "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + tuple(ALIASES))),
+    "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
@@ -398,6 +414,11 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
                         f"num_experts ({f['params'] * top_k / experts:g}): the experts alone hold that many")
     weight_dtype = f.get("weight_dtype", "fp16")
     weights = f.get("weights", f["params"] * BYTES_PER_WEIGHT[weight_dtype])
+    scheme = f.get("quantization")
+    if scheme and "weights" not in f:  # a scheme: 16-bit embeddings/lm_head where the shapes are known
+        vocab, width = _int_or_none(f.get("vocab_size")), f.get("hidden_size")
+        sixteen = embedding_params(vocab, width, bool(f.get("tie_word_embeddings"))) if vocab and width else 0.0
+        weights = float(scheme_weight_bytes(f["params"], SCHEMES[scheme].bytes_per_weight, sixteen))
     return Model(
         name=str(f.get("name", entry.get("key", "custom model"))), layers=layers, kv_heads=f.get("kv_heads", 1),
         head_dim=f.get("head_dim", 1), params=f["params"], weight_bytes=weights, weight_dtype=weight_dtype,
@@ -406,7 +427,18 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
         source=str(entry.get("source", "user")) if entry else "user",
         kv_latent_dim=f["kv_lora_rank"] + f["qk_rope_head_dim"] if mla else 0,
         sliding_window=window, local_layer_fraction=local if window else 0.0, experts=experts,
-        experts_per_token=top_k, active_params=active, hidden_size=f.get("hidden_size"))
+        experts_per_token=top_k, active_params=active, hidden_size=f.get("hidden_size"),
+        intermediate_size=_int_or_none(f.get("intermediate_size")), vocab_size=_int_or_none(f.get("vocab_size")),
+        tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme)
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A catalog info field as a whole number, or None where absent or not a positive number."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
 
 
 def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | None:
@@ -426,7 +458,8 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
     if entry.get("memory_usable"):  # what the device reports to the engine (nvidia-smi total), not the datasheet
         entry["memory"] = entry["memory_usable"]
     if entry and "flops" not in user:
-        key = FLOPS_KEY_FOR_DTYPE.get(weight_dtype, "flops_bf16")
+        key = (scheme_flops_key(SCHEMES[weight_dtype], frozenset(entry)) if weight_dtype in SCHEMES
+               and weight_dtype not in FLOPS_KEY_FOR_DTYPE else FLOPS_KEY_FOR_DTYPE.get(weight_dtype, "flops_bf16"))
         entry["flops"] = entry.get(key, entry.get("flops_bf16"))
     merged = {**{k: v for k, v in entry.items() if k in GPU_FIELDS or k in _INFO}, **user}
     for figure in ("bandwidth", "flops"):

@@ -1,20 +1,28 @@
-"""The Streamlit app through AppTest: every preset renders, sliders move numbers as the library predicts."""
+"""The Streamlit app through AppTest: one sizing state, the numbers the library gives for it, in every view."""
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 from streamlit.testing.v1 import AppTest
 
-from app_views.state import presets, scenario_from_state, state_from_scenario
+from app_views.state import doc_from_link, link_params, load_text, normalise, presets, to_yaml
+from app_views.views import VIEWS
 from capacity import Scenario
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
 PRESETS = presets()
+ESSAY_000 = "essay 000 worked example"
+ESSAY_001 = "essay 001 sale-day napkin"
 
 
-def start() -> AppTest:
-    return AppTest.from_file(APP, default_timeout=60).run()
+def start(params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    if params:
+        at.query_params.update(params)
+    return at.run()
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -30,26 +38,41 @@ def choose(at: AppTest, preset: str) -> AppTest:
     return at.sidebar.selectbox(key="preset").select(preset).run()
 
 
+def saved(at: AppTest) -> dict:
+    """The scenario the app would save, read back as `capacity evaluate` reads a file."""
+    return yaml.safe_load(to_yaml(at.session_state["doc"]))
+
+
+def headline_of(results) -> dict[str, str]:
+    return {"Requests that fit": f"{results['batch_max']:,.0f}", "Ceiling": f"{results['ceiling_rps']:,.2f} req/s",
+            "Goodput under promises": f"{results['goodput_rps']:,.2f} req/s"}
+
+
+def assert_headline(at: AppTest, results) -> None:
+    shown = metrics(at)
+    for label, value in headline_of(results).items():
+        assert shown[label] == value, label
+
+
+def preset_data(name: str) -> dict:
+    return yaml.safe_load(PRESETS[name].read_text())
+
+
 @pytest.mark.parametrize("preset", list(PRESETS))
-def test_every_preset_renders_the_library_numbers(preset):
+def test_every_preset_renders_the_library_numbers_in_every_view(preset):
     at = choose(start(), preset)
     assert not at.exception, at.exception
     assert not at.error
-    for view in ("Memory", "Roofline", "Promise", "Cost", "Fleet", "Compare", "Simulator", "All numbers"):
+    for view in VIEWS:
         at.button_group(key="view").set_value(view).run()
-        assert not at.exception and not at.error, (view, at.exception)
-    expected = Scenario.from_dict(yaml.safe_load(PRESETS[preset].read_text())).evaluate()
-    shown = metrics(at)
-    assert shown["Requests that fit"] == f"{expected['batch_max']:,.0f}"
-    assert shown["Ceiling"] == f"{expected['ceiling_rps']:,.2f} req/s"
-    assert shown["Goodput under promises"] == f"{expected['goodput_rps']:,.2f} req/s"
+        assert not at.exception and not at.error, (view, at.exception, [e.value for e in at.error])
+    assert_headline(at, Scenario.from_dict(preset_data(preset)).evaluate())
 
 
 def test_essay_001_preset_shows_the_essay_numbers():
-    at = choose(start(), "essay 001 sale-day napkin")
+    at = choose(start(), ESSAY_001)
     shown = {**in_view(at, "Roofline"), **in_view(at, "Promise")}
     assert shown["Requests that fit"] == "328"
-    assert shown["Decode step at that batch"] == "38.0 ms"
     assert shown["Memory term"] == "32.7 ms" and shown["Compute term"] == "35.0 ms"
     assert shown["Prefill"] == "109.7 ms"
     assert shown["Ceiling"] == "6.92 req/s"
@@ -57,10 +80,20 @@ def test_essay_001_preset_shows_the_essay_numbers():
     assert shown["In flight at goodput"] == "88"
     assert shown["TPOT at the ceiling"] == "157.9 ms"
     assert shown["Single stream"] == "125 tokens/s"
+    # $2/h over 5.897 requests/s x 300 tokens = $0.314 per million output tokens; 730 h x $2 = $1,460 a month.
+    assert shown["$ per M output tokens"] == "$0.314"
+    assert shown["Monthly cost"] == "$1,460"
+
+
+def test_headline_starts_with_the_one_sentence_answer():
+    at = choose(start(), ESSAY_001)
+    first = at.markdown[0].value
+    assert first.startswith("#### 1 x custom GPU serves 5\\.90 req\\/s at 50\\.0 ms per token")
+    assert "the TPOT promise is what binds" in first
 
 
 def test_essay_000_preset_shows_the_essay_numbers():
-    at = choose(start(), "essay 000 worked example")
+    at = start()  # the landing preset
     shown = in_view(at, "Memory")
     assert shown["Requests that fit"] == "752"
     assert shown["KV pool per GPU"] == "56.00 GiB"
@@ -68,8 +101,77 @@ def test_essay_000_preset_shows_the_essay_numbers():
     assert shown["Paged vs contiguous"] == "18.1x"  # 253 / 14
 
 
+def test_landing_preset_then_a_catalog_model_gpu_and_tp_gives_the_cli_numbers_for_that_choice():
+    # Issue 13: from the landing preset, llama-3-70b on 4 x h100-sxm kept the preset's 16 GiB weights and 1.0
+    # efficiencies (1,457 requests, 35.3 req/s); the catalog choice gives 835 and 20.3.
+    at = start()
+    at.sidebar.selectbox(key="model").select("llama-3-70b").run()
+    at.sidebar.selectbox(key="gpu").select("h100-sxm").run()
+    at.sidebar.number_input(key="gpu_count").set_value(4).run()
+    assert not at.exception and not at.error
+    essay = preset_data(ESSAY_000)
+    catalog_choice = {"model": {"name": "llama-3-70b", "kv_dtype": "fp16"}, "gpu": {"name": "h100-sxm", "count": 4},
+                      "serving": {k: v for k, v in essay["serving"].items() if k != "max_model_len"},
+                      "workload": essay["workload"]}
+    expected = Scenario.from_dict(catalog_choice).evaluate()
+    assert expected["batch_max"] == 835 and f"{expected['ceiling_rps']:.1f}" == "20.3"
+    assert_headline(at, expected)
+    assert_headline(at, Scenario.from_dict(saved(at)).evaluate())
+    assert "weights" not in saved(at)["model"] and "bandwidth_efficiency" not in saved(at)["gpu"]
+    # The price and the efficiencies shown are the catalog's.
+    assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(3.49)
+    assert at.sidebar.slider(key="bandwidth_efficiency").value == pytest.approx(0.6)
+
+
+def test_switching_gpu_takes_the_new_gpus_price():
+    at = choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM")
+    at.sidebar.selectbox(key="gpu").select("l40s").run()
+    from capacity import catalog
+
+    price = catalog.gpus()["l40s"]["price_per_hour"]
+    assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(price)
+    assert_headline(at, Scenario.from_dict(saved(at)).evaluate())
+
+
+def test_an_override_is_marked_and_the_catalog_value_comes_back():
+    at = choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM")
+    at.sidebar.number_input(key="price_per_hour").set_value(2.0).run()
+    assert saved(at)["gpu"]["price_per_hour"] == 2.0
+    assert any("your value" in c.value and "3\\.49" in c.value for c in at.sidebar.caption)
+    at.sidebar.button(key="reset_price_per_hour").click().run()
+    assert "price_per_hour" not in saved(at)["gpu"]
+    assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(3.49)
+    # A value the user typed stays when the GPU changes; the preset's own do not.
+    at.sidebar.number_input(key="price_per_hour").set_value(2.5).run()
+    at.sidebar.selectbox(key="gpu").select("h200").run()
+    assert saved(at)["gpu"]["price_per_hour"] == 2.5
+
+
+def test_the_context_window_follows_the_model_and_a_longer_one_is_flagged():
+    at = start()
+    at.sidebar.selectbox(key="model").select("llama-3-8b").run()
+    assert at.sidebar.number_input(key="max_model_len").value == 8192  # llama-3-8b's context window
+    at.sidebar.number_input(key="max_model_len").set_value(32768).run()
+    assert any("context window" in w.value for w in at.warning)
+
+
+def test_unit_switch_changes_what_is_shown_never_the_sizing():
+    # Issue 13: the "Byte units" switch changed essay 000 from 752 to 700 requests.
+    at = start()
+    before = saved(at)
+    assert metrics(at)["Requests that fit"] == "752"
+    at.sidebar.radio(key="units").set_value("GB").run()
+    assert metrics(at)["Requests that fit"] == "752"
+    assert at.sidebar.number_input(key="weights_mem").value == pytest.approx(16 * 2**30 / 1e9)
+    assert in_view(at, "Memory")["KV pool per GPU"] == "60.13 GB"  # 56 GiB
+    after = saved(at)
+    assert after["model"] == before["model"] and after["gpu"] == before["gpu"]
+    at.sidebar.radio(key="units").set_value("GiB").run()
+    assert saved(at) == before
+
+
 def test_memory_utilisation_slider_changes_concurrency_as_the_library_predicts():
-    at = choose(start(), "essay 000 worked example")
+    at = start()
     at = at.sidebar.slider(key="memory_utilization").set_value(0.70).run()
     # Essay 000: at 0.70 the pool is 40 GiB = 20,480 blocks; with the 1,200-token prefix,
     # (20,480 - 75) // 38 = 536 requests (paged alone would be 181).
@@ -78,119 +180,182 @@ def test_memory_utilisation_slider_changes_concurrency_as_the_library_predicts()
 
 
 def test_tpot_promise_change_moves_goodput():
-    at = choose(start(), "essay 001 sale-day napkin")
+    at = choose(start(), ESSAY_001)
     at = at.sidebar.number_input(key="tpot_ms").set_value(80.0).run()
-    expected = Scenario.from_dict({**yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text()),
-                                   "slo": {"tpot": "80 ms"}}).evaluate()
+    expected = Scenario.from_dict({**preset_data(ESSAY_001), "slo": {"tpot": "80 ms"}}).evaluate()
     assert metrics(at)["Goodput under promises"] == f"{expected['goodput_rps']:,.2f} req/s"
 
 
-def test_impossible_values_show_a_message_not_an_exception():
-    at = choose(start(), "essay 001 sale-day napkin")
+def test_impossible_values_show_a_message_in_the_users_words():
+    at = choose(start(), ESSAY_001)
     at = at.sidebar.number_input(key="weights_mem").set_value(90.0).run()
     assert not at.exception
     assert any("do not fit in the usable memory" in e.value for e in at.error)
     at = at.sidebar.number_input(key="weights_mem").set_value(16.0).run()
     at = at.sidebar.number_input(key="shared_prefix_tokens").set_value(5000).run()
-    assert any("shared_prefix_tokens" in e.value for e in at.error)
     assert not at.exception
+    texts = [e.value for e in at.sidebar.error]
+    assert any("shared prefix \\(tokens\\)" in t and "prompt \\(tokens\\)" in t for t in texts), texts
+    assert not any("workload." in t for t in texts)
 
 
-def test_state_round_trips_through_the_scenario_mapping():
-    for path in PRESETS.values():
-        data = yaml.safe_load(path.read_text())
-        rebuilt = scenario_from_state(state_from_scenario(data))
-        a, b = Scenario.from_dict(rebuilt).evaluate(), Scenario.from_dict(data).evaluate()
-        for key in ("pool_blocks", "batch_max", "ceiling_rps", "goodput_rps"):
-            assert a[key] == pytest.approx(b[key], rel=1e-9), (path.name, key)
+def test_presets_round_trip_through_yaml_and_links_exactly():
+    for name, path in PRESETS.items():
+        doc = normalise(yaml.safe_load(path.read_text()))
+        assert load_text(to_yaml(doc)) == doc, name
+        for view in VIEWS:
+            back, problems = doc_from_link(link_params(doc, view), {})
+            assert problems == [] and back == doc, (name, view)
 
 
-def test_a_shared_link_restores_the_sizing():
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update({"prompt_tokens": "2000", "output_tokens": "500", "model": "llama-3-8b",
-                            "gpu": "h100-sxm", "units": "GB", "weights_mem": "0", "block_size": "16"})
-    at.run()
+def test_a_shared_link_restores_the_sizing_and_the_view():
+    at = choose(start(), "RAG, llama-3.1-70b fp8 on 4 x H100 SXM")
+    at.sidebar.number_input(key="prompt_tokens").set_value(2000).run()
+    at.sidebar.text_input(key="name").input("ACME RAG pilot").run()
+    at.button_group(key="view").set_value("Promise").run()
+    link = at.query_params
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in link.items()}
+    assert params["view"] == "Promise" and params["name"] == "ACME RAG pilot"
+    again = start(params)
+    assert not again.exception and not again.error
+    assert again.session_state["doc"] == at.session_state["doc"]
+    assert again.session_state["view"] == "Promise"
+    assert metrics(again) == metrics(at)
+
+
+def test_link_values_out_of_range_or_unknown_get_an_inline_message_naming_the_field():
+    at = start({"memory_utilization": "5", "model": "abc", "view": "Nope"})
     assert not at.exception
-    assert at.sidebar.number_input(key="prompt_tokens").value == 2000
-    assert "llama-3-8b" in at.caption[0].value.lower() or "llama 3 8b" in at.caption[0].value.lower()
+    texts = " ".join(w.value for w in at.warning)
+    assert "memory utilisation" in texts and "outside" in texts
+    assert "abc" in texts and "not in the catalog" in texts
+    assert "Nope" in texts
+    assert metrics(at)["Requests that fit"] == "752"  # the landing sizing, unchanged, not another model
 
 
-def test_problems_show_next_to_the_inputs_they_name():
-    at = choose(start(), "essay 001 sale-day napkin")
-    at = at.sidebar.number_input(key="shared_prefix_tokens").set_value(5000).run()
-    assert any("workload.shared_prefix_tokens" in e.value for e in at.sidebar.error)
+def test_malformed_config_json_gives_an_inline_message():
+    at = start()
+    at.sidebar.text_area(key="config_json").input('{"num_hidden_layers": ').run()
+    assert not at.exception
+    assert any("config\\.json" in e.value for e in at.sidebar.error)
+    at.sidebar.text_area(key="config_json").input('{"num_hidden_layers": 2}').run()
+    assert any("config\\.json is missing" in e.value for e in at.sidebar.error)
+    assert not at.exception
 
 
 def test_pasted_config_json_sizes_the_imported_model():
-    config = (Path(__file__).resolve().parent / "data" / "configs" / "gemma-2-9b.json").read_text()
-    at = choose(start(), "essay 001 sale-day napkin")
-    at = at.sidebar.number_input(key="weights_mem").set_value(0.0).run()
-    at = at.sidebar.text_area(key="config_json").input(config).run()
+    path = ROOT / "tests" / "data" / "configs" / "gemma-2-9b.json"
+    at = choose(start(), ESSAY_001)
+    at.sidebar.selectbox(key="model").select("custom").run()
+    at.sidebar.text_area(key="config_json").input(path.read_text()).run()
     assert not at.exception and not at.error
-    data = {**yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text())}
-    data["model"] = {"config": str(Path(__file__).resolve().parent / "data" / "configs" / "gemma-2-9b.json"),
-                     "weight_dtype": "bf16", "kv_dtype": "bf16"}
-    expected = Scenario.from_dict(data).evaluate()
-    assert metrics(at)["Requests that fit"] == f"{expected['batch_max']:,.0f}"
-    at = at.sidebar.text_area(key="config_json").input('{"num_hidden_layers": 2}').run()
-    assert any("config.json is missing" in e.value for e in at.sidebar.error)
-    assert not at.exception
+    data = preset_data(ESSAY_001)
+    data["model"] = {"config": str(path), "weight_dtype": "fp16", "kv_dtype": "fp16"}
+    assert_headline(at, Scenario.from_dict(data).evaluate())
+    assert_headline(at, Scenario.from_dict(saved(at)).evaluate())
+
+
+def test_scenario_names_and_messages_are_escaped():
+    evil = "![x](http://example.invalid/pixel.png) <img src=x> $x$"
+    at = start()
+    at.sidebar.text_input(key="name").input(evil).run()
+    shown = " ".join([c.value for c in at.caption] + [m.value for m in at.markdown])
+    # Every Markdown character is escaped: no image link, no raw HTML, no LaTeX.
+    assert not re.search(r"(?<!\\)(!\[|<img|\$x)", shown)
+    assert "\\!\\[x\\]\\(http" in shown
 
 
 def test_pipeline_stages_split_the_weights():
     at = choose(start(), "RAG, llama-3.1-70b fp8 on 4 x H100 SXM")
     at = at.sidebar.number_input(key="pipeline_parallel").set_value(2).run()
-    data = yaml.safe_load(PRESETS["RAG, llama-3.1-70b fp8 on 4 x H100 SXM"].read_text())
+    data = preset_data("RAG, llama-3.1-70b fp8 on 4 x H100 SXM")
     data["gpu"]["pipeline_parallel"] = 2
-    expected = Scenario.from_dict(data).evaluate()
-    assert metrics(at)["Requests that fit"] == f"{expected['batch_max']:,.0f}"
+    assert_headline(at, Scenario.from_dict(data).evaluate())
 
 
-def test_compare_across_gpus_and_models():
-    from capacity.compare import compare
-
-    data = yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text())
-    table = compare(data, gpus=["h100-sxm", "l4"], models=["llama-3.1-8b", "llama-3.1-70b"])
-    assert len(table) == 4
-    row = table[(table.model == "llama-3.1-8b") & (table.gpu == "h100-sxm")].iloc[0]
-    alone = Scenario.from_dict({**data, "model": {"name": "llama-3.1-8b"}, "gpu": {"name": "h100-sxm", "count": 1}})
-    assert row.goodput_rps == pytest.approx(alone.evaluate()["goodput_rps"])
-    # 70B in 16-bit (141 GB) cannot fit one 24 GB L4: a reason, not numbers.
-    big = table[(table.model == "llama-3.1-70b") & (table.gpu == "l4")].iloc[0]
-    assert "do not fit" in big.problem
+def test_compare_table_has_readable_headers_and_units():
+    at = choose(start(), ESSAY_001)
+    at.button_group(key="view").set_value("Compare").run()
+    table = at.dataframe[0].value
+    assert "goodput (req/s)" in table.columns and "$ per M output tokens" in table.columns
+    assert not any("_" in c for c in table.columns)
 
 
-def test_report_download_buttons_are_offered():
-    at = choose(start(), "essay 001 sale-day napkin")
-    labels = [button.proto.label for button in at.get("download_button")]
-    assert {"Report (CSV)", "Report (XLSX, live formulas)", "Report (JSON)", "Save scenario (YAML)"} <= set(labels)
+def test_all_numbers_view_describes_every_result():
+    from capacity.analysis import RESULTS
+
+    at = choose(start(), ESSAY_001)
+    at.button_group(key="view").set_value("All numbers").run()
+    table = at.dataframe[0].value
+    assert set(table["quantity"]) == set(RESULTS)
+    assert (table["meaning"].str.len() > 0).all()
 
 
-def test_simulator_view_shows_static_and_continuous_as_the_library_simulates():
+def test_report_download_buttons_are_named_after_the_scenario():
+    at = choose(start(), ESSAY_001)
+    at.sidebar.text_input(key="name").input("ACME chat").run()
+    buttons = {b.proto.label: b for b in at.get("download_button")}
+    assert {"Report (CSV)", "Report (XLSX, live formulas)", "Report (JSON)", "Save scenario (YAML)"} <= set(buttons)
+    assert saved(at)["name"] == "ACME chat"
+
+
+def test_cost_and_fleet_size_for_the_entered_load_with_one_headroom():
+    from capacity.fleet import fleet_for_load, fleet_options
+
+    at = choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM")  # 10 requests/s entered
+    at.sidebar.number_input(key="arrival_rate").set_value(60.0).run()
+    at.sidebar.number_input(key="headroom_pct").set_value(30.0).run()
+    data = saved(at)
+    results = Scenario.from_dict(data).evaluate()
+    fleet = fleet_for_load(results, 60.0, 1.0, 0.30)
+    shown = in_view(at, "Cost")
+    assert shown["Replicas for your load"] == f"{fleet.replicas:,}"
+    shown = in_view(at, "Fleet")
+    table = fleet_options(data, target=60.0, headroom=0.30)
+    best = table[table["meets_slo"]].iloc[0]
+    assert shown["Cheapest that keeps the promises"] == f"{best['gpus']:,.0f} GPUs"
+
+
+def test_simulator_view_runs_the_presets_simulation_block():
     from capacity.simulator import simulate
     from capacity.units import format_time
 
-    at = choose(start(), "essay 001 sale-day napkin")
+    name = "chunked prefill against long prompts (teaching cost model)"
+    at = choose(start(), name)
     at.button_group(key="view").set_value("Simulator").run()
-    at.number_input(key="sim_requests").set_value(200).run()
-    at.number_input(key="sim_rate").set_value(4.0).run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="sim_cost_model").value == "teaching"
+    assert at.number_input(key="sim_requests").value == 200
+    assert at.toggle(key="sim_chunked_prefill").value is True
+    shown = at.dataframe[0].value.set_index("quantity")
+    scenario = Scenario.from_dict(preset_data(name))
+    for policy in ("static", "continuous"):
+        summary = simulate(scenario, policy=policy).summary()
+        assert shown.loc["mean TTFT", policy] == format_time(summary["mean_ttft_s"])
+        assert shown.loc["output tokens/s", policy] == f"{summary['output_tokens_per_s']:,.2f} tokens/s"
+
+
+def test_simulator_queue_limit_counts_503s():
+    at = choose(start(), ESSAY_001)
+    at.button_group(key="view").set_value("Simulator").run()
+    at.selectbox(key="sim_arrival_label").select("all at once (instant)").run()
+    at.number_input(key="sim_requests").set_value(100).run()
+    at.number_input(key="sim_max_queued_requests").set_value(10).run()
     assert not at.exception and not at.error
     shown = at.dataframe[0].value.set_index("quantity")
-    scenario = Scenario.from_dict(yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text()))
-    for policy in ("static", "continuous"):
-        summary = simulate(scenario, policy=policy, requests=200, rate=4.0, seed=0, cost_model="roofline",
-                           chunked_prefill=False, arrival="poisson").summary()
-        assert shown.loc["mean TTFT", policy] == format_time(summary["mean_ttft_s"])
-        assert shown.loc["throughput", policy] == f"{summary['throughput_rps']:,.2f} requests/s"
+    assert int(shown.loc["rejected (503)", "continuous"].replace(",", "")) > 0
 
 
-def test_fleet_view_ranks_the_options_the_library_ranks():
-    from capacity.fleet import fleet_options
+def test_the_ttft_promise_sits_at_its_value_on_the_log_axis():
+    # Issue 13: with a 200 ms TTFT promise the log axis ran from 1e-9 to 1e219 (the label was placed at 10^200).
+    import numpy as np
+    import pandas as pd
 
-    at = choose(start(), "essay 001 sale-day napkin")
-    at.button_group(key="view").set_value("Fleet").run()
-    assert not at.exception and not at.error
-    data = yaml.safe_load(PRESETS["essay 001 sale-day napkin"].read_text())
-    table = fleet_options(data, target=10.0)
-    best = table[table["meets_slo"]].iloc[0]
-    assert metrics(at)["Cheapest that keeps the promises"] == f"{best['gpus']:,.0f} GPUs"
+    from app_views.charts import load_chart
+
+    curve = pd.DataFrame({"rate_rps": [0.0, 1.0], "tpot_s": [0.02, 0.03], "ttft_s": [0.1, 0.3]})
+    figure = load_chart(curve, 2.0, 1.5, 50.0, 200.0, 1.0)
+    line = next(s for s in figure["layout"]["shapes"] if s.get("yref") == "y2")
+    label = next(a for a in figure["layout"]["annotations"] if a.get("yref") == "y2")
+    assert line["y0"] == 200.0 and label["y"] == np.log10(200.0)
+    assert figure["layout"]["yaxis2"]["type"] == "log"

@@ -1,8 +1,8 @@
-"""A real browser: start the app headless, drive it with Playwright on the system Chromium, check the numbers.
+"""A real browser: start the app headless, drive it with Playwright on the system Chromium, check every flow.
 
 Skipped when /usr/bin/chromium is absent, unless CAPACITY_REQUIRE_BROWSER=1 (set by .ci/run,
 which installs Chromium from Debian), where a missing browser fails the test.
-The screenshot is saved to artifacts/app.png.
+Screenshots are saved to artifacts/ (app.png: the landing page after a catalog choice).
 """
 
 import os
@@ -15,8 +15,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
+
+from capacity import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
@@ -38,6 +42,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def app_url():
+    _need_browser()
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
@@ -60,21 +65,154 @@ def app_url():
         proc.wait(timeout=20)
 
 
-def test_headline_numbers_render_in_chromium(app_url, tmp_path):
+@pytest.fixture(scope="module")
+def browser(app_url):
     sync_api = _need_browser()
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1600, "height": 1200})
-        page.goto(app_url, wait_until="domcontentloaded")
-        page.get_by_text("Requests that fit").first.wait_for(timeout=60_000)
-        metric = page.locator('[data-testid="stMetric"]').filter(has_text="Requests that fit").first
-        assert "752" in metric.inner_text()  # essay 000 with its 1,200-token shared prefix
-        ceiling = page.locator('[data-testid="stMetric"]').filter(has_text="Ceiling").first
-        assert "req/s" in ceiling.inner_text()
-        page.get_by_text("What would move it").first.wait_for(timeout=30_000)
-        page.wait_for_timeout(1500)  # let Plotly draw before the picture
-        artifacts = ROOT / "artifacts"
-        artifacts.mkdir(exist_ok=True)
-        page.screenshot(path=str(artifacts / "app.png"), full_page=True)
-        browser.close()
-    assert (ROOT / "artifacts" / "app.png").stat().st_size > 10_000
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture()
+def page(browser, app_url):
+    context = browser.new_context(viewport={"width": 1600, "height": 1400}, accept_downloads=True)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+# ---------------------------------------------------------------- driving Streamlit
+
+
+def settle(page) -> None:
+    """Wait until the script has finished its rerun (Streamlit marks the app with its run state)."""
+    try:
+        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="running"]', timeout=1500)
+    except Exception:  # noqa: BLE001 - the rerun may have finished before we looked
+        pass
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
+
+
+def open_app(page, url: str) -> None:
+    page.goto(url, wait_until="domcontentloaded")
+    page.get_by_text("Requests that fit").first.wait_for(timeout=60_000)
+    settle(page)
+
+
+def select(page, label: str, option: str) -> None:
+    box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True)).first
+    box.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    settle(page)
+
+
+def number(page, label: str, value: float) -> None:
+    field = page.get_by_label(label, exact=True)
+    field.fill(str(value))
+    field.press("Enter")
+    settle(page)
+
+
+def metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def headline(page) -> dict[str, str]:
+    return {label: metric(page, label) for label in ("Requests that fit", "Ceiling", "Goodput under promises")}
+
+
+def expected(results) -> dict[str, str]:
+    return {"Requests that fit": f"{results['batch_max']:,.0f}", "Ceiling": f"{results['ceiling_rps']:,.2f} req/s",
+            "Goodput under promises": f"{results['goodput_rps']:,.2f} req/s"}
+
+
+def save(page, tmp_path: Path) -> Path:
+    """Click "Save scenario (YAML)" and return the downloaded file."""
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Save scenario (YAML)").click()
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+    return path
+
+
+def shoot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.wait_for_timeout(1000)  # let Plotly draw before the picture
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+# ---------------------------------------------------------------- flows
+
+
+def test_landing_preset_then_catalog_model_gpu_and_tp_equals_the_cli_of_the_saved_yaml(page, app_url, tmp_path):
+    open_app(page, app_url)
+    assert metric(page, "Requests that fit") == "752"  # essay 000 with its 1,200-token shared prefix
+    select(page, "Model", "llama-3-70b")
+    select(page, "GPU", "h100-sxm")
+    number(page, "tensor parallel", 4)
+    path = save(page, tmp_path)
+    data = yaml.safe_load(path.read_text())
+    assert data["model"]["name"] == "llama-3-70b" and data["gpu"] == {"name": "h100-sxm", "count": 4}
+    results = Scenario.from_dict(data).evaluate()
+    assert headline(page) == expected(results)
+    assert headline(page)["Requests that fit"] == "835"  # the catalog choice, not the preset's 16 GiB weights
+    shoot(page, "app.png")
+    assert (ARTIFACTS / "app.png").stat().st_size > 10_000
+
+
+def test_unit_switch_leaves_the_sizing_unchanged(page, app_url, tmp_path):
+    open_app(page, app_url)
+    before = headline(page)
+    page.locator('[data-testid="stRadio"]').get_by_text("GB", exact=True).click()
+    settle(page)
+    assert headline(page) == before
+    assert page.get_by_label("weights (GB)", exact=True).input_value() == "17.18"  # 16 GiB shown in GB
+    data = yaml.safe_load(save(page, tmp_path).read_text())
+    assert data["model"]["weights"] == "16 GiB" and data["units"] == "GB"
+
+
+def test_yaml_upload_round_trips(page, app_url, tmp_path):
+    source = yaml.safe_load((ROOT / "scenarios" / "rag-llama-3.1-70b-4xh100.yaml").read_text())
+    source["name"] = "ACME RAG pilot"
+    source["gpu"]["price_per_hour"] = 2.5
+    upload = tmp_path / "acme.yaml"
+    upload.write_text(yaml.safe_dump(source, sort_keys=False))
+    open_app(page, app_url)
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(upload))
+    page.get_by_text("Loaded acme.yaml").first.wait_for(timeout=30_000)
+    settle(page)
+    assert headline(page) == expected(Scenario.from_dict(source).evaluate())
+    saved = save(page, tmp_path)
+    assert saved.name == "ACME_RAG_pilot.yaml" or saved.name.startswith("ACME")
+    back = yaml.safe_load(saved.read_text())
+    assert back == {**source, "model": {**source["model"], "name": "llama-3.1-70b"},
+                    "gpu": {**source["gpu"], "name": "h100-sxm"}}
+
+
+def test_share_link_carries_the_sizing_and_the_view(page, browser, app_url):
+    open_app(page, app_url)
+    select(page, "Start from a preset", "chat assistant, llama-3.1-8b on 1 x H100 SXM")
+    number(page, "prompt (tokens)", 2000)
+    page.locator('[data-testid="stButtonGroup"]').get_by_text("Promise", exact=True).click()
+    settle(page)
+    page.wait_for_function("() => window.location.search.includes('view=Promise') "
+                           "&& window.location.search.includes('prompt_tokens=2000')")
+    link, before = page.url, headline(page)
+    other = browser.new_page(viewport={"width": 1600, "height": 1400})
+    try:
+        open_app(other, link)
+        assert headline(other) == before
+        other.get_by_text("In flight at goodput").first.wait_for(timeout=30_000)  # the Promise view is open
+    finally:
+        other.close()
+
+
+def test_bad_link_values_are_named_inline_not_a_traceback(page, app_url):
+    open_app(page, f"{app_url}/?memory_utilization=5&model=abc")
+    text = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    joined = " ".join(text)
+    assert "memory utilisation" in joined and "abc" in joined
+    assert "Traceback" not in page.content()
+    assert metric(page, "Requests that fit") == "752"

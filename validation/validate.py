@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,8 +34,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from capacity import Scenario, ScenarioError  # noqa: E402
-from capacity.calibration import FACTORS, Factors, Fit, Observation, fit_factors, predict, terms_for  # noqa: E402
+from capacity import Scenario, ScenarioError, catalog, engines  # noqa: E402
+from capacity.calibration import (  # noqa: E402
+    FACTORS,
+    Factors,
+    Fit,
+    Observation,
+    batch_fits,
+    fit_factors,
+    predict,
+    terms_for,
+)
 from capacity.hf_config import model_from_config  # noqa: E402
 
 MEASUREMENTS = Path(__file__).resolve().parent / "measurements.yaml"
@@ -79,6 +89,9 @@ MODEL_FOR_POINT = {pid: "llama-2-70b" for pid in (
 DERIVED: dict[str, tuple[dict[str, Any], str]] = {
     "oci-mi300x-llama31-405b-fp8-bs1": ({"tensor_parallel": 8}, "derived: one instance on all eight GPUs -> TP 8"),
     "oci-mi300x-llama31-405b-fp8-bs64": ({"tensor_parallel": 8}, "derived: one instance on all eight GPUs -> TP 8"),
+    **{f"oci-mi300x-llama31-405b-fp8-{tail}": ({"tensor_parallel": 8},
+                                               "derived: one instance on all eight GPUs -> TP 8")
+       for tail in ("bs8", "bs32", "bs128", "bs256", "offline-128-128", "offline-128-2048")},
     "trtllm061-llama2-7b-h100-fp8-bs112-128-2048": (
         {"kv_dtype": "fp8"}, "derived: 112 x 2,176 tokens of fp16 KV need 128 GB, fp8 64 GB: only an 8-bit KV "
                              "cache fits an 80 GB GPU"),
@@ -121,6 +134,14 @@ class Case:
     reserves_scenario: Scenario | None = None
     predicted: float = math.nan
     predicted_reserves: float = math.nan
+    engine: str = ""                      # engine profile applied ("" where the source names none)
+    engine_note: str = ""
+    plain_scenario: Scenario | None = None
+    plain_observation: Observation | None = None
+    plain: float = math.nan               # prediction without the engine profile (the essays' convention)
+    batch_note: str = ""                  # a stated static batch that does not fit
+    loso: float = math.nan                # leave-one-source-out prediction (per-family factors of other sources)
+    loso_note: str = ""
     loo_gpu: float = math.nan
     loo_all: float = math.nan
     loo_note: str = ""
@@ -141,6 +162,46 @@ class Case:
     @property
     def scale(self) -> float:
         return METRIC_MAP[self.point["metric"]][1]
+
+
+#: Settings a source states for all its points (quoted in those points' notes), by id prefix.
+SOURCE_SETTINGS: dict[str, tuple[dict[str, Any], str]] = {
+    "trtllm017-": ({"kv_cache_free_gpu_memory_fraction": 0.95},
+                   "stated: 'In majority of cases, we also use a higher KV cache percentage by setting "
+                   "--kv_cache_free_gpu_mem_fraction 0.95'"),
+    "trtllm10-": ({"kv_cache_free_gpu_memory_fraction": 0.95},
+                  "stated: 'In many cases, we also use ... --kv_cache_free_gpu_mem_fraction 0.95'"),
+}
+
+
+def engine_of(point: Mapping[str, Any]) -> tuple[str, str | None, str]:
+    """(engine profile key, version, why) from the point's ``engine`` text; ("", None, "") where none is named.
+
+    ``engine_profile``/``engine_version`` fields, where a point has them, win. NIM and the MLPerf NVIDIA harness
+    run TensorRT-LLM engines (mapping). vLLM versions: the number printed, else 'V0 engine' -> 0.6 (the V0 rules),
+    'V1 engine' -> 0.8, 'Dec 2023' -> 0.2, 'PyTorch 2.4.0' -> 0.6; none stated -> the newest rules.
+    """
+    if point.get("engine_profile"):
+        return str(point["engine_profile"]), point.get("engine_version"), "stated in the point"
+    text_ = str(point.get("engine") or "")
+    low = text_.lower()
+    if "sglang" in low:
+        found = re.search(r"sglang\D{0,3}(\d+\.\d+(?:\.\d+)?)", low)
+        return "sglang", found.group(1) if found else None, "engine named by the source"
+    if "vllm" in low:
+        found = re.search(r"vllm\D{0,3}(\d+\.\d+(?:\.\d+)?)", low)
+        if found:
+            return "vllm", found.group(1), "engine and version named by the source"
+        for marker, version in (("v0 engine", "0.6"), ("v1 engine", "0.8"), ("dec 2023", "0.2"),
+                                ("pytorch 2.4.0", "0.6")):  # vLLM 0.6.0-0.6.3 pin torch 2.4.0
+            if marker in low:
+                return "vllm", version, f"mapping: '{marker}' -> vLLM {version} rules"
+        return "vllm", None, "engine named, version not: the newest rules"
+    if "tensorrt" in low or "nim" in low or "trt" in low:
+        found = re.search(r"tensorrt-llm\D{0,3}(\d+\.\d+(?:\.\d+)?)", low)
+        why = "engine named by the source" if "tensorrt-llm" in low else "mapping: NIM, MLPerf harness run TRT-LLM"
+        return "tensorrt-llm", found.group(1) if found else None, why
+    return "", None, ""
 
 
 def _rate(value: Any) -> float | None:
@@ -217,9 +278,21 @@ def build(point: dict[str, Any]) -> Case:
         workload = {"prompt_tokens": 1, "output_tokens": 1}  # memory metrics do not depend on the request
     else:
         workload = {"prompt_tokens": point["input_tokens"], "output_tokens": point["output_tokens"]}
+    if point.get("max_num_seqs"):
+        serving["max_num_seqs"] = int(point["max_num_seqs"])
     data = {"name": pid, "model": model, "gpu": gpu, "serving": serving, "workload": workload}
+    engine, version, why = engine_of(point)
+    engine_serving = dict(serving)
+    if engine:
+        engine_serving.update(engine=engine, **({"engine_version": version} if version else {}))
+        case.engine, case.engine_note = engine, why
+        for prefix, (settings, said) in SOURCE_SETTINGS.items():
+            if pid.startswith(prefix):
+                engine_serving.update(settings)
+                case.setup_notes.append(said)
     try:
-        case.scenario = Scenario.from_dict(data)
+        case.plain_scenario = Scenario.from_dict(data)
+        case.scenario = Scenario.from_dict({**data, "serving": engine_serving})
     except ScenarioError as exc:
         case.skip = f"not a valid scenario: {exc}"
         return case
@@ -230,10 +303,14 @@ def build(point: dict[str, Any]) -> Case:
         return case
     planner_metric, scale, _ = METRIC_MAP[metric]
     bs = point.get("batch_size")
-    case.observation = Observation(case.scenario, planner_metric, float(point["value"]) * scale,
-                                   batch_size=int(bs) if bs else None, concurrency=point.get("concurrency"),
-                                   request_rate=_rate(point.get("request_rate")), replicas=gpu["replicas"],
-                                   label=pid)
+    for attr, scenario in (("observation", case.scenario), ("plain_observation", case.plain_scenario)):
+        setattr(case, attr, Observation(scenario, planner_metric, float(point["value"]) * scale,
+                                        batch_size=int(bs) if bs else None, concurrency=point.get("concurrency"),
+                                        request_rate=_rate(point.get("request_rate")), replicas=gpu["replicas"],
+                                        label=pid))
+    if not batch_fits(case.observation):
+        fits = case.scenario.evaluate()["max_requests_shared_prefix"]
+        case.batch_note = f"stated batch {bs} does not fit the KV pool ({fits:.0f} do): predicted at {fits:.0f}"
     return case
 
 
@@ -253,10 +330,12 @@ def predict_all(cases: Sequence[Case]) -> None:
         try:
             if case.is_memory:
                 case.predicted = memory_prediction(case.scenario, case.point["metric"])
+                case.plain = memory_prediction(case.plain_scenario, case.point["metric"])
                 if case.reserves:
                     case.predicted_reserves = memory_prediction(case.reserves_scenario, case.point["metric"])
             else:
                 case.predicted = predict(case.observation, Factors.of(case.scenario)) / case.scale
+                case.plain = predict(case.plain_observation, Factors.of(case.plain_scenario)) / case.scale
                 case.implied = implied_factor(case)
         except ScenarioError as exc:
             case.skip = str(exc)
@@ -283,6 +362,62 @@ def leave_one_out(cases: Sequence[Case]) -> dict[str, Fit]:
         obs = [c.observation for c in timing if c.gpu == gpu]
         per_gpu[gpu] = fit_factors(obs, Factors.of(obs[0].scenario))
     return per_gpu
+
+
+def source_of(case: Case) -> str:
+    """The publication a point comes from (its source URL without a fragment): the unit left out in LOSO."""
+    return str(case.point.get("source", "")).split("#")[0]
+
+
+def family_of(case: Case) -> str:
+    return engines.gpu_family(case.gpu) or case.gpu
+
+
+def default_factors(case: Case) -> Factors:
+    """What the planner assumes without fitted data: the catalog's efficiencies and the engine's overhead."""
+    defaults = catalog.gpu_defaults()
+    return Factors(float(defaults["bandwidth_efficiency"]), float(defaults["flops_efficiency"]),
+                   engines.STEP_OVERHEAD_S[case.engine])
+
+
+def fit_families(cases: Sequence[Case], exclude_source: str | None = None) -> dict[str, Fit]:
+    """Bandwidth efficiency, FLOP/s efficiency and step overhead fitted per GPU family on the timing points
+    with an engine profile (``exclude_source``'s points left out)."""
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        if not c.skip and not c.is_memory and c.engine and source_of(c) != exclude_source:
+            groups.setdefault(family_of(c), []).append(c)
+    fits = {fam: fit_factors([c.observation for c in group], default_factors(group[0]))
+            for fam, group in sorted(groups.items())}
+    every = [c for group in groups.values() for c in group]
+    if every:  # pooled over every family: what a family without points of its own gets
+        fits["all"] = fit_factors([c.observation for c in every], default_factors(every[0]))
+    return fits
+
+
+def leave_one_source_out(cases: Sequence[Case]) -> None:
+    """Each timing point predicted with the per-family factors fitted on every other source (``loso``)."""
+    timing = [c for c in cases if not c.skip and not c.is_memory and c.engine]
+    for source in sorted({source_of(c) for c in timing}):
+        fits = fit_families(cases, exclude_source=source)
+        for case in (c for c in timing if source_of(c) == source):
+            fit = fits.get(family_of(case))
+            case.loso_note = "" if fit else "no other source on this GPU family: the pooled fit of the others"
+            fit = fit or fits.get("all")
+            factors = fit.factors if fit else default_factors(case)
+            case.loso = predict(case.observation, factors) / case.scale
+
+
+def fitted_table(cases: Sequence[Case]) -> str:
+    """``engines.FITTED_EFFICIENCY`` as Python, from every source (what the engine profiles ship)."""
+    lines = ["FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {"]
+    for fam, fit in fit_families(cases).items():
+        f = fit.factors
+        n_src = len({source_of(c) for c in cases if not c.skip and not c.is_memory and c.engine
+                     and fam in (family_of(c), "all")})
+        lines.append(f'    "{fam}": ({f.bandwidth_efficiency:.3f}, {f.flops_efficiency:.3f}, {f.step_overhead_s:.2e}),'
+                     f"  # {len(fit.measured)} points, {n_src} sources, in-sample MAPE {fit.mape:.1f}%")
+    return "\n".join(lines + ["}"])
 
 
 def implied_factor(case: Case) -> str:
@@ -387,6 +522,8 @@ def run(path: Path = MEASUREMENTS, loo: bool = True) -> tuple[list[Case], dict[s
     points = yaml.safe_load(path.read_text(encoding="utf-8"))["points"]
     cases = [build(p) for p in points]
     predict_all(cases)
+    if loo:
+        leave_one_source_out(cases)
     return cases, (leave_one_out(cases) if loo else {})
 
 
@@ -418,7 +555,22 @@ def report(cases: Sequence[Case], per_gpu: Mapping[str, Fit], markdown: bool = F
     """Every table: timing points, leave-one-out, memory points, what-ifs, per-GPU factors, skipped, mappings."""
     timing = [c for c in cases if not c.skip and not c.is_memory]
     memory = [c for c in cases if not c.skip and c.is_memory]
-    out = ["Timing points with the default settings (catalog peak x bandwidth_efficiency 0.6 / flops_efficiency "
+    out = []
+    if timing and not math.isnan(timing[0].loso):
+        out.append("Summary: MAPE by class. 'no engine' is the essays' convention (catalog efficiencies 0.6 / 0.76, "
+                   "no overhead, no reserves, no batch cap); 'engine profile' applies the engine each source names "
+                   "(capacity.engines, with the per-family fitted efficiencies); 'leave-one-source-out' refits those "
+                   "efficiencies without the source being predicted.\n")
+        out.append(summary(cases, markdown))
+        rows = [[c.id, c.engine, family_of(c), _kind(c), _fmt(c.measured, _unit(c)), _fmt(c.predicted, _unit(c)),
+                 f"{_err(c.predicted, c.measured):+.1f}", _fmt(loso_value(c), _unit(c)),
+                 f"{_err(loso_value(c), c.measured):+.1f}", "; ".join(x for x in (c.batch_note, c.loso_note) if x)]
+                for c in cases if not c.skip and c.engine]
+        out.append("\nEvery point with its engine profile, and left out of the fit (leave-one-source-out):\n")
+        out.append(_table(["id", "engine", "GPU family", "kind", "measured", "engine profile", "error %",
+                           "LOSO", "error %", "note"], rows, markdown))
+        out.append("")
+    out += ["Timing points with the default settings (catalog peak x bandwidth_efficiency 0.6 / flops_efficiency "
            "0.76, step_overhead 0, memory_utilization 0.9, no reserves). 'implied' is the one efficiency that "
            "reproduces the point with the other at its default (bw: memory-bound, fl: compute-bound).\n"]
     rows = [[c.id, c.gpu, c.model, c.point["metric"], _fmt(c.predicted, _unit(c)), _fmt(c.measured, _unit(c)),
@@ -479,6 +631,47 @@ def report(cases: Sequence[Case], per_gpu: Mapping[str, Fit], markdown: bool = F
     return "\n".join(out) + "\n"
 
 
+def _kind(case: Case) -> str:
+    """The point class: throughput, TTFT, TPOT/ITL, single stream, or memory (KV blocks, concurrency)."""
+    metric, kind = case.point["metric"], case.point["kind"]
+    if case.is_memory:
+        return "memory"
+    if kind == "single_stream" or metric == "tokens_per_s_single_stream":
+        return "single stream"
+    return {"ttft_ms": "TTFT", "itl_ms": "TPOT/ITL"}.get(metric, "throughput")
+
+
+def loso_value(case: Case) -> float:
+    """The leave-one-source-out prediction; memory points fit nothing, so theirs is the engine prediction."""
+    return case.predicted if case.is_memory or math.isnan(case.loso) else case.loso
+
+
+def summary_rows(cases: Sequence[Case]) -> list[list[str]]:
+    """MAPE rows (class, points, sources, no engine, engine profile, leave-one-source-out) overall, by engine,
+    GPU family, kind and (engine, kind)."""
+    done = [c for c in cases if not c.skip and c.engine]
+
+    def row(label: str, group: Sequence[Case]) -> list[str]:
+        plain = float(np.mean([abs(_err(c.plain, c.measured)) for c in group]))
+        loso = float(np.mean([abs(_err(loso_value(c), c.measured)) for c in group]))
+        return [label, str(len(group)), str(len({source_of(c) for c in group})), f"{plain:.1f}",
+                f"{mape(group):.1f}", f"{loso:.1f}"]
+
+    rows = [row("all points", done), row("timing points", [c for c in done if not c.is_memory])]
+    for title, key in (("engine", lambda c: c.engine), ("GPU family", family_of), ("kind", _kind),
+                       ("engine, kind", lambda c: f"{c.engine}, {_kind(c)}")):
+        for value in sorted({key(c) for c in done}):
+            rows.append([f"{title}: {value}", *row("", [c for c in done if key(c) == value])[1:]])
+    return rows
+
+
+def summary(cases: Sequence[Case], markdown: bool = True) -> str:
+    """The fidelity table (README, docs/fidelity.md): MAPE % by class with and without the engine profiles."""
+    header = ["class", "points", "sources", "no engine MAPE %", "engine profile MAPE %",
+              "leave-one-source-out MAPE %"]
+    return _table(header, summary_rows(cases), markdown)
+
+
 def as_json(cases: Sequence[Case]) -> str:
     return json.dumps([{"id": c.id, "metric": c.point["metric"], "measured": c.measured,
                         "predicted": None if c.skip else c.predicted, "skipped": c.skip or None,
@@ -491,10 +684,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, default=MEASUREMENTS, help="measurements YAML")
     parser.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     parser.add_argument("--no-loo", action="store_true", help="skip the leave-one-out calibration")
+    parser.add_argument("--summary", action="store_true", help="print only the MAPE summary table (markdown)")
+    parser.add_argument("--fit", action="store_true",
+                        help="print engines.FITTED_EFFICIENCY fitted on every source, and exit")
     parser.add_argument("--loo-variants", action="store_true",
                         help="also leave-one-out with fewer fitted factors (about a minute more)")
     args = parser.parse_args(argv)
     cases, per_gpu = run(args.file, loo=not args.no_loo)
+    if args.fit:
+        sys.stdout.write(fitted_table(cases) + "\n")
+        return 0
+    if args.summary:
+        sys.stdout.write(summary(cases) + "\n")
+        return 0
     if args.format == "json":
         sys.stdout.write(as_json(cases) + "\n")
         return 0

@@ -1,0 +1,130 @@
+"""The page: sidebar inputs -> one scenario mapping -> the library's results -> headline, verdict, one view.
+
+Everything shown is the library's (``capacity``): this module arranges it and computes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from app_views import sidebar
+from app_views.context import Context
+from app_views.exports import render_downloads
+from app_views.state import humanise, link_params, section_of, to_yaml
+from app_views.text import plain
+from app_views.views import VIEWS
+from capacity import Scenario, ScenarioError
+from capacity.answer import answer, cautions, cost_per_month, monthly_cost
+from capacity.files import safe_filename
+from capacity.fleet import fleet_for_load
+from capacity.formatting import format_value
+from capacity.verdict import verdict
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def evaluate(scenario_json: str) -> tuple[Any, list[str] | None]:
+    """Scenario JSON -> (Results, None) or (None, problems). Pure, so cached by its text (never mutated)."""
+    try:
+        return Scenario.from_dict(json.loads(scenario_json)).evaluate(), None
+    except ScenarioError as exc:
+        return None, list(exc.problems)
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def cached_verdict(scenario_json: str) -> list[str]:
+    results, _ = evaluate(scenario_json)
+    return verdict(results)
+
+
+def _money(value: float | None, digits: int = 2) -> str:
+    return "no price set" if value is None or value != value else f"${value:,.{digits}f}"
+
+
+def headline(results: Any, ctx: Context) -> None:
+    """The one-sentence answer, six figures, and the fleet the entered load needs."""
+    r, s = results, results.scenario
+    st.markdown(f"#### {plain(answer(r))}")
+    rows = [st.columns(3), st.columns(3)]
+    rows[0][0].metric("Requests that fit", f"{r['batch_max']:,.0f}",
+                      help="largest decode batch: KV pool, prefix sharing and max running sequences")
+    rows[0][1].metric("Ceiling", f"{r['ceiling_rps']:,.2f} req/s", help="throughput at the largest batch, per replica")
+    rows[0][2].metric("Goodput under promises", f"{r['goodput_rps']:,.2f} req/s",
+                      help=f"per replica; limited by {r['goodput_limit']}")
+    rows[1][0].metric("TPOT at goodput", format_value("tpot_at_goodput_s", r["tpot_at_goodput_s"]),
+                      help="time per output token users see at the goodput")
+    rows[1][1].metric("$ per M output tokens", format_value("cost_per_million_tokens", r["cost_per_million_tokens"]),
+                      help="GPU cost over the output tokens served at the goodput")
+    rows[1][2].metric("Monthly cost", _money(monthly_cost(r), 0),
+                      help=f"{s.gpu.gpus_per_replica * s.gpu.replicas:,} GPUs x price x 730 hours")
+    if ctx.load_rps:
+        try:
+            fleet = fleet_for_load(r, ctx.load_rps, ctx.peak_factor, ctx.headroom)
+            st.info(plain(f"For your {ctx.load_rps:,.2f} requests/s (peak factor {ctx.peak_factor:g}, "
+                          f"{ctx.headroom * 100:,.0f}% headroom): {fleet.replicas:,} replicas = {fleet.gpus:,} GPUs, "
+                          f"{_money(cost_per_month(fleet.cost_per_hour), 0)} per month."))
+        except ValueError as exc:
+            st.warning(plain(exc))
+
+
+def main() -> None:
+    st.set_page_config(page_title="LLM serving capacity planner", layout="wide")
+    if "doc" not in st.session_state:
+        sidebar.start(dict(st.query_params))
+    boxes = sidebar.draw()
+    doc = sidebar.doc()
+    view_from_link = st.session_state.pop("view_from_link", None)
+    if view_from_link in VIEWS:
+        st.session_state["view"] = view_from_link
+    elif view_from_link:
+        sidebar._messages().setdefault("link", []).append(
+            f"view {view_from_link!r} from the link is not one of {', '.join(VIEWS)}")
+    if st.session_state.get("view") not in VIEWS:
+        st.session_state["view"] = next(iter(VIEWS))
+    params = link_params(doc, st.session_state["view"])
+    for key, (_label, _lo, _hi, default) in sidebar.PLAN.items():
+        if st.session_state[key] != default:
+            params[key] = repr(float(st.session_state[key]))
+    if params != st.query_params.to_dict():
+        st.query_params.from_dict(params)
+    scenario_json = json.dumps(doc, sort_keys=True, default=str)
+
+    sb = st.sidebar
+    sb.subheader("Save and load")
+    name = str(doc.get("name") or "sizing")
+    sb.download_button("Save scenario (YAML)", to_yaml(doc), file_name=safe_filename(name, ".yaml"),
+                       mime="application/x-yaml", width="stretch")
+    sb.file_uploader("Load scenario (YAML, max 1 MB)", type=["yaml", "yml"], key="upload",
+                     on_change=sidebar.on_upload)
+    sb.caption("The page's address is a share link: it carries this sizing and the open view.")
+
+    st.title("LLM serving capacity planner")
+    for text in sidebar._messages().get("link", []):
+        st.warning(plain(text))
+    results, problems = evaluate(scenario_json)
+    if problems:
+        shown = [humanise(p) for p in problems]
+        for problem, text in zip(problems, shown, strict=True):
+            boxes.get(section_of(problem), boxes["serving"]).error(plain(text))
+        st.error(plain("This sizing cannot be evaluated:\n" + "\n".join(f"• {p}" for p in shown)))
+        return
+    s = results.scenario
+    ctx = Context(results=results, doc=doc, scenario_json=scenario_json, unit=s.units,
+                  headroom=float(st.session_state["headroom_pct"]) / 100.0,
+                  peak_factor=float(st.session_state["peak_factor"]))
+    st.caption(plain(f"{name}: {s.model.name} ({s.model.weight_dtype} weights, {s.model.kv_dtype} KV) on "
+                     f"{s.gpu.gpus_per_replica} x {s.gpu.name}, bandwidth {s.gpu.effective_bandwidth / 1e12:,.2f} "
+                     f"TB/s and {s.gpu.effective_flops / 1e12:,.0f} TFLOP/s effective per GPU; memory in {s.units}"))
+    headline(results, ctx)
+    for line in cautions(results):
+        st.warning(plain(line))
+    with st.expander("Verdict: what binds and what would move it", expanded=False):
+        for line in cached_verdict(scenario_json):
+            st.markdown(f"- {plain(humanise(line))}")
+        for note in results.notes():
+            st.caption(plain(f"Note: {humanise(note)}"))
+    render_downloads(st, results, name)
+    view = st.segmented_control("View", list(VIEWS), key="view", label_visibility="collapsed") or next(iter(VIEWS))
+    VIEWS[view](st, ctx)

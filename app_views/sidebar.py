@@ -1,0 +1,306 @@
+"""The sidebar: the sizing's inputs, each a view of the one scenario mapping in ``st.session_state["doc"]``.
+
+Every widget writes through a callback (``set_value`` / ``choose``), which runs before the script, so a
+change of one input can update the others (a new GPU's price, the new unit's figures) without touching
+a widget after it is drawn. No formula here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import streamlit as st
+import yaml
+
+from app_views.state import (
+    BLOCK_SIZES,
+    CUSTOM,
+    DTYPES,
+    FIELDS,
+    KV_DTYPES,
+    UNITS,
+    catalog_value,
+    choose,
+    doc_from_link,
+    is_custom,
+    load_text,
+    normalise,
+    overridden,
+    presets,
+    set_value,
+    widget_values,
+)
+from app_views.text import plain
+from capacity import catalog
+from capacity.errors import ScenarioError
+from capacity.hf_config import model_from_text
+
+PRESETS = presets()
+#: Planning settings every fleet-sizing view shares (not part of the scenario file): key -> (label, lo, hi, default).
+PLAN = {"headroom_pct": ("headroom (% spare)", 0.0, 90.0, 20.0), "peak_factor": ("peak factor (sale day = 10)",
+                                                                                 1.0, 1000.0, 1.0)}
+MAX_UPLOAD_BYTES = 1_000_000
+
+
+@st.cache_resource
+def _preset_docs() -> dict[str, dict[str, Any]]:
+    return {name: normalise(yaml.safe_load(path.read_text(encoding="utf-8"))) for name, path in PRESETS.items()}
+
+
+def preset_doc(name: str) -> dict[str, Any]:
+    return copy.deepcopy(_preset_docs()[name])
+
+
+def doc() -> dict[str, Any]:
+    return st.session_state["doc"]
+
+
+def _messages() -> dict[str, list[str]]:
+    return st.session_state.setdefault("messages", {})
+
+
+def sync(whole: bool = True) -> None:
+    """Put the mapping's values into the widgets (callbacks and the first run only, before widgets are drawn)."""
+    values = widget_values(doc())
+    for key, value in values.items():
+        # Only what changed: a widget whose state is set is sent to the browser again and redrawn there.
+        if key not in st.session_state or (whole and st.session_state[key] != value):
+            st.session_state[key] = value
+
+
+def start(params: dict[str, str]) -> None:
+    """First run: the first preset, then a share link's sizing and view on top (each unusable value named)."""
+    first = next(iter(PRESETS))
+    st.session_state["preset"] = first
+    st.session_state["user_set"] = set()
+    messages = _messages()
+    messages.clear()
+    link = {k: v for k, v in params.items() if k not in ("view", *PLAN)}
+    if link:
+        new, problems = doc_from_link(link, preset_doc(first))
+        st.session_state["doc"] = new
+        st.session_state["user_set"] = set(overridden(new))
+        messages["link"] = problems
+    else:
+        st.session_state["doc"] = preset_doc(first)
+    for key, (label, lo, hi, default) in PLAN.items():
+        st.session_state[key] = default
+        if key in params:
+            try:
+                value = float(params[key])
+                if not lo <= value <= hi:
+                    raise ValueError
+                st.session_state[key] = value
+            except ValueError:
+                messages.setdefault("link", []).append(f"{label} {params[key]!r} from the link is outside {lo:g} "
+                                                       f"to {hi:g}; {default:g} is used")
+    st.session_state["view_from_link"] = params.get("view")
+    sync()
+
+
+# ---------------------------------------------------------------- callbacks
+
+
+def on_preset() -> None:
+    st.session_state["doc"] = preset_doc(st.session_state["preset"])
+    st.session_state["user_set"] = set()
+    _messages().clear()
+    sync()
+
+
+def on_field(key: str) -> None:
+    messages = _messages()
+    messages.pop(key, None)
+    try:
+        set_value(doc(), key, st.session_state[key])
+        st.session_state["user_set"].add(key)
+    except (ScenarioError, ValueError, TypeError) as exc:
+        messages[key] = [str(exc)]
+    sync()
+
+
+def on_choice(kind: str) -> None:
+    choose(doc(), kind, st.session_state[kind], keep=st.session_state["user_set"])
+    sync()
+
+
+def on_reset(key: str) -> None:
+    field = FIELDS[key]
+    section = doc().get(field.path[0])
+    if isinstance(section, dict):
+        section.pop(field.path[1], None)
+    st.session_state["user_set"].discard(key)
+    sync()
+
+
+def on_config() -> None:
+    messages = _messages()
+    messages.pop("config_json", None)
+    text = st.session_state.get("config_json", "")
+    if not text.strip():
+        return
+    try:
+        model = model_from_text(text, "imported config.json")
+    except ScenarioError as exc:
+        messages["config_json"] = [f"config.json: {p}" for p in exc.problems]
+        return
+    old = doc().get("model") or {}
+    model.update({k: old[k] for k in ("weight_dtype", "kv_dtype") if k in old})
+    doc()["model"] = model
+    sync()
+
+
+def on_upload() -> None:
+    messages = _messages()
+    messages.pop("upload", None)
+    upload = st.session_state.get("upload")
+    if upload is None:
+        return
+    try:
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise ScenarioError(f"{upload.name} is {upload.size:,} bytes; scenario files are limited to "
+                                f"{MAX_UPLOAD_BYTES:,}")
+        text = upload.getvalue().decode("utf-8")
+        new = load_text(text, upload.name)
+    except UnicodeDecodeError:
+        messages["upload"] = [f"{upload.name} is not UTF-8 text; a scenario is a YAML file"]
+        return
+    except ScenarioError as exc:
+        messages["upload"] = [f"Could not load {upload.name}: {p}" for p in exc.problems]
+        return
+    load_doc(new, f"Loaded {upload.name}")
+
+
+def load_doc(new: dict[str, Any], note: str = "") -> None:
+    """Make ``new`` the sizing (an uploaded file or a test); its overrides count as the user's."""
+    st.session_state["doc"] = new
+    st.session_state["user_set"] = set(overridden(new))
+    if note:
+        _messages()["loaded"] = [note]
+    sync()
+
+
+# ---------------------------------------------------------------- drawing
+
+
+def _number(where: Any, key: str, **kw: Any) -> None:
+    f = FIELDS[key]
+    label = kw.pop("label", f.label)
+    kind = int if f.kind == "int" else float
+    where.number_input(label, kind(f.lo), kind(f.hi), key=key, on_change=on_field, args=(key,), **kw)
+
+
+def _slider(where: Any, key: str, lo: float, **kw: Any) -> None:
+    f = FIELDS[key]
+    where.slider(kw.pop("label", f.label), lo, f.hi, key=key, step=0.01, on_change=on_field, args=(key,), **kw)
+
+
+def _mark(where: Any, key: str, shown: str) -> None:
+    """An overridden catalog value: say so, show the catalog's, offer the way back."""
+    if key in overridden(doc()):
+        where.caption(f"✎ your value; the catalog's is {plain(shown)}")
+        where.button("Use the catalog value", key=f"reset_{key}", on_click=on_reset, args=(key,),
+                     width="stretch")
+
+
+def _show_messages(where: Any, *keys: str) -> None:
+    messages = _messages()
+    for key in keys:
+        for text in messages.get(key, []):
+            where.error(plain(text))
+
+
+def draw() -> dict[str, Any]:
+    """Draw every input; returns containers where the page puts each section's problems."""
+    sb = st.sidebar
+    sync(whole=False)  # widgets Streamlit forgot while hidden (custom-model fields) get the mapping's values
+    d = doc()
+    unit = d.get("units", "GB") if d.get("units") in UNITS else "GB"
+    sb.title("Sizing inputs")
+    sb.selectbox("Start from a preset", list(PRESETS), key="preset", on_change=on_preset,
+                 help="A starting point: every value below is yours to change.")
+    sb.text_input("Scenario name", key="name", max_chars=120, on_change=on_field, args=("name",),
+                  help="Names the saved file, the reports and the link.")
+    sb.radio("Byte units", UNITS, key="units", horizontal=True, on_change=on_field, args=("units",),
+             help="How memory is shown: GB = 10^9 bytes, GiB = 2^30 bytes. The sizing does not change.")
+    _show_messages(sb, "link", "upload", "loaded_error")
+    for text in _messages().get("loaded", []):
+        sb.success(plain(text))
+    boxes: dict[str, Any] = {}
+
+    sb.subheader("Model")
+    sb.selectbox("Model", [*catalog.models(), CUSTOM], key="model", on_change=on_choice, args=("model",))
+    if is_custom(d, "model"):
+        c1, c2, c3 = sb.columns(3)
+        _number(c1, "layers")
+        _number(c2, "kv_heads")
+        _number(c3, "head_dim")
+        _number(sb, "params_b", format="%.3f")
+        sb.text_area("or paste a Hugging Face config.json (max 200 kB)", key="config_json", height=80,
+                     on_change=on_config, help="layers, heads, KV heads, head_dim, MLA, sliding windows and MoE "
+                                               "are read from it; parameters are counted from its shapes")
+        _show_messages(sb, "config_json")
+    c1, c2 = sb.columns(2)
+    c1.selectbox("weight dtype", DTYPES, key="weight_dtype", on_change=on_field, args=("weight_dtype",))
+    c2.selectbox("KV dtype", KV_DTYPES, key="kv_dtype", on_change=on_field, args=("kv_dtype",))
+    _number(sb, "weights_mem", label=f"weights ({unit})", format="%.2f",
+            help="follows parameters x weight dtype unless you type your own")
+    _mark(sb, "weights_mem", f"{catalog_value(d, 'weights_mem'):,.2f} {unit}")
+    boxes["model"] = sb.container()
+
+    sb.subheader("GPU")
+    sb.selectbox("GPU", [*catalog.gpus(), CUSTOM], key="gpu", on_change=on_choice, args=("gpu",))
+    if is_custom(d, "gpu"):
+        _number(sb, "memory_mem", label=f"GPU memory ({unit})", format="%.2f")
+        c1, c2 = sb.columns(2)
+        _number(c1, "bandwidth_tbs", format="%.3f")
+        _number(c2, "tflops", format="%.1f")
+    c1, c2, c3 = sb.columns(3)
+    _number(c1, "gpu_count", label="tensor parallel")
+    _number(c2, "pipeline_parallel", label="pipeline")
+    _number(c3, "replicas")
+    _number(sb, "price_per_hour", format="%.2f", help="an assumption; follows the catalog unless you type your own")
+    _mark(sb, "price_per_hour", f"${catalog_value(d, 'price_per_hour'):,.2f}")
+    c1, c2 = sb.columns(2)
+    _slider(c1, "bandwidth_efficiency", 0.01)
+    _slider(c2, "flops_efficiency", 0.01)
+    _mark(sb, "bandwidth_efficiency", f"{catalog_value(d, 'bandwidth_efficiency'):.2f}")
+    _mark(sb, "flops_efficiency", f"{catalog_value(d, 'flops_efficiency'):.2f}")
+    boxes["gpu"] = sb.container()
+
+    sb.subheader("Serving engine")
+    _slider(sb, "memory_utilization", 0.01)
+    c1, c2 = sb.columns(2)
+    c1.selectbox("block size (tokens)", BLOCK_SIZES, key="block_size", on_change=on_field, args=("block_size",))
+    _number(c2, "max_model_len", label="max model length")
+    _mark(sb, "max_model_len", f"{catalog_value(d, 'max_model_len'):,} tokens (the context window)")
+    c1, c2 = sb.columns(2)
+    _number(c1, "step_overhead_ms", label="step overhead (ms)")
+    _number(c2, "max_num_seqs", label="max running (0 = no cap)")
+    _number(sb, "reserve_mem", label=f"engine reserve per GPU ({unit})", format="%.2f",
+            help="memory the engine holds outside the KV pool: activations, CUDA graphs (vLLM logs it at start-up)")
+    boxes["serving"] = sb.container()
+
+    sb.subheader("Workload")
+    c1, c2 = sb.columns(2)
+    _number(c1, "prompt_tokens")
+    _number(c2, "output_tokens")
+    c1, c2 = sb.columns(2)
+    _number(c1, "shared_prefix_tokens")
+    _number(c2, "arrival_rate", label="load (requests/s)", format="%.2f",
+            help="the traffic to size for; 0 = not set")
+    c1, c2 = sb.columns(2)
+    c1.number_input(PLAN["headroom_pct"][0], *PLAN["headroom_pct"][1:3], key="headroom_pct", step=5.0,
+                    help="spare capacity every fleet is sized with (Cost and Fleet views)")
+    c2.number_input(PLAN["peak_factor"][0], *PLAN["peak_factor"][1:3], key="peak_factor", step=1.0)
+    boxes["workload"] = sb.container()
+
+    sb.subheader("Promises")
+    c1, c2 = sb.columns(2)
+    _number(c1, "tpot_ms", label="TPOT (ms, 0 = none)")
+    _number(c2, "ttft_ms", label="TTFT (ms, 0 = none)")
+    boxes["slo"] = sb.container()
+    for key in FIELDS:
+        _show_messages(sb, key)
+    return boxes

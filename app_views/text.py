@@ -1,0 +1,17 @@
+"""Text the app shows that came from users or libraries: escaped so it renders as written.
+
+Streamlit renders labels, messages and markdown as Markdown: an uploaded scenario name or an error quoting
+``![x](http://...)`` would otherwise fetch an image, and ``$`` would start LaTeX. ``plain`` escapes every
+ASCII punctuation character with a backslash (CommonMark allows that for all of them) and drops raw HTML.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&\"'=^%@,;?/])")
+
+
+def plain(text: object) -> str:
+    """``text`` as Markdown that shows exactly these characters (no links, images, HTML, LaTeX or emphasis)."""
+    return _PUNCTUATION.sub(r"\\\1", str(text)).replace("\n", "  \n")
