@@ -16,6 +16,7 @@ from .calibration import add_calibrate_command, run_calibrate
 from .errors import ScenarioError
 from .fleet_command import add_fleet_command, run_fleet
 from .formatting import SECTIONS, format_value
+from .report_command import add_report_commands, run_flags, run_report
 from .scenario import Results, load_scenario
 
 
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="override a key of the simulation block, e.g. --set policy=static --set rate=12")
     add_calibrate_command(sub)
     add_fleet_command(sub)
+    add_report_commands(sub)
     return parser
 
 
@@ -120,7 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate,
-                "calibrate": run_calibrate, "fleet": run_fleet}[args.command](args)
+                "calibrate": run_calibrate, "fleet": run_fleet, "report": run_report,
+                "flags": run_flags}[args.command](args)
         _write(text, args.output)
     except ScenarioError as exc:
         for problem in exc.problems:

@@ -75,6 +75,8 @@ def _exact(value: object) -> str:
         return value
     if value is None:
         return ""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return str(int(value))
     number = float(value)  # type: ignore[arg-type]
     return repr(number) if math.isfinite(number) else ("inf" if number > 0 else ("-inf" if number < 0 else "nan"))
 
