@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="table (default, with units); json or csv report (base units: bytes, seconds, "
                          "requests/s); xlsx workbook with live formulas (needs -o)")
     ev.add_argument("-o", "--output", help="write to this file instead of standard output")
+    ev.add_argument("--units", choices=["base", "human"], default="base",
+                    help="csv only: base (B, s, full precision; default) or human (GB/GiB, ms, 4 digits)")
     sw = sub.add_parser("sweep", help="evaluate a scenario over a grid of inputs and write a table")
     sw.add_argument("scenario", help="scenario YAML file")
     sw.add_argument("--vary", action="append", default=[], metavar="KEY=START:STOP:STEPS", required=True,
@@ -43,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--format", choices=["csv", "xlsx", "parquet", "json"],
                     help="table format (default: from the -o suffix, else csv)")
     sw.add_argument("-o", "--output", help="write to this file (required for xlsx and parquet)")
+    sw.add_argument("--units", choices=["base", "human"], default="base",
+                    help="csv only: base (default) or human (each header names its unit: pool_bytes [GB], ...)")
     si = sub.add_parser("simulate", help="simulate the scenario's serving engine request by request")
     si.add_argument("scenario", help="scenario YAML file (its simulation: block sets the run)")
     si.add_argument("--format", choices=["json", "csv"], default="json",
@@ -82,13 +86,15 @@ def render_json(results: Results) -> str:
 def _evaluate(args: argparse.Namespace) -> str | bytes:
     if args.format == "xlsx" and not args.output:
         raise ScenarioError("--format xlsx writes a binary workbook: give -o FILE.xlsx")
+    if args.units == "human" and args.format != "csv":
+        raise ScenarioError(f"--units human is for --format csv; {args.format} keeps its own units")
     results = load_scenario(args.scenario).evaluate()
     if args.format in ("csv", "xlsx"):
         from .report import report_for, to_csv
         from .xlsx import workbook_bytes
 
         report = report_for(results)
-        return to_csv(report) if args.format == "csv" else workbook_bytes(report)
+        return to_csv(report, args.units) if args.format == "csv" else workbook_bytes(report)
     return render_json(results) if args.format == "json" else render_table(results)
 
 
@@ -99,7 +105,7 @@ def _sweep(args: argparse.Namespace) -> str | bytes:
     fmt = args.format or (suffix if suffix in ("csv", "xlsx", "parquet", "json") else "csv")
     if fmt in ("xlsx", "parquet") and not args.output:
         raise ScenarioError(f"--format {fmt} writes a binary file: give -o FILE.{fmt}")
-    data = sweep_bytes(load_scenario(args.scenario), args.vary, fmt)
+    data = sweep_bytes(load_scenario(args.scenario), args.vary, fmt, units=args.units)
     return data.decode("utf-8") if fmt in ("csv", "json") else data
 
 

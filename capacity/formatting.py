@@ -59,6 +59,15 @@ def human_unit(unit: str, binary: bool = False) -> tuple[str, float]:
     return HUMAN_UNITS.get(unit, (unit, 1.0))
 
 
+#: Byte counts per token or per value stay in bytes in human units (131,072 B, not 0.0001311 GB).
+SMALL_BYTES = frozenset({"kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_value"})
+
+
+def human_unit_of(key: str, unit: str, binary: bool = False) -> tuple[str, float]:
+    """``human_unit`` for quantity ``key``, except the per-token and per-value byte counts (``SMALL_BYTES``)."""
+    return (unit, 1.0) if key in SMALL_BYTES else human_unit(unit, binary)
+
+
 def human_number(value: float, significant: int = 4) -> float:
     """``value`` rounded to ``significant`` digits, whole numbers kept whole: 60.908206 -> 60.91, 40.264 -> 40.26,
     123456.7 -> 123457. Non-finite values pass through."""

@@ -27,6 +27,7 @@ import pandas as pd
 
 from .analysis import INPUTS, RESULTS, analyse
 from .errors import ScenarioError
+from .formatting import human_number, human_unit_of
 from .report import INPUT_PATHS, flat_inputs, neutralise, today_iso
 from .scenario import Scenario
 from .specs import GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS, as_number
@@ -182,9 +183,29 @@ def units_of(columns: list[str]) -> dict[str, str]:
 
 # --- writers: table -> bytes -----------------------------------------------------------------------------------
 
-def to_csv_bytes(table: pd.DataFrame) -> bytes:
-    """CSV with a header of keys (units: ``units_of``); text cells neutralised against formula injection."""
-    safe = table.copy()
+def human_table(table: pd.DataFrame, binary: bool = False) -> pd.DataFrame:
+    """The sweep in human units, one unit per column named in its header (``pool_bytes [GB]``, ``decode_step_s
+    [ms]``, ``goodput_rps [requests/s]``), values rounded to 4 significant digits (``formatting.human_number``)."""
+    out = {}
+    for name, unit in units_of(list(table.columns)).items():
+        column = table[name]
+        if unit and pd.api.types.is_numeric_dtype(column):
+            human, factor = human_unit_of(name, unit, binary)
+            values = column.astype(float) / factor
+            column = values.map(lambda v: v if pd.isna(v) else human_number(v))
+            present = column.dropna()
+            if len(present) and (present == present.round()).all() and (present.abs() < 2**53).all():
+                column = column.astype("Int64")
+            unit = human
+        out[f"{name} [{unit}]" if unit else name] = column
+    return pd.DataFrame(out)
+
+
+def to_csv_bytes(table: pd.DataFrame, units: str = "base", binary: bool = False) -> bytes:
+    """CSV with a header of keys (units: ``units_of``); text cells neutralised against formula injection.
+
+    ``units="human"``: the header names each column's unit and the values are in it (``human_table``)."""
+    safe = human_table(table, binary) if units == "human" else table.copy()
     for col in safe.columns:
         if not pd.api.types.is_numeric_dtype(safe[col]):
             safe[col] = safe[col].map(lambda v: neutralise(v) if isinstance(v, str) else v)
@@ -251,17 +272,20 @@ def to_xlsx_bytes(table: pd.DataFrame, meta: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None = None) -> bytes:
-    """Run the sweep and render it as ``fmt`` (csv, xlsx, parquet or json)."""
+def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None = None,
+                units: str = "base") -> bytes:
+    """Run the sweep and render it as ``fmt`` (csv, xlsx, parquet or json); ``units="human"``: csv only."""
     from . import __version__
 
     if fmt not in FORMATS:
         raise ScenarioError(f"--format {fmt!r} is not a sweep format; use one of {', '.join(FORMATS)}")
+    if units not in ("base", "human") or (units == "human" and fmt != "csv"):
+        raise ScenarioError(f"--units {units} is for csv output (base or human); {fmt} keeps base units")
     table = run_sweep(scenario, specs)
     meta = {"scenario": scenario.name, "tool_version": __version__, "date": date or today_iso(), "vary": list(specs),
             "values": "base units (B, B/s, FLOP/s, s, requests/s); blank/null = undefined, unbounded or invalid row"}
     if fmt == "csv":
-        return to_csv_bytes(table)
+        return to_csv_bytes(table, units, binary=scenario.units == "GiB")
     if fmt == "json":
         return to_json_bytes(table, meta)
     if fmt == "parquet":
