@@ -2,7 +2,7 @@
 
 ``customer_report_html(results)`` renders, for one evaluated scenario:
 
-* the one-sentence answer (``answer.answer``) and the fleet for the scenario's arrival rate (GPUs, replicas,
+* the one-sentence answer (``fleet_answer.fleet_answer``) and the fleet for the scenario's arrival rate (GPUs, replicas,
   $/hour, $/month, $ per million output tokens; ``fleet.fleet_for_load``);
 * the verdict, what binds and what would move it (``verdict.verdict``);
 * three charts: where one GPU's memory goes, latency against load with the promises, and the cheapest
@@ -33,10 +33,10 @@ import numpy as np
 
 from . import catalog
 from .analysis import INPUTS, RESULTS
-from .answer import HOURS_PER_MONTH, Answer, answer, display_name
 from .curves import load_curve
 from .engine_flags import ENGINES, EngineSettings, engine_settings, model_id, scenario_engine
 from .errors import ScenarioError
+from .fleet_answer import HOURS_PER_MONTH, FleetAnswer, display_name, fleet_answer
 from .formatting import SECTIONS, format_value, human_number, human_unit
 from .report import Report, build_report, scenario_mapping
 from .scenario import Results
@@ -60,7 +60,7 @@ class CustomerReport:
     """What the HTML shows, computed once: results, the answer, the report (inputs, assumptions), engines."""
 
     results: Results
-    answer: Answer
+    answer: FleetAnswer
     report: Report
     engines: tuple[EngineSettings, ...]
     fleet_table: Any  # pandas.DataFrame of fleet_options, or None without a load
@@ -110,7 +110,7 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
     (catalog names, default every catalog GPU) are sized beside the scenario's own GPU in the fleet chart."""
     from .fleet import fleet_options
 
-    found = answer(results, target_rps, peak_factor, headroom)
+    found = fleet_answer(results, target_rps, peak_factor, headroom)
     first = scenario_engine(results)
     engines = tuple(engine_settings(results, name) for name in [first, *[e for e in ENGINES if e != first]])
     table = None

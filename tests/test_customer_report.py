@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from capacity import Scenario, load_scenario
-from capacity.answer import answer, cost_per_month
 from capacity.cli import main
 from capacity.customer_report import FIDELITY, customer_report_html, human_input
+from capacity.fleet_answer import cost_per_month, fleet_answer
 from capacity.report import flat_inputs, unset_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,7 +166,7 @@ def test_answer_sentence_for_essay_001_at_100_requests_per_second():
     """Essay 001 (sale day): goodput 5.897 requests/s under TPOT <= 50 ms, so 100 requests/s need
     ceil(100 / 5.897) = 17 GPUs at $2/h: $34/h, $24,820 a month."""
     results = load_scenario(ROOT / "scenarios" / "essay-001-sale-day.yaml").evaluate()
-    found = answer(results, 100.0)
+    found = fleet_answer(results, 100.0)
     assert found.fleet.gpus == 17 and found.fleet.replicas == 17
     assert found.cost_per_hour == pytest.approx(34.0)
     assert found.cost_per_month == pytest.approx(24_820.0)

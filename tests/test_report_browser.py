@@ -12,8 +12,8 @@ from pathlib import Path
 from test_browser import CHROMIUM, FLAGS, _need_browser
 
 from capacity import load_scenario
-from capacity.answer import answer
 from capacity.customer_report import CHARTS_DRAWN, customer_report_html, html_to_pdf
+from capacity.fleet_answer import fleet_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ def test_report_opens_offline_draws_charts_and_prints(tmp_path):
     document = customer_report_html(results)
     page_file = tmp_path / "sizing.html"
     page_file.write_text(document, encoding="utf-8")
-    expected = answer(results)
+    expected = fleet_answer(results)
     artifacts = ROOT / "artifacts"
     artifacts.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as p:

@@ -1,6 +1,6 @@
-"""The one-sentence answer a customer asks for: how many GPUs for this load, at what cost, and what binds.
+"""The fleet answer a customer asks for: how many GPUs for this load, at what cost, and what binds.
 
-``answer(results)`` sizes the fleet for the scenario's arrival rate (``fleet.fleet_for_load``: replicas =
+``fleet_answer(results)`` sizes the fleet for the scenario's arrival rate (``fleet.fleet_for_load``: replicas =
 ceil(load / goodput)) and says it in one sentence, with the numbers behind it:
 
     "To serve 10 requests/s of 1,200-token prompts and 250-token answers within TPOT <= 50 ms and
@@ -32,7 +32,7 @@ def cost_per_month(cost_per_hour: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class FleetAnswer:
     """The sentence and its numbers. ``fleet`` is None without an arrival rate or when no load is served;
     costs are None without a price. ``load_rps`` is the target load (the scenario's arrival rate)."""
 
@@ -87,8 +87,8 @@ def _money(value: float) -> str:
     return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
 
 
-def answer(results: Results, target_rps: float | None = None, peak_factor: float = 1.0,
-           headroom: float = 0.0) -> Answer:
+def fleet_answer(results: Results, target_rps: float | None = None, peak_factor: float = 1.0,
+                 headroom: float = 0.0) -> FleetAnswer:
     """The one-sentence answer for ``target_rps`` (default: the scenario's arrival rate) [requests/s]."""
     s, r = results.scenario, results
     load = target_rps if target_rps is not None else s.workload.arrival_rate
@@ -98,17 +98,17 @@ def answer(results: Results, target_rps: float | None = None, peak_factor: float
     limit = limit_phrase(results)
     price = s.gpu.price_per_hour
     if r["batch_max"] <= 0:
-        return Answer(f"{where} cannot serve {shape}: {limit}; use a larger GPU, more GPUs per replica or "
+        return FleetAnswer(f"{where} cannot serve {shape}: {limit}; use a larger GPU, more GPUs per replica or "
                       "smaller weights or KV cache.", load, None, None, None, None, limit)
     if r["goodput_rps"] <= 0:
-        return Answer(f"{where} serves no load of {shape}: no arrival rate keeps the promises "
+        return FleetAnswer(f"{where} serves no load of {shape}: no arrival rate keeps the promises "
                       f"({'; '.join(results.notes()) or limit}).", load, None, None, None, None, limit)
     if not load:
         cost = f" at {_money(price * s.gpu.gpus_per_replica)}/hour per replica" if price is not None else ""
         per_m = r["cost_per_million_tokens"]
         tokens = (f", {_money(per_m)} per million output tokens when it runs full"
                   if price is not None and math.isfinite(per_m) else "")
-        return Answer(f"One replica of {_layout(results, 1).split(' (')[0]} serves up to {r['goodput_rps']:,.2f} "
+        return FleetAnswer(f"One replica of {_layout(results, 1).split(' (')[0]} serves up to {r['goodput_rps']:,.2f} "
                       f"requests/s of {shape}{cost}{tokens}; {limit}. Give an arrival rate to size the fleet.",
                       None, None, price * s.gpu.gpus_per_replica if price is not None else None,
                       cost_per_month(price * s.gpu.gpus_per_replica) if price is not None else None,
@@ -126,7 +126,7 @@ def answer(results: Results, target_rps: float | None = None, peak_factor: float
         money = " (no GPU price given, so no cost)"
     sentence = (f"To serve {load:,.3g} requests/s of {shape}, you need {_layout(results, fleet.replicas)}{design}"
                 f"{money}; {limit}.")
-    return Answer(sentence, load, fleet, fleet.cost_per_hour, month, per_m, limit)
+    return FleetAnswer(sentence, load, fleet, fleet.cost_per_hour, month, per_m, limit)
 
 
-__all__ = ["Answer", "HOURS_PER_MONTH", "answer", "cost_per_month", "display_name", "limit_phrase"]
+__all__ = ["FleetAnswer", "HOURS_PER_MONTH", "fleet_answer", "cost_per_month", "display_name", "limit_phrase"]
