@@ -114,7 +114,7 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
     first = scenario_engine(results)
     engines = tuple(engine_settings(results, name) for name in [first, *[e for e in ENGINES if e != first]])
     table = None
-    if found.load_rps and results["goodput_rps"] > 0:
+    if found.load_rps:  # other layouts and GPU types may serve the load even where this one does not
         mapping = scenario_mapping(results.scenario)
         own = fleet_options(mapping, target=found.load_rps, peak_factor=peak_factor, headroom=headroom)
         own["gpu"] = display_name("gpu", results.scenario.gpu.name) + " (this scenario)"
@@ -461,8 +461,9 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
     load_per_replica = a.fleet.load_per_replica_rps if a.fleet is not None else None
     fleet_fig = fleet_figure(cr.fleet_table) if cr.fleet_table is not None else None
     fleet_note = ("" if fleet_fig is not None else
-                  "<p>No fleet comparison: the scenario gives no arrival rate (<code>workload.arrival_rate</code>, or "
-                  "<code>capacity report --arrival-rate</code>), or no option keeps the promises.</p>")
+                  "<p>No fleet comparison: no GPU type or layout keeps the promises at this load.</p>" if a.load_rps
+                  else "<p>No fleet comparison: the scenario gives no arrival rate (<code>workload.arrival_rate</code>,"
+                  " or <code>capacity report --arrival-rate</code>).</p>")
     verdict_items = "".join(f"<li>{_e(line)}</li>" for line in verdict(r))
     notes = "".join(f"<li>{_e(n)}</li>" for n in r.notes())
     assumptions = "".join(f"<li>{_e(t)}</li>" for t in customer_assumptions(r, cr.report))
@@ -484,7 +485,7 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
 {'<p>Notes:</p><ul>' + notes + '</ul>' if notes else ''}
 <h2>Charts</h2>
 {_figure_html(memory_figure(r), "chart-memory")}
-{_figure_html(load_figure(r, load_per_replica), "chart-load")}
+{_figure_html(load_figure(r, load_per_replica) if r["ceiling_rps"] > 0 else None, "chart-load")}
 {_figure_html(fleet_fig, "chart-fleet")}
 {fleet_note}
 <p class="small">The fleet chart sizes each GPU type of the catalog (datasheet figures x the default
