@@ -64,7 +64,7 @@ def pool_bytes(gpu_memory_bytes: ArrayLike, memory_utilization: ArrayLike, weigh
 def pool_blocks(pool_bytes: ArrayLike, block_size: ArrayLike, kv_bytes_per_token: ArrayLike) -> np.ndarray:
     """Blocks the pool holds: ``floor(pool_bytes / (block_size * kv_bytes_per_token))`` [blocks].
 
-    56 GiB / 2 MiB = 28,672 (essay 000). The floor is ``floor_count``'s, which keeps 0.9 x 80 GiB's last block:
+    56 GiB / 2 MiB = 28,672 (essay 000). The floor is ``floor_count``'s (tolerant of rounding error):
     Excel: ``=MAX(0,INT(pool_bytes/(block_size*kv_bytes_per_token)
     +1E-9*MAX(ABS(pool_bytes/(block_size*kv_bytes_per_token)),1)))``.
     """

@@ -6,8 +6,7 @@ cells that carry the function's parameter names (``pieces`` of the TPOT function
 ``a_mem, m_mem, a_comp, m_comp``), or says why no one-cell formula exists. The test writes each formula into a
 workbook whose defined names hold sample inputs, has LibreOffice headless recalculate it, and compares every
 cell with the Python function on the same inputs (to 1e-12 relative). Sample inputs are essay 000's and essay
-001's numbers, including 0.9 x 80 GiB, whose pool is a few ulps short of 72 GiB - 16 GiB and must not lose
-its last block.
+001's numbers; ``floor_count`` also gets a count one ulp short of 3, which a plain FLOOR would round to 2.
 """
 
 import inspect
@@ -70,6 +69,7 @@ def _samples() -> list[dict[str, float]]:
             "max_rate_for_ttft_rps": 0.9 * ceiling, "arrival_rate": 0.6 * ceiling, "tpot_s": 0.05, "tpot_slo_s": 0.05,
             "a_mem": float(a_mem), "m_mem": float(m_mem), "a_comp": float(a_comp), "m_comp": float(m_comp),
             "prefill_compute_s": uncached * 2 * 8e9 / 150e12, "price_per_hour": 2.0, "gpus": 4, "rate_rps": 5.9})
+    out[1]["x"] = 3.0 - 2.0**-51  # one ulp short of 3: the tolerant floor gives 3, FLOOR would give 2
     return out
 
 
