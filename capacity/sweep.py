@@ -264,12 +264,64 @@ def to_xlsx_bytes(table: pd.DataFrame, meta: dict[str, Any]) -> bytes:
         units.write_string(row, 0, name, bold if row == 0 else None)
         units.write_string(row, 1, unit, bold if row == 0 else None)
         units.write_string(row, 2, "meaning" if row == 0 else meanings.get(name, "why the row is invalid, if it is"))
+    add_sweep_chart(wb, table)
     about = wb.add_worksheet("About")
     for row, (name, value) in enumerate(meta.items()):
         about.write_string(row, 0, name, bold)
         about.write_string(row, 1, value if isinstance(value, str) else json.dumps(value))
     wb.close()
     return buffer.getvalue()
+
+
+#: Results the sweep chart plots against the varied input, when the sweep has them.
+CHART_RESULTS = ("goodput_rps", "ceiling_rps")
+
+
+def varied_inputs(table: pd.DataFrame) -> list[str]:
+    """Input columns that take more than one value in the sweep, in column order."""
+    return [name for name in INPUTS if name in table.columns and table[name].nunique(dropna=True) > 1]
+
+
+def add_sweep_chart(wb: Any, table: pd.DataFrame, max_series: int = 12) -> None:
+    """A ``Chart`` sheet: goodput (and the ceiling, for a one-input sweep) against the first varied input, one
+    line per value of the second varied input (up to ``max_series``). The plotted numbers are written beside the
+    chart as a pivot of the Sweep sheet's rows, so the chart reads the workbook's own cells."""
+    varied = varied_inputs(table)
+    plotted = [key for key in CHART_RESULTS if key in table.columns]
+    if not varied or not plotted or len(table) < 2:
+        return
+    x_key, group = varied[0], (varied[1] if len(varied) > 1 else None)
+    rows = table[table.get("problem", pd.Series("", index=table.index)).fillna("") == ""]
+    if group is None:
+        pivot = rows.groupby(x_key)[plotted].first()
+        labels = [(key, key) for key in plotted]
+    else:
+        values = sorted(rows[group].dropna().unique())[:max_series]
+        pivot = rows[rows[group].isin(values)].pivot_table(index=x_key, columns=group, values=plotted[0],
+                                                             aggfunc="first")
+        labels = [(value, f"{group} = {value:g}") for value in values]
+    sheet = wb.add_worksheet("Chart")
+    bold = wb.add_format({"bold": True})
+    sheet.write_string(0, 0, x_key, bold)
+    for col, (_, label) in enumerate(labels, 1):
+        sheet.write_string(0, col, label, bold)
+    for row, (x, values) in enumerate(pivot.iterrows(), 1):
+        sheet.write_number(row, 0, float(x))
+        for col, (key, _) in enumerate(labels, 1):
+            value = values.get(key)
+            if value is not None and not pd.isna(value):
+                sheet.write_number(row, col, float(value))
+    chart = wb.add_chart({"type": "scatter", "subtype": "straight_with_markers"})
+    last = len(pivot)
+    for col, (_, label) in enumerate(labels, 1):
+        chart.add_series({"name": label, "categories": ["Chart", 1, 0, last, 0],
+                          "values": ["Chart", 1, col, last, col]})
+    unit = RESULTS[plotted[0]][0]
+    chart.set_title({"name": f"{plotted[0] if group else 'goodput and ceiling'} vs {x_key}"})
+    chart.set_x_axis({"name": f"{x_key} [{INPUTS[x_key][0]}]"})
+    chart.set_y_axis({"name": f"{plotted[0] if group else 'requests/s'} [{unit}]"})
+    chart.set_size({"width": 720, "height": 420})
+    sheet.insert_chart(1, len(labels) + 2, chart)
 
 
 def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None = None,
