@@ -9,7 +9,7 @@ code. Input and result names are the contract of SPEC.md; their units live in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
 
@@ -17,6 +17,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import memory, options, roofline, slo
+from ._numeric import as_float as _f
+from .solve import SolveTrace
+from .specs import DEFAULT_MAX_BATCHED_TOKENS
 
 #: Flat inputs: name -> (unit, meaning). ``inf`` means "not set" for the optional ones.
 INPUTS: dict[str, tuple[str, str]] = {
@@ -65,7 +68,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "kv_latent_dim": 0.0, "sliding_window": np.inf, "local_layer_fraction": 0.0, "active_params": np.nan,
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
-    "max_batched_tokens": 8192.0, "kv_transfer_bandwidth": np.inf,
+    "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
 }
 
 #: Results: name -> (unit, meaning). The first block is SPEC's contract.
@@ -140,14 +143,80 @@ RESULTS: dict[str, tuple[str, str]] = {
 }
 
 
+#: Intermediates: what the results are built from, for renderers that show the working (the XLSX workbook's
+#: named cells). ``analyse(..., intermediates=True)`` adds them: name -> (unit, meaning).
+INTERMEDIATES: dict[str, tuple[str, str]] = {
+    "tokens_per_request": ("tokens", "prompt + answer tokens one request holds"),
+    "gpus_per_replica": ("GPUs", "tensor x pipeline parallel GPUs in one replica"),
+    "params_per_gpu": ("params", "active parameters each GPU multiplies per token"),
+    "stage_layers": ("layers", "layers per pipeline stage"),
+    "moe_model": ("", "TRUE for a mixture of experts (experts > experts_per_token > 0)"),
+    "expert_params": ("params", "parameters of one routed expert (all layers)"),
+    "ring_factor": ("-", "ring all-reduce traffic factor 2 (tp - 1) / tp (0: no all-reduce counted)"),
+    "step_comm_fixed_s": ("s", "all-reduce latency per step: 2 per layer"),
+    "step_comm_per_token_s": ("s", "all-reduce transfer time per token in a step"),
+    "step_overhead_total_s": ("s", "fixed overhead per step over all pipeline stages"),
+    "shared_blocks_held": ("blocks", "prefix blocks held once (local layers keep at most the window)"),
+    "context_per_layer_tokens": ("tokens", "cached tokens read per layer and sequence (window applied)"),
+    "step_intercept_memory_s": ("s", "dense decode step, memory piece: a_mem = W / BW + o"),
+    "step_slope_memory_s": ("s", "dense decode step, memory piece: m_mem = c kv / BW per sequence"),
+    "step_intercept_compute_s": ("s", "dense decode step, compute piece: a_comp = o"),
+    "step_slope_compute_s": ("s", "dense decode step, compute piece: m_comp = 2 N / F per sequence"),
+    "goodput_at_ceiling": ("", "TRUE when the goodput reaches the throughput ceiling"),
+    "prefill_compute_s": ("s", "GPU time a prompt adds to a batched prefill pass: c = P (2 N / F + comm per token)"),
+    "ttft_step_at_goodput_s": ("s", "decode step at the goodput (dense pieces): s = TPOT (1 - λ t_p)"),
+    "ttft_step_at_load_s": ("s", "decode step at the arrival rate (dense pieces): s = TPOT (1 - λ t_p)"),
+    "chunk_batch_cap": ("sequences", "chunked prefill: batch cap min(B_max, budget - 1)"),
+    "chunk_batch_ceiling": ("sequences", "chunked prefill: batch at the ceiling, the cap or the full chunk pipe"),
+    "chunk_plain_ceiling_s": ("s", "chunked prefill at the ceiling's batch: iteration without a chunk d_p"),
+    "chunk_extra_ceiling_s": ("s", "chunked prefill at the ceiling's batch: extra time a prompt adds x"),
+    "chunk_plain_goodput_s": ("s", "chunked prefill at the goodput's batch: iteration without a chunk d_p"),
+    "chunk_extra_goodput_s": ("s", "chunked prefill at the goodput's batch: extra time a prompt adds x"),
+    "chunk_service_goodput_s": ("s", "chunked prefill at the goodput's batch: a prompt's chunk iterations S"),
+    "chunk_load_known": ("", "TRUE when an arrival rate is set and within the chunked ceiling"),
+    "chunk_plain_load_s": ("s", "chunked prefill at the load's batch: iteration without a chunk d_p"),
+    "chunk_extra_load_s": ("s", "chunked prefill at the load's batch: extra time a prompt adds x"),
+    "chunk_service_load_s": ("s", "chunked prefill at the load's batch: a prompt's chunk iterations S"),
+    "chunk_rate_load_rps": ("requests/s", "chunked prefill: load of the load's batch, λ(B) (the arrival rate)"),
+    "disagg_decode_ceiling_rps": ("requests/s", "decode-only replica at its largest batch: B_max / (A t_step)"),
+    "disagg_tpot_bound_rps": ("requests/s", "decode-only replica: largest load keeping the TPOT promise alone"),
+    "disagg_tpot_fixed_point_s": ("s", "decode-only replica: TPOT fixed point at its rate (t_p = 0)"),
+    # The root solves (solve.largest_rate_meeting); the MoE ones are also run for dense models here.
+    "solver_rate_ttft_rps": ("requests/s", "largest λ with TTFT(λ) <= D (slo.max_rate_for_ttft_rps)"),
+    "solver_rate_tpot_rps": ("requests/s", "largest λ with t_step(λ A T) <= T (1 - λ t_p), solved row by row"),
+    "solver_tpot_at_goodput_s": ("s", "smallest TPOT s with t_step(λ A s) <= s (1 - λ t_p) at the goodput"),
+    "solver_tpot_at_load_s": ("s", "smallest TPOT s with t_step(λ A s) <= s (1 - λ t_p) at the load"),
+    "solver_chunk_batch_tpot": ("sequences", "chunked prefill: largest batch B with T(B) <= T"),
+    "solver_chunk_batch_goodput": ("sequences", "chunked prefill: largest batch up to the TPOT's with TTFT(B) <= D"),
+    "solver_chunk_batch_load": ("sequences", "chunked prefill: the batch B the arrival rate holds, B = λ A T(B)"),
+}
+
+#: The root solves ``analyse(..., trace=...)`` records, and the values it adds at each point they visit (besides
+#: the point ``x`` and the excess ``f``): name -> columns.
+SOLVE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "solver_rate_ttft_rps": ("d_mem", "d_comp", "decode step", "TTFT"),
+    "solver_rate_tpot_rps": ("decode step",),
+    "solver_tpot_at_goodput_s": ("decode step",),
+    "solver_tpot_at_load_s": ("decode step",),
+    **{name: ("plain", "chunk", "carrying", "extra", "service", "rate", "tpot", "ttft")
+       for name in ("solver_chunk_batch_tpot", "solver_chunk_batch_goodput", "solver_chunk_batch_load")},
+}
+SOLVES = tuple(SOLVE_COLUMNS)
+
 #: Bytes per activation value in the tensor-parallel all-reduce (bf16 activations).
 ACTIVATION_BYTES = 2.0
 
 
-def _inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
+def complete_inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
+    """Every ``INPUTS`` key as a float array: the given values, ``INPUT_DEFAULTS`` for the optional ones left out,
+    and ``active_params`` = ``params`` where it is NaN (a dense model)."""
     x = {name: np.asarray(inputs[name] if name in inputs else INPUT_DEFAULTS[name], dtype=float) for name in INPUTS}
     x["active_params"] = np.where(np.isnan(x["active_params"]), x["params"], x["active_params"])
     return x
+
+
+#: Kept for callers written before ``complete_inputs`` had a public name.
+_inputs = complete_inputs
 
 
 @dataclass(frozen=True)
@@ -157,6 +226,7 @@ class StepModel:
     Decode: each sequence's token passes every pipeline stage, so one step reads W/tp of weights
     (MoE: the experts the batch touches), the KV of its stage's layers for every sequence, does
     2 N_a / (tp pp) FLOPs per sequence, two all-reduces per layer, and pays the overhead per stage.
+    ``decode_terms`` is the one decode step; ``pieces`` and the simulator's ``RooflineCost`` take its terms.
     """
 
     weight_bytes: np.ndarray      # whole model [B]
@@ -164,8 +234,8 @@ class StepModel:
     active_params: np.ndarray     # per token [-]
     experts: np.ndarray
     experts_per_token: np.ndarray
-    tp: np.ndarray
-    pp: np.ndarray
+    tensor_parallel: np.ndarray   # GPUs splitting each layer [-]
+    pipeline_parallel: np.ndarray  # stages [-]
     kv_gpu: np.ndarray            # KV per token held by one GPU [B]
     context: np.ndarray           # cached tokens per layer read per sequence (window applied) [tokens]
     bandwidth: np.ndarray
@@ -177,22 +247,40 @@ class StepModel:
 
     @property
     def moe(self) -> np.ndarray:
-        return (self.experts > 0) & (self.experts > self.experts_per_token)
+        return memory.is_moe(self.experts, self.experts_per_token)
+
+    @property
+    def decode_params_per_gpu(self) -> np.ndarray:
+        """Active parameters one GPU multiplies per sequence in a decode step: ``N_a / (tp pp)`` [params]."""
+        return self.active_params / (self.tensor_parallel * self.pipeline_parallel)
+
+    @property
+    def prefill_params_per_gpu(self) -> np.ndarray:
+        """Active parameters one GPU multiplies per prompt token, the stages in turn: ``N_a / tp`` [params]."""
+        return self.active_params / self.tensor_parallel
 
     def weights_read(self, tokens: ArrayLike) -> np.ndarray:
         """Weight bytes per GPU-group read by a pass over ``tokens`` tokens [B]."""
         if self.all_dense:
-            return self.weight_bytes / self.tp
+            return self.weight_bytes / self.tensor_parallel
         return memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
-                                        self.experts_per_token, tokens) / self.tp
+                                        self.experts_per_token, tokens) / self.tensor_parallel
+
+    def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
+        """All-reduce time of a pass over ``tokens`` tokens: latency + tokens x time per token [s]."""
+        return roofline.allreduce_s(self.comm_fixed, self.comm_per_token, tokens)
+
+    def terms(self, weight_bytes: ArrayLike, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """(memory term, compute term) of a decode step over ``batch`` sequences reading ``weight_bytes`` [s]."""
+        t_mem = roofline.decode_memory_s(weight_bytes, batch, self.context, self.kv_gpu, self.bandwidth)
+        t_comp = roofline.decode_compute_s(batch, self.decode_params_per_gpu, self.flops)
+        return t_mem, t_comp
 
     def decode_terms(self, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(memory term, compute term, step time) of a decode step over ``batch`` sequences [s]."""
-        b = np.asarray(batch, float)
-        t_mem = roofline.decode_memory_s(self.weights_read(b), b, self.context, self.kv_gpu, self.bandwidth)
-        t_comp = roofline.decode_compute_s(b, self.active_params / (self.tp * self.pp), self.flops)
-        comm = self.comm_fixed + b * self.comm_per_token
-        return t_mem, t_comp, np.maximum(t_mem, t_comp) + comm + self.overhead
+        """(memory term, compute term, step time) of a decode step over ``batch`` sequences [s]: the decode step."""
+        b = _f(batch)
+        t_mem, t_comp = self.terms(self.weights_read(b), b)
+        return t_mem, t_comp, roofline.pass_s(t_mem, t_comp, self.allreduce_s(b), self.overhead)
 
     def step_s(self, batch: ArrayLike) -> np.ndarray:
         return self.decode_terms(batch)[2]
@@ -205,8 +293,9 @@ class StepModel:
         return np.stack([np.broadcast_to(a, shape).reshape(-1) for a in arrays])
 
     def rows(self, rows: np.ndarray) -> StepModel:
-        """The model of some rows (indices into the flattened arrays of all fields broadcast together)."""
-        picked = self._table[:, rows]
+        """The model of some rows (indices into the flattened arrays of all fields broadcast together). A model of
+        one row (one scenario) serves every row: ``curves.load_curve`` solves it at many arrival rates."""
+        picked = self._table[:, np.zeros_like(rows) if self._table.shape[1] == 1 else rows]
         return StepModel(**dict(zip(_ARRAY_FIELDS, picked, strict=True)), all_dense=self.all_dense)
 
     def step_rows(self, batch: ArrayLike, rows: np.ndarray) -> np.ndarray:
@@ -214,69 +303,70 @@ class StepModel:
         return self.rows(rows).step_s(batch)
 
     def prefill_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
-        """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + comm + o``."""
-        p = np.asarray(prompt_tokens, float)
-        base = roofline.prefill_s(self.weights_read(p), p, self.active_params / self.tp, self.bandwidth, self.flops,
+        """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + o + comm``."""
+        p = _f(prompt_tokens)
+        base = roofline.prefill_s(self.weights_read(p), p, self.prefill_params_per_gpu, self.bandwidth, self.flops,
                                   self.overhead)
-        return base + self.comm_fixed + p * self.comm_per_token
+        return base + self.allreduce_s(p)
 
     def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """GPU time a prompt adds to a batched prefill pass: ``P (2 N_a / (tp F) + comm per token)`` [s]."""
-        return slo.prefill_compute_s(prompt_tokens, self.active_params / self.tp, self.flops, self.comm_per_token)
+        return slo.prefill_compute_s(prompt_tokens, self.prefill_params_per_gpu, self.flops, self.comm_per_token)
 
     def pieces(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """Intercept [s] and slope [s per sequence] of the two linear pieces of a dense model's step time."""
+        """Intercept [s] and slope [s per sequence] of the two linear pieces of a dense model's step time.
+
+        ``decode_terms`` with every weight read (MoE: all experts) is ``max(a_mem + m_mem B, a_comp + m_comp B)``:
+        the intercepts are its terms at B = 0 plus the fixed costs, the slopes its terms of one sequence without
+        weights plus the all-reduce per sequence.
+        """
+        mem0, comp0 = self.terms(self.weight_bytes / self.tensor_parallel, 0.0)
+        mem1, comp1 = self.terms(0.0, 1.0)
         fixed = self.overhead + self.comm_fixed
-        mem = (self.weight_bytes / self.tp / self.bandwidth + fixed,
-               self.context * self.kv_gpu / self.bandwidth + self.comm_per_token)
-        comp = (fixed + 0.0 * mem[0], self.active_params / (self.tp * self.pp) * 2.0 / self.flops
-                + self.comm_per_token + 0.0 * mem[1])
-        return mem, comp
+        a_mem, m_mem, a_comp, m_comp = np.broadcast_arrays(mem0 + fixed, mem1 + self.comm_per_token, comp0 + fixed,
+                                                           comp1 + self.comm_per_token)
+        return (a_mem, m_mem), (a_comp, m_comp)
 
 
 #: The array fields of ``StepModel``, in order.
 _ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name != "all_dense")
 
 
-def step_model(x: Mapping[str, np.ndarray], context_tokens: np.ndarray) -> tuple[StepModel, np.ndarray]:
-    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs."""
+def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
+    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``)."""
     tp, pp = x["gpu_count"], x["pipeline_parallel"]
-    stage_layers = np.ceil(x["layers"] / pp)
-    mla = x["kv_latent_dim"] > 0
-    # Tensor parallel splits KV heads over GPUs (a replica each when heads < GPUs); an MLA latent is replicated.
-    kv_gpu = np.where(mla, memory.mla_kv_bytes_per_token(stage_layers, x["kv_latent_dim"], x["kv_bytes_per_value"]),
-                      memory.kv_bytes_per_token(stage_layers, np.ceil(x["kv_heads"] / tp), x["head_dim"],
-                                                x["kv_bytes_per_value"]))
-    ring = np.where((tp > 1) & (x["hidden_size"] > 0), 2.0 * (tp - 1) / tp, 0.0)
-    allreduces = 2.0 * x["layers"]  # after attention and after the MLP, in every layer
-    with np.errstate(invalid="ignore"):
-        per_token = np.where(ring > 0, allreduces * ring * x["hidden_size"] * ACTIVATION_BYTES
-                             / x["interconnect_bandwidth"], 0.0)
+    kv_gpu = memory.kv_bytes_per_token_per_gpu(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
+                                               x["kv_latent_dim"], tp, pp)
+    ring = roofline.ring_factor(tp, x["hidden_size"])
     model = StepModel(
         weight_bytes=x["weight_bytes"], params=x["params"], active_params=x["active_params"], experts=x["experts"],
-        experts_per_token=x["experts_per_token"], tp=tp, pp=pp, kv_gpu=kv_gpu,
+        experts_per_token=x["experts_per_token"], tensor_parallel=tp, pipeline_parallel=pp, kv_gpu=kv_gpu,
         context=memory.windowed_tokens(context_tokens, x["sliding_window"], x["local_layer_fraction"]),
         bandwidth=x["bandwidth"], flops=x["flops"], overhead=x["step_overhead_s"] * pp,
-        comm_fixed=np.where(ring > 0, allreduces * x["allreduce_latency_s"], 0.0), comm_per_token=per_token,
-        all_dense=not np.any((x["experts"] > 0) & (x["experts"] > x["experts_per_token"])))
+        comm_fixed=roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"]),
+        comm_per_token=roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
+                                                      x["interconnect_bandwidth"]),
+        all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])))
     return model, kv_gpu
 
 
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
                     output_tokens: ArrayLike, rates: ArrayLike, pieces: tuple | None = None,
-                    dense_tpot_s: ArrayLike | None = None) -> np.ndarray:
+                    dense_tpot_s: ArrayLike | None = None, with_step: bool = False):
     """TTFT at arrival rates λ [s]: ``slo.ttft_at_rate_s`` with the decode step at each load from the dense pieces.
 
     The one composition ``analyse`` (``ttft_at_goodput_s``, ``ttft_at_load_s``) and the load curves share.
     ``pieces`` and ``dense_tpot_s`` (the pieces' TPOT at ``rates``), when given, save computing them again.
+    ``with_step``: return ``(TTFT, decode step at each load)`` [s, s].
     """
     lam = np.asarray(rates, dtype=float)
     if dense_tpot_s is None:
         step = slo.decode_step_at_rate_s(lam, prefill_s, output_tokens, pieces or model.pieces())
     else:
         step = slo.decode_step_from_tpot_s(lam, prefill_s, dense_tpot_s)
-    return slo.ttft_at_rate_s(lam, prefill_s, ceiling_rps, model.prefill_compute_s(prefill_tokens), step,
+    ttft = slo.ttft_at_rate_s(lam, prefill_s, ceiling_rps, model.prefill_compute_s(prefill_tokens), step,
                               output_tokens)
+    return (ttft, step) if with_step else ttft
 
 
 #: Labels of the text results, indexed by the integer codes ``analyse`` computes (faster than text arrays).
@@ -288,23 +378,31 @@ LABELS: dict[str, np.ndarray] = {"goodput_limit": GOODPUT_LIMITS, "decode_bound"
                                  "batch_limit": BATCH_LIMITS}
 
 
-def analyse(inputs: Mapping[str, ArrayLike], text: bool = True) -> dict[str, np.ndarray]:
+def analyse(inputs: Mapping[str, ArrayLike], text: bool = True, intermediates: bool = False,
+            trace: dict[str, SolveTrace] | None = None) -> dict[str, np.ndarray]:
     """Evaluate the analytic model on flat inputs (see ``INPUTS``); returns every ``RESULTS`` key as an array.
 
     Rows of dense and MoE models are evaluated apart (dense in closed form, MoE by bisection) and put
     back in order; each row's values are the same as evaluating it alone. With ``text=False`` the text
     results (``LABELS``) come as integer codes into their label arrays (cheaper for a million rows).
+    ``intermediates``: also every ``INTERMEDIATES`` key. ``trace`` (a dict, one row only): filled with every
+    root solve's ``solve.SolveTrace`` under its ``solver_*`` name, the values at each point included
+    (``SOLVE_COLUMNS``), for a renderer that shows the iterations.
     """
-    x = _inputs(inputs)
-    moe = (x["experts"] > 0) & (x["experts"] > x["experts_per_token"])
+    x = complete_inputs(inputs)
+    if trace is not None:
+        if any(v.size != 1 for v in x.values()):
+            raise ValueError("analyse(trace=...) traces one row; give scalar inputs")
+        x = {k: v.reshape(()) for k, v in x.items()}
+    moe = memory.is_moe(x["experts"], x["experts_per_token"])
     shape = np.broadcast_shapes(*(v.shape for v in x.values()))
     if moe.ndim == 0 or ((not moe.any() or moe.all()) and shape == moe.shape):
-        values = _analyse(x, bool(moe.any()))
+        values = _analyse(x, bool(moe.any()), intermediates or trace is not None, trace)
     else:
         moe = np.broadcast_to(moe, shape).reshape(-1)
         flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in x.items()}
         groups = [np.flatnonzero(~moe), np.flatnonzero(moe)]
-        parts = [(_analyse({k: v[rows] for k, v in flat.items()}, bool(i)), rows)
+        parts = [(_analyse({k: v[rows] for k, v in flat.items()}, bool(i), intermediates), rows)
                  for i, rows in enumerate(groups) if rows.size]
         order = np.empty(moe.size, dtype=np.intp)
         order[np.concatenate([rows for _, rows in parts])] = np.arange(moe.size)
@@ -316,8 +414,10 @@ def analyse(inputs: Mapping[str, ArrayLike], text: bool = True) -> dict[str, np.
     return values
 
 
-def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
+def _analyse(x: dict[str, np.ndarray], moe: bool, intermediates: bool = False,
+             trace: dict[str, SolveTrace] | None = None) -> dict[str, np.ndarray]:
     """``analyse`` on rows that are all dense (``moe`` False) or all MoE."""
+    traces = {} if trace is None else {name: trace.setdefault(name, SolveTrace()) for name in SOLVES}
     tp, pp = x["gpu_count"], x["pipeline_parallel"]
     bs, window, local = x["block_size"], x["sliding_window"], x["local_layer_fraction"]
     a_tokens = x["output_tokens"]
@@ -325,9 +425,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     context = x["prompt_tokens"] + a_tokens / 2.0
     model, kv_gpu = step_model(x, context)
 
-    kv = np.where(x["kv_latent_dim"] > 0,
-                  memory.mla_kv_bytes_per_token(x["layers"], x["kv_latent_dim"], x["kv_bytes_per_value"]),
-                  memory.kv_bytes_per_token(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"]))
+    kv = memory.cached_kv_bytes_per_token(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
+                                          x["kv_latent_dim"])
     w_gpu = x["weight_bytes"] / (tp * pp)
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
@@ -351,18 +450,29 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     single = roofline.single_stream_tokens_per_s(x["bandwidth"], model.weights_read(1.0))
 
     pieces = model.pieces()
-    rate_tpot, tpot_at = _tpot_solvers(model, moe, pieces, x["tpot_slo_s"], t_prefill, a_tokens, ceiling, batch)
+    # The row solves run for dense rows too where intermediates are asked for (the workbook shows them).
+    rows = moe or intermediates
+    rate_rows = (slo.max_rate_for_tpot_rows(model.step_rows, x["tpot_slo_s"], t_prefill, a_tokens, ceiling,
+                                            trace=traces.get("solver_rate_tpot_rps")) if rows else None)
+    rate_tpot = rate_rows if moe else slo.max_rate_for_tpot_rps(x["tpot_slo_s"], t_prefill, a_tokens, pieces)
     rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     c_prefill = model.prefill_compute_s(prefill_tokens)
-    rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces)
+    rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces,
+                                          trace=traces.get("solver_rate_ttft_rps"))
     goodput = slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
-    def ttft_at(lam: np.ndarray, tpot: np.ndarray) -> np.ndarray:
-        return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces,
-                               None if moe else tpot)
 
-    tpot_goodput = tpot_at(goodput)
-    tpot_load = tpot_at(rate)
-    ttft_goodput, ttft_load = ttft_at(goodput, tpot_goodput), ttft_at(rate, tpot_load)
+    def tpot_rows(lam: np.ndarray, name: str) -> np.ndarray:
+        return tpot_at_rates_s(model, pieces, t_prefill, a_tokens, batch, lam, True, traces.get(name))
+
+    def ttft_at(lam: np.ndarray, tpot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces,
+                               None if moe else tpot, with_step=True)
+
+    rows_goodput = tpot_rows(goodput, "solver_tpot_at_goodput_s") if rows else None
+    rows_load = tpot_rows(rate, "solver_tpot_at_load_s") if rows else None
+    tpot_goodput = rows_goodput if moe else slo.tpot_at_rate_s(goodput, t_prefill, a_tokens, pieces)
+    tpot_load = rows_load if moe else slo.tpot_at_rate_s(rate, t_prefill, a_tokens, pieces)
+    (ttft_goodput, step_goodput), (ttft_load, step_load) = ttft_at(goodput, tpot_goodput), ttft_at(rate, tpot_load)
     # At the ceiling the fixed point is exactly B_max; guard the 0/0 of rounding there.
     at_ceiling = goodput >= ceiling * (1 - 1e-12)
     in_flight = np.where(at_ceiling, batch, slo.in_flight(goodput, a_tokens, tpot_goodput))
@@ -370,13 +480,15 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
     gpus = tp * pp
     price_replica = x["price_per_hour"] * gpus
 
-    options = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate)
+    chunk_trace = None if trace is None else {}
+    options, ch, dis = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate,
+                                chunk_trace)
     with np.errstate(invalid="ignore", divide="ignore"):
         load_fraction = np.where(ceiling > 0, rate / ceiling, np.inf)
         tokens_ceiling = ceiling * a_tokens
         # Below the ceiling the goodput is the smaller promise bound, so that promise binds.
         limit = np.select([batch <= 0, at_ceiling, rate_tpot <= rate_ttft], [0, 1, 2], 3)
-        return {
+        values = {
             "kv_bytes_per_token": kv,
             "pool_bytes": pool,
             "pool_blocks": blocks,
@@ -428,19 +540,56 @@ def _analyse(x: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
             "goodput_limit": limit,
             **options,
         }
+    if not intermediates:
+        return values
+    ring = roofline.ring_factor(tp, x["hidden_size"])
+    (a_mem, m_mem), (a_comp, m_comp) = pieces
+    values.update({
+        "tokens_per_request": tokens, "stage_layers": memory.stage_layers(x["layers"], pp),
+        "moe_model": model.moe,
+        "expert_params": memory.expert_params(x["params"], x["active_params"], x["experts"], x["experts_per_token"]),
+        "ring_factor": ring, "step_comm_fixed_s": model.comm_fixed, "step_comm_per_token_s": model.comm_per_token,
+        "step_overhead_total_s": model.overhead,
+        "shared_blocks_held": memory.shared_blocks_held(x["shared_prefix_tokens"], bs, window, local),
+        "context_per_layer_tokens": model.context,
+        "step_intercept_memory_s": a_mem, "step_slope_memory_s": m_mem,
+        "step_intercept_compute_s": a_comp, "step_slope_compute_s": m_comp,
+        "goodput_at_ceiling": at_ceiling, "prefill_compute_s": c_prefill,
+        "ttft_step_at_goodput_s": step_goodput, "ttft_step_at_load_s": step_load,
+        "chunk_batch_cap": ch["batch_cap"], "chunk_batch_ceiling": ch["batch_ceiling"],
+        "chunk_plain_ceiling_s": ch["plain_ceiling_s"], "chunk_extra_ceiling_s": ch["extra_ceiling_s"],
+        "chunk_plain_goodput_s": ch["plain_goodput_s"], "chunk_extra_goodput_s": ch["extra_goodput_s"],
+        "chunk_service_goodput_s": ch["service_goodput_s"], "chunk_load_known": ch["load_known"],
+        "chunk_plain_load_s": ch["plain_load_s"], "chunk_extra_load_s": ch["extra_load_s"],
+        "chunk_service_load_s": ch["service_load_s"], "chunk_rate_load_rps": ch["rate_load_rps"],
+        "disagg_decode_ceiling_rps": dis["decode_ceiling_rps"], "disagg_tpot_bound_rps": dis["tpot_bound_rps"],
+        "disagg_tpot_fixed_point_s": dis["tpot_fixed_point_s"],
+        "solver_rate_ttft_rps": rate_ttft, "solver_rate_tpot_rps": rate_rows,
+        "solver_tpot_at_goodput_s": rows_goodput, "solver_tpot_at_load_s": rows_load,
+        "solver_chunk_batch_tpot": ch["batch_tpot"], "solver_chunk_batch_goodput": ch["batch_goodput"],
+        "solver_chunk_batch_load": ch["batch_load"],
+    })
+    if trace is not None:
+        for key, name in (("batch_tpot", "solver_chunk_batch_tpot"), ("batch_goodput", "solver_chunk_batch_goodput"),
+                          ("batch_load", "solver_chunk_batch_load")):
+            traces[name].__dict__.update(chunk_trace[key].__dict__)
+        _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate)
+    return values
 
 
 def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_step: np.ndarray,
              t_prefill: np.ndarray, prefill_tokens: np.ndarray, kv: np.ndarray, ceiling: np.ndarray,
-             goodput: np.ndarray, gpus: np.ndarray, rate: np.ndarray) -> dict[str, np.ndarray]:
-    """Chunked prefill and prefill/decode pools on the same GPU, model and workload (``options``, docs/fleet.md)."""
+             goodput: np.ndarray, gpus: np.ndarray, rate: np.ndarray, trace: dict | None = None
+             ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Chunked prefill and prefill/decode pools on the same GPU, model and workload (``options``, docs/fleet.md):
+    (results, ``options.chunked``'s values, ``options.disaggregated``'s values)."""
     ch = options.chunked(pieces, batch, x["output_tokens"], prefill_tokens, x["max_batched_tokens"],
-                         x["tpot_slo_s"], x["ttft_slo_s"], rate)
+                         x["tpot_slo_s"], x["ttft_slo_s"], rate, trace)
     dis = options.disaggregated(pieces, batch, t_step, t_prefill, prefill_tokens, x["output_tokens"], kv,
                                 x["kv_transfer_bandwidth"], gpus, x["tpot_slo_s"], x["ttft_slo_s"], rate)
     gap = ceiling - goodput
     with np.errstate(invalid="ignore", divide="ignore"):
-        return {
+        results = {
             "chunked_ceiling_rps": ch["ceiling_rps"],
             "chunked_goodput_rps": ch["goodput_rps"],
             "chunked_tpot_at_goodput_s": ch["tpot_at_goodput_s"],
@@ -459,22 +608,65 @@ def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_st
             "kv_transfer_s": dis["kv_transfer_s"],
             "disagg_win_back": np.where(gap > 0, (dis["goodput_per_gpu_rps"] * gpus - goodput) / gap, np.nan),
         }
+    return results, ch, dis
 
 
-def _tpot_solvers(model: StepModel, moe: bool, pieces: tuple, tpot_slo_s: np.ndarray, prefill_s: np.ndarray,
-                  output_tokens: np.ndarray, ceiling: np.ndarray, batch: np.ndarray):
-    """(largest rate meeting the TPOT promise, function rate -> TPOT): closed form for dense models, a
-    row-wise root solve (Chandrupatla) on the monotone conditions where MoE makes the weight read concave."""
-    if not moe:
-        return (slo.max_rate_for_tpot_rps(tpot_slo_s, prefill_s, output_tokens, pieces),
-                lambda lam: slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces))
-    rate = slo.max_rate_for_tpot_rows(model.step_rows, tpot_slo_s, prefill_s, output_tokens, ceiling)
+def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, output_tokens: ArrayLike,
+                    batch_max: ArrayLike, rates: ArrayLike, moe: bool | None = None,
+                    trace: SolveTrace | None = None) -> np.ndarray:
+    """TPOT at arrival rates λ, the smallest fixed point of ``TPOT = t_step(λ A TPOT) / (1 - λ t_p)`` [s].
 
-    def tpot_at(lam: np.ndarray) -> np.ndarray:
-        # Below the ceiling the batch fits, so TPOT is at most B_max / (λ A): search up to that (10^4 s at
-        # least, 10^12 s at most: beyond, it is no answer).
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            longest = np.where(lam > 0, np.clip(batch / (lam * output_tokens), 1e4, 1e12), 1e4)
-        return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest)
+    Dense models in closed form from the pieces (``slo.tpot_at_rate_s``); MoE row by row on the step itself
+    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and the
+    search goes up to that (10^4 s at least, 10^12 s at most: beyond, it is no answer). ``moe``: whether to
+    solve row by row (default: where any row is MoE); ``trace``: the row solve's ``solve.SolveTrace``.
+    """
+    lam = _f(rates)
+    if not (bool(np.any(model.moe)) if moe is None else moe):
+        return slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
+                           LONGEST_TPOT_S)
+    return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest, trace=trace)
 
-    return rate, tpot_at
+
+#: Least upper end of the MoE TPOT fixed-point search [s].
+LONGEST_TPOT_S = 1e4
+
+
+def _trace_columns(traces: dict[str, SolveTrace], model: StepModel, pieces: tuple, x: Mapping[str, np.ndarray],
+                   prefill_s: np.ndarray, prefill_compute_s: np.ndarray, prefill_tokens: np.ndarray,
+                   goodput: np.ndarray, rate: np.ndarray) -> None:
+    """Add ``SOLVE_COLUMNS`` to every point of the traced solves: the model's values at each point ``x``."""
+    a_tokens, tpot_slo = x["output_tokens"], x["tpot_slo_s"]
+    (a_mem, m_mem), (a_comp, m_comp) = pieces
+
+    def ttft_columns(lam: np.ndarray) -> dict[str, np.ndarray]:
+        d_mem, d_comp = slo.tpot_denominators(lam, prefill_s, a_tokens, pieces)
+        step = slo.decode_step_at_rate_s(lam, prefill_s, a_tokens, pieces)
+        return {"d_mem": d_mem, "d_comp": d_comp, "decode step": step,
+                "TTFT": slo.ttft_queue_s(lam, prefill_s, prefill_compute_s, step, a_tokens)}
+
+    def step_at(load: np.ndarray) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
+        return lambda s: {"decode step": model.step_s(load * a_tokens * s)}
+
+    def chunk_columns(b: np.ndarray) -> dict[str, np.ndarray]:
+        t = options.chunk_iteration(b, prefill_tokens, x["max_batched_tokens"], a_mem, m_mem, a_comp, m_comp)
+        lam = options.chunked_rate_rps(b, a_tokens, t["plain"], t["extra"])
+        tpot = options.chunked_tpot_s(b, a_tokens, t["plain"], t["extra"])
+        return {**{k: t[k] for k in ("plain", "chunk", "carrying", "extra", "service")}, "rate": lam, "tpot": tpot,
+                "ttft": options.chunked_ttft_s(lam, tpot, t["service"])}
+
+    columns = {"solver_rate_ttft_rps": ttft_columns,
+               "solver_rate_tpot_rps": lambda lam: step_at(lam)(np.where(np.isfinite(tpot_slo), tpot_slo, 1.0)),
+               "solver_tpot_at_goodput_s": step_at(goodput), "solver_tpot_at_load_s": step_at(rate),
+               **{name: chunk_columns for name in SOLVES if name.startswith("solver_chunk")}}
+    for name, trace in traces.items():
+        points = [*trace.ends.values(), *trace.steps]
+        if not points:
+            continue
+        with np.errstate(all="ignore"):
+            values = columns[name](np.array([p["x"] for p in points]))
+        for i, point in enumerate(points):
+            point.update({k: float(np.broadcast_to(v, (len(points),))[i]) for k, v in values.items()})
+

@@ -46,7 +46,3 @@ def compare(scenario: Mapping[str, Any], gpus: Iterable[str] = (), models: Itera
         rows.append(row)
     return pd.DataFrame(rows, columns=["model", "gpu", *COLUMNS, "problem"])
 
-
-def compare_gpus(scenario: Mapping[str, Any], gpu_names: Iterable[str]) -> pd.DataFrame:
-    """The scenario's model on each catalog GPU (see ``compare``)."""
-    return compare(scenario, gpus=gpu_names)

@@ -11,12 +11,12 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from . import slo
-from .analysis import StepModel, _inputs, step_model, ttft_at_rates_s
+from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s, ttft_at_rates_s
 from .scenario import Results
 
 
 def _model(results: Results) -> StepModel:
-    return step_model(_inputs(results.scenario.inputs()), np.asarray(results["context_tokens"]))[0]
+    return step_model(complete_inputs(results.scenario.inputs()), np.asarray(results["context_tokens"]))[0]
 
 
 def decode_curve(results: Results, batches: ArrayLike) -> pd.DataFrame:
@@ -51,10 +51,7 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     model = _model(results)
     lam = np.asarray(rates, dtype=float)
     a_tokens = results.scenario.workload.output_tokens
-    if model.moe:
-        tpot = slo.tpot_at_rate_general(model.step_s, lam, results["prefill_s"], a_tokens)
-    else:
-        tpot = slo.tpot_at_rate_s(lam, results["prefill_s"], a_tokens, model.pieces())
+    tpot = tpot_at_rates_s(model, model.pieces(), results["prefill_s"], a_tokens, results["batch_max"], lam)
     ttft = ttft_at_rates_s(model, results["prefill_tokens"], results["prefill_s"], results["ceiling_rps"], a_tokens,
                            lam)
     batch = slo.in_flight(lam, a_tokens, tpot)

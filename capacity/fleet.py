@@ -41,6 +41,7 @@ import pandas as pd
 
 from .errors import ScenarioError
 from .frame import evaluate_frame
+from .options import prefill_pool_ttft_s
 from .scenario import Results, Scenario
 
 MODES = ("colocated", "chunked", "disaggregated")
@@ -197,9 +198,7 @@ def _at_design(out: pd.DataFrame, inputs: pd.DataFrame, r: pd.DataFrame, mode: s
             per_prefill = design / out["prefill_replicas"].to_numpy()
             at = evaluate_frame(inputs.assign(arrival_rate=np.where(np.isfinite(per_decode), per_decode, 0.0)))
             tpot = at["disagg_tpot_at_load_s"].to_numpy()
-            tp, kv = r["prefill_s"].to_numpy(), r["kv_transfer_s"].to_numpy()
-            busy = per_prefill * tp
-            ttft = np.where(busy < 1, tp + busy * tp / (2 * (1 - busy)) + kv, np.inf)
+            ttft = prefill_pool_ttft_s(per_prefill, r["prefill_s"].to_numpy(), r["kv_transfer_s"].to_numpy())
             f_in = out["prefill_replicas"].to_numpy() / out["replicas"].to_numpy()
             out["load_per_replica_rps"] = per_decode
         else:

@@ -117,6 +117,17 @@ def shared_blocks(prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray
 
 
 @scalar_out
+def shared_blocks_held(prefix_tokens: ArrayLike, block_size: ArrayLike, sliding_window: ArrayLike = np.inf,
+                       local_fraction: ArrayLike = 0.0) -> np.ndarray:
+    """Prefix blocks held once, all layers averaged: ``(1 - f) h + f min(h, ceil(window / bs))`` [blocks] with
+    ``h = shared_blocks``: local (sliding-window) layers keep at most the window of the prefix."""
+    bs, f = np.asarray(block_size, float), np.asarray(local_fraction, float)
+    shared = shared_blocks(prefix_tokens, bs)
+    window_blocks = blocks_for(np.minimum(sliding_window, 1e18), bs)  # a finite stand-in for "no window"
+    return (1.0 - f) * shared + f * np.minimum(shared, window_blocks)
+
+
+@scalar_out
 def private_blocks(tokens_per_request: ArrayLike, prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray:
     """Blocks each request owns alone: ``blocks_for(tokens - shared_blocks * bs, bs)``.
 
@@ -147,8 +158,7 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
     private_tokens = np.asarray(tokens_per_request, float) - shared * bs
     local = np.asarray(local_fraction, float)
     if np.any(local > 0):
-        window_blocks = blocks_for(np.minimum(sliding_window, 1e18), bs)  # a finite stand-in for "no window"
-        shared = (1.0 - local) * shared + local * np.minimum(shared, window_blocks)
+        shared = shared_blocks_held(prefix_tokens, bs, sliding_window, local)
     private = request_blocks(private_tokens, bs, sliding_window, local)
     with np.errstate(divide="ignore", invalid="ignore"):
         fit = np.where(pool >= shared, floor_count((pool - shared) / private), 0.0)
@@ -172,6 +182,43 @@ def mla_kv_bytes_per_token(layers: ArrayLike, latent_dim: ArrayLike, bytes_per_v
     per layer, no separate K and V, so no factor 2. DeepSeek-V3: 61 x (512 + 64) x 2 B = 70,272 B in bf16.
     """
     return np.asarray(layers, float) * np.asarray(latent_dim, float) * np.asarray(bytes_per_value, float)
+
+
+@scalar_out
+def cached_kv_bytes_per_token(layers: ArrayLike, kv_heads: ArrayLike, head_dim: ArrayLike,
+                              bytes_per_value: ArrayLike, kv_latent_dim: ArrayLike = 0.0) -> np.ndarray:
+    """KV bytes per token of the attention the model has [B]: the MLA latent where ``kv_latent_dim > 0``
+    (``mla_kv_bytes_per_token``), else a key and a value per KV head (``kv_bytes_per_token``, MHA/GQA/MQA).
+
+    The one place the GQA/MLA choice is made; llama-3-8b fp16: 131,072 B; DeepSeek-V3 bf16: 70,272 B.
+    """
+    return np.where(np.asarray(kv_latent_dim, float) > 0,
+                    mla_kv_bytes_per_token(layers, kv_latent_dim, bytes_per_value),
+                    kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_value))
+
+
+def stage_layers(layers: ArrayLike, pipeline_parallel: ArrayLike) -> np.ndarray:
+    """Layers one pipeline stage holds (the largest stage): ``ceil(layers / pp)`` [layers]."""
+    return np.ceil(np.asarray(layers, float) / np.asarray(pipeline_parallel, float))
+
+
+def kv_heads_per_gpu(kv_heads: ArrayLike, tensor_parallel: ArrayLike) -> np.ndarray:
+    """KV heads one tensor-parallel GPU holds: ``ceil(kv_heads / tp)`` [heads] (a head is replicated when
+    there are fewer heads than GPUs)."""
+    return np.ceil(np.asarray(kv_heads, float) / np.asarray(tensor_parallel, float))
+
+
+@scalar_out
+def kv_bytes_per_token_per_gpu(layers: ArrayLike, kv_heads: ArrayLike, head_dim: ArrayLike,
+                               bytes_per_value: ArrayLike, kv_latent_dim: ArrayLike, tensor_parallel: ArrayLike,
+                               pipeline_parallel: ArrayLike) -> np.ndarray:
+    """KV bytes per token one GPU of a replica holds [B]: ``cached_kv_bytes_per_token`` over its stage's
+    ``ceil(layers / pp)`` layers and its ``ceil(kv_heads / tp)`` heads; an MLA latent is not split by tensor
+    parallelism (every GPU holds it). llama-3.1-70b fp16 on 4 GPUs: 2 x 80 x 2 x 128 x 2 = 81,920 B.
+    """
+    return cached_kv_bytes_per_token(stage_layers(layers, pipeline_parallel),
+                                     kv_heads_per_gpu(kv_heads, tensor_parallel), head_dim, bytes_per_value,
+                                     kv_latent_dim)
 
 
 @scalar_out
@@ -218,10 +265,29 @@ def weight_bytes_read(weight_bytes: ArrayLike, params: ArrayLike, active_params:
     expert params per expert p_e = (N - N_a) / (E - k), shared params N - E p_e, and a pass reads
     ``W * (N - E p_e + p_e * distinct(tokens)) / N`` where distinct is ``expected_distinct_experts``.
     """
-    w, n, na = np.asarray(weight_bytes, float), np.asarray(params, float), np.asarray(active_params, float)
+    w, n = np.asarray(weight_bytes, float), np.asarray(params, float)
     e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
-    moe = (e > 0) & (e > k)
+    moe = is_moe(e, k)
+    per_expert = expert_params(params, active_params, e, k)
     with np.errstate(divide="ignore", invalid="ignore"):
-        per_expert = np.where(moe, (n - na) / (e - k), 0.0)
         share = (n - e * per_expert + per_expert * expected_distinct_experts(tokens, e, k)) / n
     return np.where(moe, w * share, w)
+
+
+def is_moe(experts: ArrayLike, experts_per_token: ArrayLike) -> np.ndarray:
+    """Whether a model routes tokens to a subset of its experts: ``E > 0 and E > k`` (bool)."""
+    e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
+    return (e > 0) & (e > k)
+
+
+@scalar_out
+def expert_params(params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
+                  experts_per_token: ArrayLike) -> np.ndarray:
+    """Parameters of one routed expert: ``p_e = (N - N_a) / (E - k)`` [params]; 0 for a dense model.
+
+    N - N_a are the routed experts a token skips, E - k of them. mixtral-8x7b: (46.7e9 - 12.9e9) / 6 = 5.6e9.
+    """
+    n, na = np.asarray(params, float), np.asarray(active_params, float)
+    e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(is_moe(e, k), (n - na) / (e - k), 0.0)

@@ -34,14 +34,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import slo
-from .solve import largest_rate_meeting
+from ._numeric import as_float as _f
+from .solve import SolveTrace, largest_rate_meeting
 
 #: Relative accuracy of the chunked-prefill solves: an option's estimate, not a contract figure.
 RTOL = 1e-9
 
-
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
 
 
 # --- chunked prefill -----------------------------------------------------------------------------------------
@@ -56,6 +54,15 @@ def chunk_terms(batch: ArrayLike, prompt_tokens: ArrayLike, token_budget: ArrayL
     Essay 001 at B = 100 (budget 8,192): d_p = max(11 + 7.5, 3 + 10.7) = 18.5 ms, d_c = 3 + 106.7 x 1.1 =
     120.4 ms, x = 101.9 ms (a separate prefill would take 109.7 ms and stop every decode).
     """
+    t = chunk_iteration(batch, prompt_tokens, token_budget, a_mem, m_mem, a_comp, m_comp)
+    return t["plain"], t["extra"], t["service"]
+
+
+def chunk_iteration(batch: ArrayLike, prompt_tokens: ArrayLike, token_budget: ArrayLike, a_mem: ArrayLike,
+                    m_mem: ArrayLike, a_comp: ArrayLike, m_comp: ArrayLike) -> dict[str, np.ndarray]:
+    """Every term of a chunked-prefill iteration at batch B (``chunk_terms``): ``memory`` (the memory piece
+    ``a_mem + m_mem B``) [s], ``plain`` d_p [s], ``chunk`` k [tokens], ``carrying`` d_c [s], ``extra`` x [s],
+    ``service`` S [s]."""
     b, p = _f(batch), _f(prompt_tokens)
     memory = _f(a_mem) + _f(m_mem) * b
     plain = np.maximum(memory, _f(a_comp) + _f(m_comp) * b)
@@ -65,7 +72,8 @@ def chunk_terms(batch: ArrayLike, prompt_tokens: ArrayLike, token_budget: ArrayL
         carrying = np.maximum(memory, _f(a_comp) + _f(m_comp) * (b + chunk))
         extra = np.where(chunk > 0, n * (carrying - plain), np.inf)
         service = np.where(chunk > 0, n * carrying, np.inf)
-    return plain, extra, service
+    return {"memory": memory, "plain": plain, "chunk": chunk, "carrying": carrying, "extra": extra,
+            "service": service}
 
 
 def chunked_rate_rps(batch: ArrayLike, output_tokens: ArrayLike, plain_s: ArrayLike, extra_s: ArrayLike) -> np.ndarray:
@@ -89,11 +97,11 @@ def chunked_ttft_s(rate: ArrayLike, tpot_s: ArrayLike, service_s: ArrayLike) -> 
 
 
 def _at_batch(b, a_tokens, p_tokens, budget, a_mem, m_mem, a_comp, m_comp):
-    """(λ, T, TTFT, pipe share) at batch b."""
-    plain, extra, service = chunk_terms(b, p_tokens, budget, a_mem, m_mem, a_comp, m_comp)
+    """(λ, T, TTFT, pipe share, (d_p, x, S)) at batch b."""
+    terms = plain, extra, service = chunk_terms(b, p_tokens, budget, a_mem, m_mem, a_comp, m_comp)
     lam = chunked_rate_rps(b, a_tokens, plain, extra)
     tpot = chunked_tpot_s(b, a_tokens, plain, extra)
-    return lam, tpot, chunked_ttft_s(lam, tpot, service), lam * service
+    return lam, tpot, chunked_ttft_s(lam, tpot, service), lam * service, terms
 
 
 # The solvers' latencies: each computes only what it compares (the same formulas as ``_at_batch``).
@@ -124,35 +132,60 @@ def pipe_full_batch(output_tokens: ArrayLike, prompt_tokens: ArrayLike, token_bu
     return a * np.minimum(1.0, budget / (a + p))
 
 
+def chunk_batch_cap(batch_max: ArrayLike, token_budget: ArrayLike) -> np.ndarray:
+    """Largest batch chunked prefill runs: ``max(0, min(B_max, budget - 1))`` [sequences] (every iteration
+    carries its B decodes and at least one prompt token within the token budget)."""
+    return np.maximum(np.minimum(_f(batch_max), _f(token_budget) - 1.0), 0.0)
+
+
+def chunk_ceiling_batch(cap: ArrayLike, output_tokens: ArrayLike, prompt_tokens: ArrayLike,
+                        token_budget: ArrayLike) -> np.ndarray:
+    """Batch at the chunked ceiling: the cap or the full chunk pipe, whichever comes first [sequences]."""
+    return np.minimum(_f(cap), pipe_full_batch(output_tokens, prompt_tokens, token_budget))
+
+
 def chunked(pieces: tuple, batch_max: ArrayLike, output_tokens: ArrayLike, prefill_tokens: ArrayLike,
             token_budget: ArrayLike, tpot_slo_s: ArrayLike, ttft_slo_s: ArrayLike,
-            arrival_rate: ArrayLike) -> dict[str, np.ndarray]:
+            arrival_rate: ArrayLike, trace: dict[str, SolveTrace] | None = None) -> dict[str, np.ndarray]:
     """Chunked prefill on one replica: ceiling, goodput and latencies [requests/s, s] (module docstring).
 
     Keys: ``ceiling_rps`` (the batch cap ``min(B_max, budget - 1)`` or the chunk pipe, whichever comes first),
     ``goodput_rps`` (also keeping the TPOT and TTFT promises), ``tpot_at_goodput_s``, ``ttft_at_goodput_s``,
-    ``tpot_at_load_s``, ``ttft_at_load_s`` (inf above the ceiling or without a load).
+    ``tpot_at_load_s``, ``ttft_at_load_s`` (inf above the ceiling or without a load); and what they are built
+    from: ``batch_cap``, ``batch_ceiling``, ``batch_tpot``, ``batch_goodput``, ``batch_load`` [sequences], the
+    iteration terms ``plain_*_s``, ``extra_*_s``, ``service_*_s`` at the ceiling's, the goodput's and the load's
+    batch, ``load_known`` and ``rate_load_rps``. ``trace``: filled with the three solves (``SolveTrace``) under
+    ``batch_tpot``, ``batch_goodput`` and ``batch_load`` (one row only).
     Essay 001 under TPOT <= 50 ms (budget 8,192): 6.27 requests/s against 5.90 without chunking.
     """
     (a_mem, m_mem), (a_comp, m_comp) = pieces
     a_tokens, budget = _f(output_tokens), _f(token_budget)
-    cap = np.maximum(np.minimum(_f(batch_max), budget - 1.0), 0.0)
+    cap = chunk_batch_cap(batch_max, budget)
     args = (a_tokens, prefill_tokens, budget, a_mem, m_mem, a_comp, m_comp)
-    b_ceiling = np.minimum(cap, pipe_full_batch(a_tokens, prefill_tokens, budget))
-    b_promise = largest_rate_meeting(_tpot_of_batch, tpot_slo_s, b_ceiling, args, rtol=RTOL, ratio=False)
-    b_goodput = largest_rate_meeting(_ttft_of_batch, ttft_slo_s, b_promise, args, rtol=RTOL)
-    lam, tpot, ttft, _ = _at_batch(b_goodput, *args)
-    ceiling = _at_batch(b_ceiling, *args)[0]
+    b_ceiling = chunk_ceiling_batch(cap, a_tokens, prefill_tokens, budget)
+    traces = {} if trace is None else {k: trace.setdefault(k, SolveTrace()) for k in
+                                       ("batch_tpot", "batch_goodput", "batch_load")}
+    b_promise = largest_rate_meeting(_tpot_of_batch, tpot_slo_s, b_ceiling, args, rtol=RTOL, ratio=False,
+                                     trace=traces.get("batch_tpot"))
+    b_goodput = largest_rate_meeting(_ttft_of_batch, ttft_slo_s, b_promise, args, rtol=RTOL,
+                                     trace=traces.get("batch_goodput"))
+    lam, tpot, ttft, _, at_goodput = _at_batch(b_goodput, *args)
+    ceiling, *_, at_ceiling = _at_batch(b_ceiling, *args)
     # At a load: the batch whose load it is (λ(B) rises with B); above the ceiling none.
     load = _f(arrival_rate)
     known = (load > 0) & (load <= ceiling)
     b_load = largest_rate_meeting(_batch_gap, np.where(known, 0.0, np.inf), b_ceiling, (np.where(known, load, 0.0),
-                                  *args), rtol=RTOL, ratio=False)
-    _, tpot_load, ttft_load, _ = _at_batch(b_load, *args)
+                                  *args), rtol=RTOL, ratio=False, trace=traces.get("batch_load"))
+    lam_load, tpot_load, ttft_load, _, at_load = _at_batch(b_load, *args)
     none = ~(b_goodput > 0)
+    terms = {f"{part}_{at}_s": value for at, values in (("ceiling", at_ceiling), ("goodput", at_goodput),
+                                                        ("load", at_load))
+             for part, value in zip(("plain", "extra", "service"), values, strict=True)}
     return {"ceiling_rps": np.where(cap > 0, ceiling, 0.0), "goodput_rps": np.where(none, 0.0, lam),
             "tpot_at_goodput_s": np.where(none, np.inf, tpot), "ttft_at_goodput_s": np.where(none, np.inf, ttft),
-            "tpot_at_load_s": np.where(known, tpot_load, np.inf), "ttft_at_load_s": np.where(known, ttft_load, np.inf)}
+            "tpot_at_load_s": np.where(known, tpot_load, np.inf), "ttft_at_load_s": np.where(known, ttft_load, np.inf),
+            "batch_cap": cap, "batch_ceiling": b_ceiling, "batch_tpot": b_promise, "batch_goodput": b_goodput,
+            "batch_load": b_load, "load_known": known, "rate_load_rps": lam_load, **terms}
 
 
 # --- prefill and decode pools --------------------------------------------------------------------------------
@@ -250,6 +283,7 @@ def disaggregated(pieces: tuple, batch_max: ArrayLike, decode_step_s: ArrayLike,
                                        np.inf),
             "ttft_at_load_s": prefill_pool_ttft_s(load, prefill_s, transfer),
             "kv_transfer_s": transfer + 0.0 * _f(prefill_s),
+            "decode_ceiling_rps": decode_ceiling, "tpot_bound_rps": tpot_bound, "tpot_fixed_point_s": fixed,
         }
 
 

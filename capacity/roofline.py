@@ -13,11 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._numeric import as_float as _f
 from ._numeric import scalar_out
-
-
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
 
 
 @scalar_out
@@ -49,8 +46,55 @@ def decode_step_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: Arr
     Excel: ``=MAX((weight_bytes+batch*context_tokens*kv_bytes_per_token)/bandwidth,batch*2*params/flops)
     +step_overhead_s``.
     """
-    return np.maximum(decode_memory_s(weight_bytes, batch, context_tokens, kv_bytes_per_token, bandwidth),
-                      decode_compute_s(batch, params, flops)) + _f(step_overhead_s)
+    return pass_s(decode_memory_s(weight_bytes, batch, context_tokens, kv_bytes_per_token, bandwidth),
+                  decode_compute_s(batch, params, flops), 0.0, _f(step_overhead_s))
+
+
+def pass_s(memory_s: ArrayLike, compute_s: ArrayLike, allreduce_s: ArrayLike, overhead_s: ArrayLike) -> np.ndarray:
+    """One forward pass: ``max(t_mem, t_compute) + all-reduce + o`` [s] (the roofline plus the fixed costs).
+
+    Essay 001 (one GPU, no all-reduce): max(32.7, 35.0) + 0 + 3 = 38.0 ms. Python floats stay floats (the
+    simulator calls this once per engine iteration); arrays broadcast.
+    """
+    if type(memory_s) is float and type(compute_s) is float:
+        return (memory_s if memory_s > compute_s else compute_s) + allreduce_s + overhead_s  # type: ignore[return-value]
+    return np.maximum(memory_s, compute_s) + allreduce_s + overhead_s
+
+
+def ring_factor(tensor_parallel: ArrayLike, hidden_size: ArrayLike) -> np.ndarray:
+    """Traffic factor of a ring all-reduce over tp GPUs: ``2 (tp - 1) / tp`` [-]; 0 where nothing is counted
+    (one GPU, or no hidden size given). Each GPU sends and receives (tp - 1)/tp of the data twice (reduce-scatter,
+    all-gather); Patarasuk and Yuan, J. Parallel Distrib. Comput. 69 (2009). tp = 4: 1.5."""
+    tp = _f(tensor_parallel)
+    return np.where((tp > 1) & (_f(hidden_size) > 0), 2.0 * (tp - 1) / tp, 0.0)
+
+
+def allreduces_per_pass(layers: ArrayLike) -> np.ndarray:
+    """Tensor-parallel all-reduces in one forward pass: 2 per layer (after attention and after the MLP) [-];
+    Megatron-LM (Shoeybi et al. 2019, section 3)."""
+    return 2.0 * _f(layers)
+
+
+def allreduce_fixed_s(layers: ArrayLike, ring: ArrayLike, latency_s: ArrayLike) -> np.ndarray:
+    """All-reduce latency of one pass: ``2 layers x latency`` where a ring is counted, else 0 [s]."""
+    return np.where(_f(ring) > 0, allreduces_per_pass(layers) * _f(latency_s), 0.0)
+
+
+def allreduce_s_per_token(layers: ArrayLike, ring: ArrayLike, hidden_size: ArrayLike, activation_bytes: ArrayLike,
+                          link_bandwidth: ArrayLike) -> np.ndarray:
+    """All-reduce transfer time per token in a pass: ``2 layers x ring x hidden x bytes / BW_link`` [s].
+
+    llama-3.1-70b on 4 GPUs (bf16 activations, 450 GB/s one way): 160 x 1.5 x 8,192 x 2 B / 450 GB/s = 8.7 us.
+    """
+    ring = _f(ring)
+    with np.errstate(invalid="ignore"):
+        return np.where(ring > 0, allreduces_per_pass(layers) * ring * _f(hidden_size) * _f(activation_bytes)
+                        / _f(link_bandwidth), 0.0)
+
+
+def allreduce_s(fixed_s: ArrayLike, per_token_s: ArrayLike, tokens: ArrayLike) -> np.ndarray:
+    """All-reduce time of a pass over ``tokens`` tokens: ``latency + tokens x time per token`` [s]."""
+    return _f(fixed_s) + _f(tokens) * _f(per_token_s)
 
 
 @scalar_out

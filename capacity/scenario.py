@@ -16,11 +16,16 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
+from .checks import input_problems
 from .errors import ScenarioError
 from .files import read_text_limited
 from .profiles import resolve_profile
 from .specs import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_BATCHED_TOKENS,
+    DEFAULT_MEMORY_UTILIZATION,
     SERVING_FIELDS,
     SLO_FIELDS,
     WORKLOAD_FIELDS,
@@ -87,11 +92,12 @@ class Scenario:
         if problems:
             raise ScenarioError(*problems)
         assert model is not None and gpu is not None
-        serving = Serving(memory_utilization=s.get("memory_utilization", 0.90), block_size=s.get("block_size", 16),
+        serving = Serving(memory_utilization=s.get("memory_utilization", DEFAULT_MEMORY_UTILIZATION),
+                          block_size=s.get("block_size", DEFAULT_BLOCK_SIZE),
                           max_model_len=s.get("max_model_len", model.max_position_embeddings),
                           step_overhead_s=s.get("step_overhead", 0.0), max_num_seqs=s.get("max_num_seqs"),
                           reserved_bytes=sum(s.get(k, 0.0) for k in RESERVES),
-                          max_batched_tokens=s.get("max_batched_tokens", 8192),
+                          max_batched_tokens=s.get("max_batched_tokens", DEFAULT_MAX_BATCHED_TOKENS),
                           kv_transfer_bandwidth=s.get("kv_transfer_bandwidth"))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
@@ -102,28 +108,10 @@ class Scenario:
         return scenario
 
     def check(self) -> None:
-        """Cross-field checks: what no engine would accept for this model, GPU and workload."""
-        problems = []
-        w, s = self.workload, self.serving
-        if w.shared_prefix_tokens > w.prompt_tokens:
-            problems.append(f"workload.shared_prefix_tokens ({w.shared_prefix_tokens}) must not exceed "
-                            f"workload.prompt_tokens ({w.prompt_tokens})")
-        if s.max_model_len is not None and s.max_model_len < w.tokens_per_request:
-            problems.append(f"serving.max_model_len ({s.max_model_len}) is shorter than one request "
-                            f"(prompt + output = {w.tokens_per_request} tokens)")
-        if self.gpu.count > 1 and self.model.attention_heads and self.model.attention_heads % self.gpu.count:
-            problems.append(f"gpu.count ({self.gpu.count}) must divide the model's {self.model.attention_heads} "
-                            f"attention heads for tensor parallelism")
-        weights_per_gpu = self.model.weight_bytes / self.gpu.gpus_per_replica
-        usable = self.gpu.memory_bytes * s.memory_utilization - s.reserved_bytes
-        if weights_per_gpu >= usable:
-            problems.append(
-                f"the weights ({weights_per_gpu / 1e9:,.2f} GB per GPU) do not fit in the usable memory "
-                f"({usable / 1e9:,.2f} GB = gpu.memory x serving.memory_utilization {s.memory_utilization}"
-                f"{' - reserves' if s.reserved_bytes else ''}): "
-                f"no room for a KV pool; use more GPUs (gpu.count), a smaller weight_dtype or a larger GPU")
+        """Cross-field checks: what no engine would accept for this model, GPU and workload (``checks``)."""
+        problems = input_problems(self.inputs(), self.model.attention_heads or 0)
         if problems:
-            raise ScenarioError(*problems)
+            raise ScenarioError(*problems[0])
 
     def inputs(self) -> dict[str, float]:
         """The flat inputs of ``analysis.INPUTS`` in base units; ``inf`` marks an unset option."""
@@ -197,7 +185,7 @@ class Results:
         for key, value in self.values.items():
             if isinstance(value, str):
                 out[key] = value
-            elif not math.isfinite(value):
+            elif finite_or_none(value) is None:
                 out[key] = None
             elif RESULTS[key][0] in ("blocks", "requests") and key != "goodput_in_flight":
                 out[key] = int(value)

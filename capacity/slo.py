@@ -27,24 +27,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .solve import largest_rate_meeting
-
-
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
-
-
-def step_pieces(weight_bytes: ArrayLike, context_tokens: ArrayLike, kv_bytes_per_token: ArrayLike,
-                bandwidth: ArrayLike, params: ArrayLike, flops: ArrayLike,
-                step_overhead_s: ArrayLike) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """Intercept [s] and slope [s per sequence] of the memory and compute pieces of a dense ``t_step(B)``.
-
-    ``a_mem = W/BW + o``, ``m_mem = c kv/BW``, ``a_comp = o``, ``m_comp = 2N/F`` (per-GPU figures).
-    """
-    o = _f(step_overhead_s)
-    memory = (_f(weight_bytes) / _f(bandwidth) + o, _f(context_tokens) * _f(kv_bytes_per_token) / _f(bandwidth))
-    compute = (o + 0.0 * memory[0], 2.0 * _f(params) / _f(flops) + 0.0 * memory[1])
-    return memory, compute
+from ._numeric import as_float as _f
+from .solve import SolveTrace, largest_rate_meeting
 
 
 def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
@@ -52,22 +36,29 @@ def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens:
     """TPOT at load λ, the smallest fixed point of ``TPOT = t_step(λ A TPOT) / (1 - λ t_p)`` [s].
 
     ``max_i a_i / (1 - λ t_p - λ A m_i)``; infinite when a denominator is <= 0 (decode cannot keep up).
-    ``pieces`` = ((a_mem, m_mem), (a_comp, m_comp)) of ``step_pieces``. Excel (#N/A for infinite; pieces with
+    ``pieces`` = ((a_mem, m_mem), (a_comp, m_comp)) of ``StepModel.pieces``. Excel (#N/A for infinite; pieces with
     a > 0): ``=IF(MIN(1-arrival_rate*prefill_s-arrival_rate*output_tokens*m_mem,1-arrival_rate*prefill_s
     -arrival_rate*output_tokens*m_comp)>0,MAX(a_mem/(1-arrival_rate*prefill_s-arrival_rate*output_tokens*m_mem),
     a_comp/(1-arrival_rate*prefill_s-arrival_rate*output_tokens*m_comp)),NA())``.
     """
-    lam, tp, a_tokens = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
-    share, per_request = 1.0 - lam * tp, lam * a_tokens
     worst = None
     with np.errstate(divide="ignore", invalid="ignore"):
-        for a, m in pieces:
-            denominator = share - per_request * m
+        for (a, _), denominator in zip(pieces, tpot_denominators(arrival_rate, prefill_s, output_tokens, pieces),
+                                       strict=True):
             # A piece through the origin (no overhead) holds for every TPOT right at its limit: it adds nothing.
             bound = np.where(_f(a) == 0, np.where(denominator > -1e-12, 0.0, np.inf), np.inf)
             value = np.where(denominator > 0, a / denominator, bound)
             worst = value if worst is None else np.maximum(worst, value)
     return np.maximum(worst, 0.0)
+
+
+def tpot_denominators(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
+                      pieces: tuple) -> list[np.ndarray]:
+    """``1 - λ t_p - λ A m_i`` for each piece i of the step [-]: the share of time left to decode at load λ less
+    what the batch the piece's slope adds; TPOT is ``a_i`` over it (``tpot_at_rate_s``)."""
+    lam, tp, a_tokens = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
+    share, per_request = 1.0 - lam * tp, lam * a_tokens
+    return [share - per_request * m for _, m in pieces]
 
 
 def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
@@ -87,70 +78,14 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
     return np.where(np.isfinite(t), np.maximum(best, 0.0), np.inf)
 
 
-def _bisect(ok, lo: np.ndarray, hi: np.ndarray, iterations: int = 100) -> np.ndarray:
-    """Largest x in [lo, hi] with ``ok(x)`` for a condition true below a threshold and false above it.
-
-    Stops early once an iteration changes no bracket: lo only rises and hi only falls, so the
-    brackets are then fixed for good and the result is the one all ``iterations`` would give.
-    """
-    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
-    for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        good = ok(mid)
-        new_lo, new_hi = np.where(good, mid, lo), np.where(good, hi, mid)
-        if np.array_equal(new_lo, lo, equal_nan=True) and np.array_equal(new_hi, hi, equal_nan=True):
-            break
-        lo, hi = new_lo, new_hi
-    return lo
-
-
-def max_rate_for_tpot_general(step_s, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                              ceiling_rps: ArrayLike) -> np.ndarray:
-    """Largest λ with ``step_s(λ A T) <= T (1 - λ t_p)`` for any step time increasing in the batch [requests/s].
-
-    The left side rises and the right side falls with λ, so the condition holds on [0, λ*]; bisection
-    finds λ* to machine precision. Used where MoE makes the weight read concave in the batch.
-    """
-    t, tp, a = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens)
-    finite_t = np.where(np.isfinite(t), t, 1.0)
-
-    def ok(lam):
-        return step_s(lam * a * finite_t) <= finite_t * (1.0 - lam * tp)
-
-    hi = np.minimum(1.0 / tp, np.maximum(_f(ceiling_rps), 0.0) * 2.0 + 1e-9)
-    zero = np.zeros(np.broadcast(t, tp, a, hi).shape)
-    rate = np.where(ok(zero), _bisect(ok, zero, hi + zero), 0.0)
-    return np.where(np.isfinite(t), rate, np.inf)
-
-
-def tpot_at_rate_general(step_s, arrival_rate: ArrayLike, prefill_s: ArrayLike,
-                         output_tokens: ArrayLike, longest_s: float = 1e4) -> np.ndarray:
-    """Smallest fixed point of ``TPOT (1 - λ t_p) = step_s(λ A TPOT)`` by bisection [s]; inf if none below 10^4 s.
-
-    For a step time concave or linear in the batch, ``step_s(λ A s) <= s (1 - λ t_p)`` holds exactly from the
-    fixed point upward, so the condition is monotone in s.
-    """
-    lam, tp, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
-    lam = np.where(np.isfinite(lam), lam, 0.0)
-    share = 1.0 - lam * tp
-
-    def ok(s):
-        return step_s(lam * a * s) <= s * share
-
-    shape = np.broadcast(lam, tp, a).shape
-    top = np.array(longest_s)
-    found = ok(top) & (share > 0)
-    lowest_bad = _bisect(lambda s: ~ok(s), np.zeros(shape), top)
-    return np.where(found & np.isfinite(_f(arrival_rate)), lowest_bad, np.inf)
-
-
 def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                           ceiling_rps: ArrayLike) -> np.ndarray:
-    """``max_rate_for_tpot_general`` solved per row with Chandrupatla's method (``largest_rate_meeting``).
+                           ceiling_rps: ArrayLike, trace: SolveTrace | None = None) -> np.ndarray:
+    """Largest λ with ``step(λ A T) <= T (1 - λ t_p)`` for a step time rising in the batch, per row [requests/s].
 
-    ``step_rows(batch, rows)`` is the step time of rows ``rows`` (indices into the flattened arrays) at
-    batches ``batch``. The bound is the root of ``t_step(λ A T) - T (1 - λ t_p)`` (rising in λ) to 2.5e-13
-    relative, on the side that keeps the promise: about ten step evaluations a row instead of a hundred.
+    The left side rises and the right side falls with λ, so the condition holds on [0, λ*]; used where MoE
+    makes the weight read concave in the batch. ``step_rows(batch, rows)`` is the step time of rows ``rows``
+    (indices into the flattened arrays) at batches ``batch``. The bound is the root of
+    ``t_step(λ A T) - T (1 - λ t_p)`` (rising in λ) to 2.5e-13 relative, on the side that keeps the promise.
     """
     t, tp, a, ceiling = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens), _f(ceiling_rps)
     shape = np.broadcast_shapes(t.shape, tp.shape, a.shape, ceiling.shape)
@@ -162,14 +97,14 @@ def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLik
         return step_rows(lam * a_ * t_, rows.astype(np.intp)) - t_ * (1.0 - lam * tp_)
 
     rate = largest_rate_meeting(excess, np.where(finite, 0.0, np.inf), hi, (ids, np.where(finite, t, 1.0), tp, a),
-                                ratio=False)
+                                ratio=False, trace=trace)
     return np.where(finite, rate, np.inf)
 
 
 def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                      longest_s: ArrayLike = 1e4) -> np.ndarray:
-    """``tpot_at_rate_general`` solved per row with Chandrupatla's method [s]; inf where no fixed point below
-    ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
+                      longest_s: ArrayLike = 1e4, trace: SolveTrace | None = None) -> np.ndarray:
+    """Smallest fixed point of ``TPOT (1 - λ t_p) = step(λ A TPOT)`` per row (Chandrupatla's method) [s]; inf where
+    there is none below ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
 
     The fixed point is where ``s (1 - λ t_p) - t_step(λ A s)`` turns positive (once, for a step time concave
     or linear in the batch); the answer is the last s below it, as the bisection's, to 2.5e-13 relative.
@@ -190,7 +125,7 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
     found = (step_rows(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), ids.reshape(-1)).reshape(shape)
              <= longest_s * share) & (share > 0)
     fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (ids, lam, a, share),
-                                 ratio=False)
+                                 ratio=False, trace=trace)
     return np.where(found & known, fixed, np.inf)
 
 
@@ -278,7 +213,8 @@ def _ttft_of_rate(lam, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem
 
 
 def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
-                          prefill_compute_s: ArrayLike, output_tokens: ArrayLike, pieces: tuple) -> np.ndarray:
+                          prefill_compute_s: ArrayLike, output_tokens: ArrayLike, pieces: tuple,
+                          trace: SolveTrace | None = None) -> np.ndarray:
     """Largest λ with ``TTFT(λ) <= D`` (``ttft_at_rate_s``, decode step from the dense ``pieces``) [requests/s].
 
     0 when the prefill alone exceeds D; the ceiling when even the load just below it keeps the promise;
@@ -292,16 +228,18 @@ def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_r
     (a_mem, m_mem), (a_comp, m_comp) = pieces
     rate = largest_rate_meeting(_ttft_of_rate, np.where(finite, d, np.inf), ceiling,
                                 (prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp),
-                                bracket=_ttft_bracket)
+                                bracket=ttft_rate_bracket, trace=trace)
     return np.where(finite, rate, np.inf)
 
 
-def _ttft_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
-    """Rates ``(lo, up)`` with ``TTFT(lo) <= D <= TTFT(up)`` from quadratic bounds on ``ttft_queue_s``.
+def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
+    """Rates ``(lo, up, terms)`` with ``TTFT(lo) <= D <= TTFT(up)`` from quadratic bounds on ``ttft_queue_s``.
 
     With ``y = D - t_p``: ``L* >= λ t_p²`` gives ``(1/2 + λc) λ t_p² >= y`` at the root, so the root is at most
     ``up``; below ``up`` the decode step is at most ``s(up)`` and ``L* <= s(up) + λ t_p L_p(up)``, so the
     root is at least ``lo``. Both are roots of quadratics ``A λ² + B λ = C`` taken as ``2C / (B + √(B² + 4AC))``.
+    ``terms``: every value on the way (y, b_up, up, the decode step, ρ and prefill pass at up, a_lo, b_lo, c_lo,
+    the lower root, lo), for a reader that shows the solve.
     """
     tp, c = prefill_s, prefill_compute_s
     y = np.maximum(target - tp, 0.0)
@@ -312,9 +250,11 @@ def _ttft_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_
         rho = up * c
         longest = tp - c + c / (1.0 - rho * rho)
         a_lo, b_lo, c_lo = c * tp * longest, 0.5 * tp * longest + c * step, y - 0.5 * step
-        lo = 2.0 * c_lo / (b_lo + np.sqrt(b_lo * b_lo + 4.0 * a_lo * c_lo))
-        lo = np.where((c_lo > 0) & (rho < 1.0) & (lo < up), lo, 0.0)
-    return lo, np.where(up >= 0, up, np.inf)
+        root = 2.0 * c_lo / (b_lo + np.sqrt(b_lo * b_lo + 4.0 * a_lo * c_lo))
+        lo = np.where((c_lo > 0) & (rho < 1.0) & (root < up), root, 0.0)
+    terms = {"y": y, "b_up": b_up, "up": up, "decode step at up": step, "rho at up": rho,
+             "prefill pass at up": longest, "a_lo": a_lo, "b_lo": b_lo, "c_lo": c_lo, "lo root": root, "lo": lo}
+    return lo, np.where(up >= 0, up, np.inf), terms
 
 
 def goodput_rps(ceiling_rps: ArrayLike, max_rate_for_tpot_rps: ArrayLike,

@@ -9,16 +9,47 @@ six to ten evaluations a row reach 2.5e-13 relative; the answer is the bracket e
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._numeric import as_float as _f
 
-def _f(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=float)
+#: Iterations ``solve_rising`` runs at most per row.
+MAX_ITERATIONS = 100
+#: Relative width of the bracket at which a solve stops (the answer is within it of the exact bound).
+RTOL = 2.5e-13
+
+#: The state of Chandrupatla's method after an iteration, as a trace records it.
+STATE = ("x1", "f1", "x2", "f2", "x3", "f3", "t", "done")
+
+
+@dataclass
+class SolveTrace:
+    """Every value one solve of one row took (``largest_rate_meeting(..., trace=SolveTrace())``), for a reader
+    that shows the iterations (the XLSX Solver sheet). Times and rates in the solve's own unit.
+
+    ``hi``: the upper end given; ``bracket``: the bracket function's values (``lo``, ``up`` and, where it returns
+    them, the terms behind them); ``top``, ``bottom``: the search range; ``no_target``: no search (no target, the
+    answer is ``hi``); ``ends``: excess at ``top``, ``bottom`` and (bracketed) 0, evaluated also where the answer
+    needs none (label -> ``x``, ``f``); ``start``: the state before the first iteration; ``steps``: per iteration
+    the point ``x``, its excess ``f`` and the state after it (``STATE``); ``answer``: what the solve returned.
+    """
+
+    hi: float = np.nan
+    bracket: dict[str, float] = field(default_factory=dict)
+    top: float = np.nan
+    bottom: float = 0.0
+    no_target: bool = False
+    ends: dict[str, dict[str, float]] = field(default_factory=dict)
+    start: dict[str, float] = field(default_factory=dict)
+    steps: list[dict[str, float]] = field(default_factory=list)
+    answer: float = np.nan
 
 
 def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple, bracket=None,
-                         ratio: bool = True, rtol: float = 2.5e-13) -> np.ndarray:
+                         ratio: bool = True, rtol: float = RTOL, trace: SolveTrace | None = None) -> np.ndarray:
     """Largest λ in [0, hi] with ``latency(λ, *args) <= target``, for a latency that rises with λ [requests/s].
 
     Rows without a target (inf) get ``hi``; rows whose latency at ``hi`` meets the target get ``hi``; rows
@@ -27,7 +58,9 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
     ``(lo, up)`` with ``latency(lo) <= target <= latency(up)`` that narrow the search. With ``ratio`` the
     root solved is that of ``1 - target / latency`` (latencies > 0): the same root, but a queue's pole at
     full load becomes a finite value, which interpolation handles far better; else ``latency - target``.
-    ``rtol``: how close to the exact bound the answer is (relative).
+    ``rtol``: how close to the exact bound the answer is (relative). ``trace`` (one row only): filled with every
+    value the solve takes (``SolveTrace``). ``bracket`` may return a third value, a dict of the terms behind its
+    bounds, for the trace.
     """
     target, hi = _f(target), _f(hi)
     shape = np.broadcast_shapes(target.shape, hi.shape, *(np.shape(a) for a in args))
@@ -49,14 +82,27 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
 
         lo = None
         if bracket is not None:
-            lo, up = bracket(want, *flat)
+            lo, up, *parts = bracket(want, *flat)
+            if trace is not None:
+                trace.bracket = {k: _one(v) for k, v in (parts[0] if parts else {"lo": lo, "up": up}).items()}
             lo, top = np.minimum(lo, top), np.minimum(up, top)
-        rate[rows] = solve_rising(excess, top, lo, rtol=rtol)
+        if trace is not None:
+            trace.top, trace.bottom = _one(top), _one(lo) if lo is not None else 0.0
+        rate[rows] = solve_rising(excess, top, lo, rtol=rtol, trace=trace)
+    if trace is not None:
+        trace.hi, trace.no_target, trace.answer = _one(hi), not bool(finite.all()), _one(rate)
+        if trace.no_target:
+            trace.top, trace.bottom = trace.hi, 0.0
     return rate.reshape(shape)
 
 
-def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: float = 2.5e-13,
-                  iterations: int = 100) -> np.ndarray:
+def _one(x: ArrayLike) -> float:
+    """The single value of a traced solve's array."""
+    return float(np.asarray(x, dtype=float).reshape(-1)[0])
+
+
+def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: float = RTOL,
+                 iterations: int = MAX_ITERATIONS, trace: SolveTrace | None = None) -> np.ndarray:
     """Largest x in [lo, hi] with ``excess(x, rows) <= 0`` for a continuous excess rising in x (one per row).
 
     Chandrupatla's method (1997; inverse quadratic interpolation when the last three points allow it,
@@ -64,6 +110,7 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
     The answer is the bracket end with ``excess <= 0`` once the bracket is narrower than ``rtol x``, so the
     promise is always kept and the answer is within ``rtol`` of the exact bound. ``excess(x, rows)``
     evaluates the rows ``rows`` (None: all) at points ``x``; ``lo`` (default 0) starts the search from below.
+    ``trace`` (one row): the ends, the start and every iteration (``SolveTrace``).
     """
     big = np.finfo(float).max
     f_hi = excess(hi, None)
@@ -76,6 +123,8 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
         start[missed] = 0.0
         f_lo[missed] = excess(start[missed], active[missed])
     keep = f_lo <= 0
+    if trace is not None:
+        _trace_start(trace, excess, hi, lo, f_hi, start, f_lo, missed, big)
     active = active[keep]
     x1, f1 = start[keep], f_lo[keep]
     x2, f2 = hi[active].copy(), np.minimum(f_hi[active], big)
@@ -100,6 +149,10 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
             least = 0.5 * tol / width
             t = np.clip(np.where(quadratic, t_quadratic, 0.5), least, 1.0 - least)
         t = np.where(np.isfinite(t), t, 0.5)
+        if trace is not None and active.size:
+            trace.steps.append({"x": float(x[0]), "f": float(fx[0]), **dict(zip(STATE, (
+                float(x1[0]), float(f1[0]), float(x2[0]), float(f2[0]), float(x3[0]), float(f3[0]), float(t[0]),
+                bool(done[0])), strict=True))})
         if done.any():
             kept = np.where(fx == 0, x1, np.where(f1 <= 0, x1, x2))
             out[active[done]] = kept[done]
@@ -109,4 +162,26 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
     return out
 
 
-__all__ = ["largest_rate_meeting", "solve_rising"]
+def _trace_start(trace: SolveTrace, excess, hi: np.ndarray, lo: np.ndarray | None, f_hi: np.ndarray,
+                 start: np.ndarray, f_lo: np.ndarray, missed: np.ndarray, big: float) -> None:
+    """The ends and the state before the first iteration of a one-row solve; the ends the answer needs no
+    excess at are evaluated here, for the reader."""
+    row = np.zeros(1, dtype=np.intp)
+    bottom = np.zeros(1) if lo is None else np.asarray(lo, float).reshape(-1)[:1]
+    f_top = float(f_hi[0])
+    f_bottom = float(excess(bottom, row)[0])
+    trace.ends = {"at top": {"x": float(hi[0]), "f": f_top}, "at bottom": {"x": float(bottom[0]), "f": f_bottom}}
+    if lo is not None:
+        trace.ends["at 0"] = {"x": 0.0, "f": float(excess(np.zeros(1), row)[0])}
+    searched = f_lo.size > 0
+    x1 = float(start[0]) if searched else float(bottom[0])
+    f1 = float(f_lo[0]) if searched else f_bottom
+    if lo is not None and not searched and f_bottom > 0:
+        x1, f1 = 0.0, trace.ends["at 0"]["f"]
+    f2 = min(f_top, big)
+    trace.start = {"x1": x1, "f1": f1, "x2": float(hi[0]), "f2": f2, "x3": float(hi[0]), "f3": f2, "t": 0.5,
+                   "done": bool(f_top <= 0 or f1 > 0)}
+    del missed
+
+
+__all__ = ["MAX_ITERATIONS", "RTOL", "STATE", "SolveTrace", "largest_rate_meeting", "solve_rising"]

@@ -88,17 +88,25 @@ class Gpu:
         return self.flops * self.flops_efficiency
 
 
+#: Engine defaults where a scenario leaves a setting out (vLLM's defaults: gpu_memory_utilization 0.90,
+#: block_size 16, and the chunked-prefill token budget max_num_batched_tokens 8192 of its V1 engine).
+DEFAULT_MEMORY_UTILIZATION = 0.90
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_MAX_BATCHED_TOKENS = 8192
+
+
 @dataclass(frozen=True, slots=True)
 class Serving:
     """Engine settings. ``max_model_len`` None means the model's context length."""
 
-    memory_utilization: float = 0.90
-    block_size: int = 16
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    block_size: int = DEFAULT_BLOCK_SIZE
     max_model_len: int | None = None
     step_overhead_s: float = 0.0
     max_num_seqs: int | None = None
     reserved_bytes: float = 0.0   # per GPU outside the KV pool: activation peak + CUDA graphs + non-torch memory
-    max_batched_tokens: int = 8192  # token budget of a chunked-prefill iteration (analytic option, docs/fleet.md)
+    # token budget of a chunked-prefill iteration (analytic option, docs/fleet.md)
+    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     kv_transfer_bandwidth: float | None = None  # prefill -> decode pool link [B/s]; None: free (docs/fleet.md)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import checks
 from .analysis import INPUTS, RESULTS, analyse
 from .errors import ScenarioError
 from .formatting import human_number, human_unit_of
@@ -129,20 +130,8 @@ def grid_inputs(scenario: Scenario, axes: list[Axis]) -> dict[str, np.ndarray]:
 
 
 def row_problems(scenario: Scenario, x: dict[str, np.ndarray]) -> np.ndarray:
-    """Per row, why no engine would accept it (``Scenario.check`` on arrays); '' when the row is valid."""
-    heads = scenario.model.attention_heads
-    checks = [
-        (x["shared_prefix_tokens"] > x["prompt_tokens"], "shared_prefix_tokens exceeds prompt_tokens"),
-        (x["max_model_len"] < x["prompt_tokens"] + x["output_tokens"], "max_model_len is shorter than one request"),
-        (x["weight_bytes"] / x["gpu_count"] >= x["gpu_memory_bytes"] * x["memory_utilization"],
-         "the weights do not fit in the usable memory"),
-        (np.mod(heads, x["gpu_count"]) != 0 if heads else np.zeros_like(x["gpu_count"], dtype=bool),
-         f"gpu_count must divide the model's {heads} attention heads"),
-    ]
-    out = np.full(len(x["layers"]), "", dtype=object)
-    for mask, text in checks:
-        out[mask] = [f"{p}; {text}" if p else text for p in out[mask]]
-    return out
+    """Per row, why no engine would accept it (``checks.row_problems``, what ``Scenario.check`` runs); '' if valid."""
+    return checks.row_problems(x, scenario.model.attention_heads or 0)
 
 
 def run_sweep(scenario: Scenario, specs: list[str]) -> pd.DataFrame:

@@ -124,8 +124,8 @@ def test_moe_goodput_meets_the_promise_exactly():
     assert r.goodput_limit == "tpot"
     assert r.tpot_at_goodput_s == pytest.approx(0.020, rel=1e-6)
     # and the rate is the largest: 0.1% more load breaks the promise
-    from capacity.analysis import _inputs, step_model
-    x = _inputs(r.scenario.inputs())
+    from capacity.analysis import complete_inputs, step_model
+    x = complete_inputs(r.scenario.inputs())
     model = step_model(x, r.context_tokens)[0]
     lam = r.goodput_rps * 1.001
     assert model.step_s(lam * 300 * 0.020) > 0.020 * (1 - lam * r.prefill_s)

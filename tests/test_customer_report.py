@@ -214,3 +214,20 @@ def test_cli_writes_the_report_and_flags(tmp_path, capsys):
     assert main(["report", str(ROOT / "scenarios" / "essay-001-sale-day.yaml"), "--format", "pdf"]) == 2
     assert "give -o FILE.pdf" in capsys.readouterr().err
     assert main(["report", str(ROOT / "scenarios" / "essay-001-sale-day.yaml"), "--arrival-rate", "-1"]) == 2
+
+
+@pytest.mark.parametrize("name", ["long-context-mixtral-h200", "chat-llama-3.1-8b-h100"])
+def test_load_chart_curve_passes_through_the_library_point(name):
+    """The latency chart's curve (``curves.load_curve``) at the scenario's arrival rate is the library's
+    ``tpot_at_load_s`` and ``ttft_at_load_s``; for a mixture-of-experts model too, whose TPOT is a row-wise
+    solve (a one-scenario model solved at many rates raised IndexError before)."""
+    import numpy as np
+
+    from capacity.curves import load_curve
+
+    results = load_scenario(ROOT / "scenarios" / f"{name}.yaml").evaluate()
+    rate = results.scenario.workload.arrival_rate
+    curve = load_curve(results, np.array([0.5 * rate, rate, 1.5 * rate]))
+    assert curve["tpot_s"].iloc[1] == pytest.approx(results["tpot_at_load_s"], rel=1e-9)
+    assert curve["ttft_s"].iloc[1] == pytest.approx(results["ttft_at_load_s"], rel=1e-9)
+    assert curve["tpot_s"].is_monotonic_increasing

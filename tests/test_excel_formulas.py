@@ -19,7 +19,6 @@ import pytest
 from openpyxl.workbook.defined_name import DefinedName
 
 import capacity
-from capacity import slo
 
 #: Exported names that are not formulas of numbers (a scenario pipeline, tables, text).
 NOT_FORMULAS = {"analyse", "evaluate_frame", "fleet_for_load", "fleet_options", "format_bytes", "format_time",
@@ -52,7 +51,8 @@ def _samples() -> list[dict[str, float]]:
         tokens = prompt + 300
         fits = float(capacity.max_requests_shared_prefix(blocks, tokens, prefix, bs))
         context = prompt + 150
-        (a_mem, m_mem), (a_comp, m_comp) = slo.step_pieces(weights, context, kv, 2e12, 8e9, 150e12, 0.003)
+        # the dense step's two lines, t_step(B) = max(a_mem + m_mem B, a_comp + m_comp B), by hand
+        a_mem, m_mem, a_comp, m_comp = weights / 2e12 + 0.003, context * kv / 2e12, 0.003, 2 * 8e9 / 150e12
         step = float(capacity.decode_step_s(weights, fits, context, kv, 2e12, 8e9, 150e12, 0.003))
         uncached = prompt - prefix // bs * bs
         prefill = float(capacity.prefill_s(weights, uncached, 8e9, 2e12, 150e12, 0.003))

@@ -86,10 +86,11 @@ def test_token_counts_are_whole_numbers():
 
 def test_rows_no_engine_would_accept_are_marked_and_blank():
     table = run_sweep(load_scenario(ESSAY001), ["workload.prompt_tokens=1000:40000:2"])
-    assert table["problem"].tolist() == ["", "max_model_len is shorter than one request"]
+    assert table["problem"].tolist() == ["", "serving.max_model_len (32768) is shorter than one request "
+                                             "(prompt + output = 40300 tokens)"]
     assert table.loc[0, "max_requests_paged"] == 328 and pd.isna(table.loc[1, "max_requests_paged"])
     table = run_sweep(load_scenario(ESSAY001), ["serving.memory_utilization=0.1:0.9:2"])
-    assert table["problem"].tolist()[0] == "the weights do not fit in the usable memory"  # 8 GB usable < 16 GB
+    assert "the weights (16.00 GB per GPU) do not fit in the usable memory (8.00 GB" in table["problem"][0]  # 0.1 x 80
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -175,3 +176,28 @@ def test_json_rows_use_null_for_undefined():
     data = json.loads(sweep_bytes(load_scenario(ESSAY000), ["memory_utilization=0.8:0.9:2"], "json"))
     assert all(row["cost_per_million_tokens"] is None for row in data["rows"])  # essay 000 has no price
     assert "Infinity" not in json.dumps(data) and "NaN" not in json.dumps(data)
+
+
+def test_engine_reserves_and_pipeline_stages_count_in_the_sweep_as_in_evaluate():
+    """Issue 12: with 40 GB of activation reserve, llama-3-8b (16.06 GB of fp16 weights) on an H100 SXM (85.52 GB
+    as the device reports it) has no KV pool below utilisation (16.06 + 40) / 85.52 = 0.656; ``evaluate``
+    rejects those rows, so the sweep must mark them (it used to ignore reserves and pipeline stages)."""
+    data = {"name": "reserve", "model": {"name": "llama-3-8b", "weight_dtype": "fp16"},
+            "gpu": {"name": "h100-sxm", "count": 1}, "serving": {"activation_memory": "40 GB"},
+            "workload": {"prompt_tokens": 1000, "output_tokens": 300}}
+    from capacity import Scenario, ScenarioError
+
+    table = run_sweep(Scenario.from_dict(data), ["serving.memory_utilization=0.5:0.9:5"])
+    for util, problem, pool in zip(table["memory_utilization"], table["problem"], table["pool_bytes"], strict=True):
+        try:
+            Scenario.from_dict({**data, "serving": {**data["serving"], "memory_utilization": float(util)}})
+            accepted = True
+        except ScenarioError:
+            accepted = False
+        assert (problem == "") == accepted, (util, problem)
+        assert accepted == (util > 0.656)  # by hand: (16.06 GB + 40 GB) / 85.52 GB = 0.656
+        assert pd.isna(pool) or pool > 0
+    # Two pipeline stages halve the weights per GPU: (8.03 + 40) / 85.52 = 0.562 is then the edge.
+    staged = {**data, "gpu": {"name": "h100-sxm", "count": 1, "pipeline_parallel": 2}}
+    table = run_sweep(Scenario.from_dict(staged), ["serving.memory_utilization=0.5:0.9:5"])
+    assert [p == "" for p in table["problem"]] == [False, True, True, True, True]

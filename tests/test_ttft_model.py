@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capacity import Scenario, slo
-from capacity.analysis import _inputs, step_model, ttft_at_rates_s
+from capacity.analysis import complete_inputs, step_model, ttft_at_rates_s
 
 ESSAY_001 = {
     "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
@@ -86,7 +86,7 @@ def test_ttft_never_falls_as_load_rises(prompt, output, overhead, bandwidth, flo
     r = scenario.evaluate()
     if r["ceiling_rps"] <= 0:
         return
-    model, _ = step_model(_inputs(scenario.inputs()), np.asarray(r["context_tokens"]))
+    model, _ = step_model(complete_inputs(scenario.inputs()), np.asarray(r["context_tokens"]))
     rates = np.linspace(0, r["ceiling_rps"] * (1 - 1e-9), 2001)
     ttft = ttft_at_rates_s(model, r["prefill_tokens"], r["prefill_s"], r["ceiling_rps"], output, rates)
     assert np.all(np.diff(ttft) >= -1e-12 * ttft[1:])

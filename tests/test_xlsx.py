@@ -17,7 +17,6 @@ from test_report import SCENARIO_IDS, all_scenarios
 from xlsxwriter.worksheet import Worksheet
 
 from capacity import INPUTS, RESULTS, Scenario, analysis, options
-from capacity import xlsx as xlsx_module
 from capacity.report import flat_inputs, report_for
 from capacity.xlsx import (
     FORMULAS,
@@ -27,9 +26,11 @@ from capacity.xlsx import (
     intermediate_values,
     missing_formulas,
     solver_traces,
+    trace_rows,
     workbook_bytes,
     write_xlsx,
 )
+from capacity.xlsx import cells as xlsx_cells
 
 SPEC_KEYS = ("kv_bytes_per_token pool_bytes pool_blocks blocks_per_request max_requests_contiguous max_requests_paged "
              "max_requests_shared_prefix decode_memory_s decode_compute_s decode_step_s prefill_s ceiling_rps "
@@ -90,8 +91,9 @@ def test_results_are_formulas_over_the_names(essay001_book):
     _, wb = essay001_book
     cells = named_cells(wb)
     for key in [*RESULTS, *INTERMEDIATES]:
-        assert cells[key].parent.title == "Results"
-        assert cells[key].value == "=" + FORMULAS[key]
+        solved = key in {solver.name for solver in SOLVERS}  # a root solve's result, on the Solver sheet
+        assert cells[key].parent.title == ("Solver" if solved else "Results")
+        assert solved or cells[key].value == "=" + FORMULAS[key]
     assert cells["kv_bytes_per_token"].value == ("=IF(kv_latent_dim>0,layers*kv_latent_dim*kv_bytes_per_value,"
                                                  "2*layers*kv_heads*head_dim*kv_bytes_per_value)")  # MLA or not
 
@@ -233,32 +235,37 @@ def test_solver_scenarios_cached_values_equal_the_library(key):
 
 
 @pytest.mark.parametrize("key", [*SCENARIO_IDS, *SOLVER_IDS])
-def test_solver_rows_repeat_the_library_to_the_last_bit(key):
-    """The Solver sheet's iterations, run in Python as its formulas run them, give the library's answers exactly,
-    and every solve ends within the rows unrolled (the library's own cap)."""
+def test_solver_rows_are_the_library_traces(key):
+    """The Solver sheet's rows are the library's own solves (``analyse(..., trace=...)``): every solve that runs
+    ends within the rows unrolled (the library's own cap), its answer is the library's result, and the rows the
+    sheet caches end in the state the library stopped in."""
     scenario = {**all_scenarios(), **solver_scenarios()}[key]
     report = report_for(scenario)
     v, x = report.results.values, flat_inputs(scenario)
-    traces = solver_traces(report)
-    assert all(trace.rows[-1]["done"] for trace in traces.values())
-    assert all(len(trace.rows) == SOLVER_ITERATIONS + 1 for trace in traces.values())
-    assert traces["solver_rate_ttft_rps"].result == (v["max_rate_for_ttft_rps"] if math.isfinite(x["ttft_slo_s"])
-                                                     else None)
-    if intermediate_values(report)["moe_model"]:
-        assert traces["solver_rate_tpot_rps"].result == (v["max_rate_for_tpot_rps"]
-                                                         if math.isfinite(x["tpot_slo_s"]) else None)
-        if v["goodput_rps"] < v["ceiling_rps"] * (1 - 1e-12):
-            assert traces["solver_tpot_at_goodput_s"].result == v["tpot_at_goodput_s"]
-        load = traces["solver_tpot_at_load_s"].result
+    traces, named = solver_traces(report), intermediate_values(report)
+    for name, trace in traces.items():
+        if trace.no_target:
+            assert trace.steps == []
+            continue
+        assert len(trace.steps) <= SOLVER_ITERATIONS and (not trace.steps or trace.steps[-1]["done"])
+        rows = trace_rows(trace, next(s.helpers for s in SOLVERS if s.name == name))
+        assert len(rows) == SOLVER_ITERATIONS + 1 and rows[-1]["done"]
+        if trace.steps:
+            assert rows[-1]["x1"] == trace.steps[-1]["x1"] and rows[-1]["x2"] == trace.steps[-1]["x2"]
+    assert named["solver_rate_ttft_rps"] == (v["max_rate_for_ttft_rps"] if math.isfinite(x["ttft_slo_s"]) else None)
+    if named["moe_model"]:
+        assert named["solver_rate_tpot_rps"] == (v["max_rate_for_tpot_rps"] if math.isfinite(x["tpot_slo_s"])
+                                                 else None)
+        load = named["solver_tpot_at_load_s"]
         assert (load if load is not None else math.inf) == v["tpot_at_load_s"]
     terms = (v["prefill_tokens"], x["max_batched_tokens"], *(np.asarray(p) for piece in
                                                                  _pieces(report) for p in piece))
-    batch = traces["solver_chunk_batch_goodput"].result
+    batch = named["solver_chunk_batch_goodput"]
     plain, extra, _ = options.chunk_terms(batch, *terms)
     rate = options.chunked_rate_rps(batch, x["output_tokens"], plain, extra)
     assert float(rate) == v["chunked_goodput_rps"]
     if math.isfinite(v["chunked_tpot_at_load_s"]):
-        batch = traces["solver_chunk_batch_load"].result
+        batch = named["solver_chunk_batch_load"]
         plain, extra, _ = options.chunk_terms(batch, *terms)
         assert float(options.chunked_tpot_s(batch, x["output_tokens"], plain, extra)) == v["chunked_tpot_at_load_s"]
 
@@ -283,7 +290,7 @@ def test_inputs_are_written_to_the_last_bit():
 def test_fast_formula_path_writes_what_xlsxwriter_would(monkeypatch):
     """The workbook skips xlsxwriter's scan for Excel 365 functions where a formula calls none; every formula comes
     out as xlsxwriter's own preparation would write it."""
-    fast, seen = xlsx_module._Worksheet._prepare_formula, []
+    fast, seen = xlsx_cells.Worksheet._prepare_formula, []
 
     def checked(self, formula, expand_future_functions=False):
         got = fast(self, formula, expand_future_functions)
@@ -291,6 +298,6 @@ def test_fast_formula_path_writes_what_xlsxwriter_would(monkeypatch):
         seen.append(formula)
         return got
 
-    monkeypatch.setattr(xlsx_module._Worksheet, "_prepare_formula", checked)
+    monkeypatch.setattr(xlsx_cells.Worksheet, "_prepare_formula", checked)
     workbook_bytes(report_for(solver_scenarios()["moe-ttft-binds-options"]))
     assert len(seen) > 5000

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ScenarioError
 from ..scenario import Scenario
-from ..specs import non_negative, positive, positive_int
+from ..specs import DEFAULT_MAX_BATCHED_TOKENS, non_negative, positive, positive_int
 from ..units import parse_quantity
 
 POLICIES = ("static", "continuous")
@@ -68,7 +68,7 @@ class SimulationConfig:
     watermark: float = 0.01
     prefix_caching: bool = True
     chunked_prefill: bool = False
-    max_batched_tokens: int = 8192
+    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     max_queued_requests: int | None = None
     max_queued_tokens: int | None = None
     decode_base_s: float = 18.0e-3

@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from .. import roofline
-from ..analysis import INPUT_DEFAULTS, step_model
+from ..analysis import complete_inputs, step_model
 from ..scenario import Scenario
 from .config import SimulationConfig
 
@@ -130,10 +130,10 @@ class RooflineCost:
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> RooflineCost:
         """Coefficients of the scenario's ``StepModel`` (tensor and pipeline split, MoE, all-reduce, windows)."""
-        x = {k: np.asarray(v, dtype=float) for k, v in {**INPUT_DEFAULTS, **scenario.inputs()}.items()}
-        x["active_params"] = np.where(np.isnan(x["active_params"]), x["params"], x["active_params"])
+        x = complete_inputs(scenario.inputs())
         model, kv_gpu = step_model(x, np.asarray(0.0))
-        bw, flops, tp, pp = (float(v) for v in (model.bandwidth, model.flops, model.tp, model.pp))
+        bw, flops, tp, pp = (float(v) for v in (model.bandwidth, model.flops, model.tensor_parallel,
+                                                          model.pipeline_parallel))
         active = float(model.active_params)
         moe = None
         if bool(model.moe):
@@ -159,8 +159,8 @@ class RooflineCost:
     def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
         memory = self._weights(batch + prefill_tokens) + self.kv_s_per_token * self._windowed(batch, context_tokens)
         compute = self.decode_compute_s * batch + self.prefill_compute_s * prefill_tokens
-        return (memory if memory > compute else compute) + self.fixed_s + \
-            self.comm_s_per_token * (batch + prefill_tokens)
+        return roofline.pass_s(float(memory), float(compute), self.comm_s_per_token * (batch + prefill_tokens),
+                               self.fixed_s)
 
     def _pieces(self, batch: int, context_tokens: float) -> tuple[float, float, float, float, float]:
         """Memory term ``a + m j`` of decode step ``j`` before the window kink at ``j = kink``, after it
@@ -199,8 +199,7 @@ class RooflineCost:
         m = self.kv_s_per_token * batch
         c = self.decode_compute_s * batch
         e = self.fixed_s + self.comm_s_per_token * batch
-        end = a + m * (steps - 1)
-        first, last = (a if a > c else c) + e, (end if end > c else c) + e
+        first, last = self.step_s(batch, context_tokens, 0), self.step_s(batch, context_tokens + batch * (steps - 1), 0)
         if a >= c:
             return steps * (a + e) + m * steps * (steps - 1) / 2.0, first, last
         return _sum_max_linear(a, m, c, 0, steps) + steps * e, first, last

@@ -1,0 +1,138 @@
+"""The workbook: Report, Inputs, Results (live formulas) and Solver sheets, and the values they cache."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import xlsxwriter
+
+from .._numeric import finite_or_none
+from ..analysis import INTERMEDIATES, RESULTS, analyse
+from ..files import write_atomic
+from ..formatting import SECTIONS
+from ..report import Report, Value, flat_inputs, unset_inputs
+from ..solve import SolveTrace
+from .cells import Exact, Formats, Worksheet, cached, header, is_count
+from .formulas import FORMULAS
+from .solver import write_solver_sheet
+
+
+def library_run(report: Report) -> tuple[dict[str, Value | bool], dict[str, SolveTrace]]:
+    """The library's intermediates (``analysis.INTERMEDIATES``, plain values) and its solves' traces on the report's
+    scenario: what the Results and Solver sheets cache."""
+    traces: dict[str, SolveTrace] = {}
+    values = analyse(flat_inputs(report.scenario), intermediates=True, trace=traces)
+    return {key: _plain(values[key]) for key in INTERMEDIATES}, traces
+
+
+def intermediate_values(report: Report) -> dict[str, Value | bool]:
+    """The library's values of the named intermediate and Solver result cells (the cached values stored)."""
+    return library_run(report)[0]
+
+
+def solver_traces(report: Report) -> dict[str, SolveTrace]:
+    """Every root solve as the library ran it on the report's scenario (``solve.SolveTrace``), columns included."""
+    return library_run(report)[1]
+
+
+def _plain(value: object) -> Value | bool:
+    """A Python bool, float or None (non-finite) for a library value."""
+    if value is None or isinstance(value, (bool, np.bool_, str)):
+        return value if not isinstance(value, np.bool_) else bool(value)
+    if np.asarray(value).dtype == bool:
+        return bool(np.asarray(value).reshape(-1)[0])
+    return finite_or_none(value)
+
+
+def result_layout() -> list[tuple[str, list[str]]]:
+    """Results sheet sections in order: the table's sections, any other result keys, then intermediates."""
+    placed = [key for keys in SECTIONS.values() for key in keys]
+    sections = [(name, [k for k in keys if k in RESULTS]) for name, keys in SECTIONS.items()]
+    rest = [key for key in RESULTS if key not in placed]
+    if rest:
+        sections.append(("Other results", rest))
+    sections.append(("Intermediate (named cells the formulas share)",
+                     [k for k in INTERMEDIATES if k not in RESULTS and k in FORMULAS]))
+    return sections
+
+
+def _write_report_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report) -> None:
+    ws = wb.add_worksheet("Report", worksheet_class=Worksheet)
+    ws.set_column(0, 0, 22)
+    ws.set_column(1, 1, 110, f.wrap)
+    s = report.scenario
+    units = "GiB (binary, 2^30 B)" if s.units == "GiB" else "GB (decimal, 1e9 B)"
+    rows: list[tuple[str, str]] = [
+        ("scenario", report.name), ("model", f"{s.model.name} ({s.model.source})"),
+        ("gpu", f"{s.gpu.count} x {s.gpu.name} ({s.gpu.source})"), ("tool", f"capacity {report.tool_version}"),
+        ("date", report.date), ("byte units", f"values in B (base units); the app shows bytes as {units}"),
+        ("binding resource", report.binding["resource"]), ("binding", report.binding["summary"]),
+        ("how to use", "Edit the yellow cells on the Inputs sheet (blank = not set); every value on the Results "
+                       "sheet is a live formula over the named inputs. #N/A = undefined or unbounded.")]
+    rows += [(f"assumption {i}", text) for i, text in enumerate(report.assumptions, 1)]
+    rows += [(f"note {i}", text) for i, text in enumerate(report.notes, 1)]
+    ws.write_string(0, 0, "Sizing report", f.title)
+    for r, (label, text) in enumerate(rows, 2):
+        ws.write_string(r, 0, label, f.section)
+        ws.write_string(r, 1, text)  # write_string: a name starting with "=" stays text, never a formula
+
+
+def _write_inputs_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report) -> None:
+    ws = wb.add_worksheet("Inputs", worksheet_class=Worksheet)
+    header(ws, f, (("quantity", 26), ("value", 20), ("unit", 12), ("source", 60), ("meaning", 60)))
+    unset = unset_inputs(report.scenario)
+    for row, q in enumerate(report.inputs, 1):
+        ws.write_string(row, 0, q.key)
+        if q.key in unset or q.value is None:
+            ws.write_blank(row, 1, None, f.input)
+        else:
+            ws.write_number(row, 1, Exact(q.value), f.input_int if float(q.value).is_integer() else f.input)
+        ws.write_string(row, 2, q.unit)
+        ws.write_string(row, 3, q.source)
+        ws.write_string(row, 4, q.meaning)
+        wb.define_name(q.key, f"=Inputs!$B${row + 1}")
+
+
+def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, Value | bool]) -> None:
+    ws = wb.add_worksheet("Results", worksheet_class=Worksheet)
+    header(ws, f, (("quantity", 34), ("value", 20), ("unit", 12), ("meaning", 70)))
+    row = 1
+    for section, keys in result_layout():
+        row += 1
+        ws.write_string(row, 0, section, f.section)
+        row += 1
+        for key in keys:
+            if key not in FORMULAS:
+                continue  # a result this workbook cannot express yet; its value is in the JSON and CSV
+            unit, meaning = RESULTS.get(key) or INTERMEDIATES[key]
+            ws.write_string(row, 0, key)
+            ws.write_formula(row, 1, "=" + FORMULAS[key], f.count if is_count(key, unit) else f.value,
+                             cached(values.get(key)))
+            ws.write_string(row, 2, unit)
+            ws.write_string(row, 3, meaning)
+            wb.define_name(key, f"=Results!$B${row + 1}")
+            row += 1
+
+
+def workbook_bytes(report: Report) -> bytes:
+    """The report as XLSX bytes: Report, Inputs, Results (live formulas) and Solver sheets."""
+    buffer = io.BytesIO()
+    wb = xlsxwriter.Workbook(buffer, {"in_memory": True, "strings_to_formulas": False, "strings_to_urls": False})
+    wb.set_calc_mode("auto")  # XlsxWriter also sets fullCalcOnLoad, so Excel recomputes on open
+    wb.set_properties({"title": f"Sizing report: {report.name}", "comments": f"capacity {report.tool_version}"})
+    formats = Formats(wb)
+    intermediates, traces = library_run(report)
+    values: dict[str, Value | bool] = {**{q.key: q.value for q in report.outputs}, **intermediates}
+    _write_report_sheet(wb, formats, report)
+    _write_inputs_sheet(wb, formats, report)
+    _write_results_sheet(wb, formats, values)
+    write_solver_sheet(wb, formats, traces, values)
+    wb.close()
+    return buffer.getvalue()
+
+
+def write_xlsx(report: Report, path: str | Path) -> None:
+    """Write the workbook atomically (temporary file, then rename); ScenarioError if ``path`` is not writable."""
+    write_atomic(path, workbook_bytes(report))
