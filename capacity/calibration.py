@@ -53,7 +53,8 @@ import numpy as np
 from .analysis import StepModel, step_model
 from .errors import ScenarioError
 from .files import read_text_limited
-from .scenario import Scenario
+from .profiles import profile_from_fit, save_profile
+from .scenario import Scenario, read_scenario_mapping
 
 #: The three factors, in the order of the parameter vector (u = 1/e_bw, v = 1/e_fl, o).
 FACTORS = ("bandwidth_efficiency", "flops_efficiency", "step_overhead")
@@ -836,10 +837,7 @@ def add_calibrate_command(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_calibrate(args: argparse.Namespace) -> str:
     """Run ``capacity calibrate``; returns the report text. ScenarioError on bad input."""
-    from .profiles import profile_from_fit, save_profile
-    from .scenario import read_yaml
-
-    mapping = read_yaml(args.scenario)
+    mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
     wanted = tuple(s.strip() for s in str(args.fit).split(",") if s.strip())

@@ -12,8 +12,9 @@ import yaml
 
 from .errors import ScenarioError
 
-#: Where the catalogs live: the project root, or $CAPACITY_CATALOG_DIR.
-CATALOG_DIR = Path(os.environ.get("CAPACITY_CATALOG_DIR", Path(__file__).resolve().parent.parent))
+#: Where the catalogs live: package data (capacity/catalogs/, shipped in the wheel; the checkout's root-level
+#: gpu_catalog.yaml and model_catalog.yaml link there), or $CAPACITY_CATALOG_DIR.
+CATALOG_DIR = Path(os.environ.get("CAPACITY_CATALOG_DIR", Path(__file__).resolve().parent / "catalogs"))
 
 
 @functools.cache

@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import ScenarioError
 from .fleet import MODES, TENSOR_PARALLEL, fleet_options
+from .scenario import read_scenario_mapping
 
 
 def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -38,9 +39,7 @@ def _list(text: str) -> list[str]:
 
 def run_fleet(args: argparse.Namespace) -> str:
     """Run ``capacity fleet``; returns the text to print. ScenarioError on bad input."""
-    from .scenario import read_yaml
-
-    mapping = read_yaml(args.scenario)
+    mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
     try:

@@ -32,6 +32,7 @@ import yaml
 from . import catalog
 from .errors import ScenarioError
 from .files import write_atomic
+from .yamlfile import read_yaml
 
 #: Profile keys that set scenario values: profile key -> (scenario section, key).
 APPLIED = {"bandwidth_efficiency": ("gpu", "bandwidth_efficiency"), "flops_efficiency": ("gpu", "flops_efficiency"),
@@ -51,8 +52,6 @@ def load_profiles(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     path = Path(path) if path else default_path()
     if not path.exists():
         return {}
-    from .scenario import read_yaml
-
     data = read_yaml(path)
     profiles = (data or {}).get("profiles") if isinstance(data, Mapping) else None
     if profiles is None:

@@ -14,13 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
 from .checks import input_problems
 from .errors import ScenarioError
-from .files import read_text_limited
 from .profiles import resolve_profile
 from .specs import (
     DEFAULT_BLOCK_SIZE,
@@ -39,9 +37,7 @@ from .specs import (
     model_from_mapping,
     text,
 )
-
-#: Largest scenario file read [bytes]; a scenario is a few hundred bytes.
-MAX_SCENARIO_BYTES = 1_000_000
+from .yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 
 #: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
@@ -67,9 +63,10 @@ class Scenario:
         """Validate a scenario mapping; raise one ScenarioError listing every problem with its field path."""
         if not isinstance(data, Mapping):
             raise ScenarioError(f"a scenario must be a mapping with model, gpu, serving, workload; got {data!r:.80}")
-        if isinstance(data.get("gpu"), Mapping) and data["gpu"].get("profile"):
-            data = resolve_profile(data)  # a calibrated profile fills the efficiencies and overhead it fitted
         problems: list[str] = []
+        if isinstance(data.get("gpu"), Mapping) and data["gpu"].get("profile"):
+            problems.append(f"gpu.profile {data['gpu']['profile']!r} names a calibrated profile: read the scenario "
+                            f"with load_scenario (or apply profiles.resolve_profile to the mapping) first")
         for key in data:
             if key not in TOP_LEVEL:
                 problems.append(f"{key} is not a known scenario section; allowed: {', '.join(sorted(TOP_LEVEL))}")
@@ -218,27 +215,19 @@ class Results:
         return notes
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file (safe loading, size-limited)."""
-    return Scenario.from_dict(read_yaml(path))
+def read_scenario_mapping(path: str | Path, profiles: str | Path | None = None) -> Any:
+    """A scenario file as a mapping, with the calibrated profile it names in ``gpu.profile`` applied (the profile
+    catalog ``profiles``, default ``profiles.default_path()``): what ``Scenario.from_dict`` reads."""
+    data = read_yaml(path)
+    if not isinstance(data, Mapping):
+        return data
+    return resolve_profile(data, profiles)
 
 
-def read_yaml(path: str | Path, limit: int = MAX_SCENARIO_BYTES) -> Any:
-    """Safe-load a YAML file no larger than ``limit`` bytes; ScenarioError with the reason otherwise."""
-    return parse_yaml(read_text_limited(path, limit, "scenario file"), str(path))
+def load_scenario(path: str | Path, profiles: str | Path | None = None) -> Scenario:
+    """Read and validate a scenario YAML file (safe loading, size-limited; ``read_scenario_mapping``)."""
+    return Scenario.from_dict(read_scenario_mapping(path, profiles))
 
 
-def parse_yaml(text_: str, origin: str = "scenario") -> Any:
-    """Safe-load YAML text; a syntax error becomes a one-line ScenarioError with the line number."""
-    try:
-        return yaml.safe_load(text_)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ScenarioError(f"{origin} is not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise ScenarioError(f"{origin} is nested too deeply to be a scenario") from None
-
-
-__all__ = ["INPUTS", "RESULTS", "Results", "Scenario", "load_scenario", "parse_yaml", "read_yaml"]
+__all__ = ["INPUTS", "RESULTS", "MAX_SCENARIO_BYTES", "Results", "Scenario", "load_scenario", "parse_yaml",
+           "read_scenario_mapping", "read_yaml"]

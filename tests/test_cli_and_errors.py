@@ -1,5 +1,6 @@
 """The command line: readable output with units, and one clear line per problem on bad input (exit 2)."""
 
+import json
 import subprocess
 import sys
 
@@ -98,22 +99,30 @@ def test_wrong_units_are_rejected(text, kind):
 
 def test_a_scenario_can_name_a_calibrated_profile(tmp_path, monkeypatch, capsys):
     from capacity import Scenario
-    from capacity.profiles import save_profile
+    from capacity.profiles import resolve_profile, save_profile
 
     monkeypatch.setenv("CAPACITY_PROFILES", str(tmp_path / "profiles.yaml"))
     save_profile("lab-h100", {"gpu": "h100-sxm", "bandwidth_efficiency": 0.5, "flops_efficiency": 0.4,
                               "step_overhead": "4 ms"})
     base = {"model": "llama-3.1-8b", "workload": {"prompt_tokens": 1000, "output_tokens": 200},
             "serving": {"max_model_len": 8192}}
-    profiled = Scenario.from_dict({**base, "gpu": {"name": "h100-sxm", "profile": "lab-h100"}})
+    named = {**base, "gpu": {"name": "h100-sxm", "profile": "lab-h100"}}
+    with pytest.raises(ScenarioError, match="gpu.profile 'lab-h100' names a calibrated profile"):
+        Scenario.from_dict(named)  # the profile catalog is read where scenarios are loaded, not here
+    profiled = Scenario.from_dict(resolve_profile(named))
     assert profiled.gpu.effective_bandwidth == 3.35e12 * 0.5
     assert profiled.gpu.effective_flops == 989.5e12 * 0.4
     assert profiled.serving.step_overhead_s == 0.004
     # The scenario's own keys win over the profile's.
-    own = Scenario.from_dict({**base, "gpu": {"name": "h100-sxm", "profile": "lab-h100", "bandwidth_efficiency": 0.7}})
+    own = Scenario.from_dict(resolve_profile({**base, "gpu": {"name": "h100-sxm", "profile": "lab-h100",
+                                                              "bandwidth_efficiency": 0.7}}))
     assert own.gpu.bandwidth_efficiency == 0.7
     path = tmp_path / "s.yaml"
     path.write_text("model: llama-3.1-8b\ngpu: {name: h100-sxm, profile: nope}\n"
                     "workload: {prompt_tokens: 10, output_tokens: 10}\n")
     assert main(["evaluate", str(path)]) == 2
     assert "nope" in capsys.readouterr().err
+    path.write_text("model: llama-3.1-8b\ngpu: {name: h100-sxm, profile: lab-h100}\nserving: {max_model_len: 8192}\n"
+                    "workload: {prompt_tokens: 1000, output_tokens: 200}\n")
+    assert main(["evaluate", str(path), "--format", "json"]) == 0  # capacity evaluate reads the profile catalog
+    assert json.loads(capsys.readouterr().out)["decode_step_s"] > 0
