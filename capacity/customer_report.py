@@ -223,9 +223,13 @@ def fleet_figure(table: Any) -> dict[str, Any] | None:
     data = [{"type": "bar", "orientation": "h", "y": names, "x": values, "text": labels,
              "textposition": "auto", "marker": {"color": colours}, "showlegend": False,
              "hovertemplate": "%{y}: %{x:,.0f}<extra></extra>"}]
+    positive = [v for v in values if v > 0]
+    spread = max(positive) / min(positive) if positive else 1.0
+    axis_title = ("$ per month" if priced else "GPUs") + (" (log scale)" if spread > 20 else "")
     return {"data": data, "layout": _layout(
-        "Cheapest fleet per GPU type that keeps the promises", "$ per month" if priced else "GPUs", "",
-        height=max(220, 60 + 34 * len(best)), yaxis={"autorange": "reversed", "automargin": True})}
+        "Cheapest fleet per GPU type that keeps the promises", axis_title, "",
+        height=max(220, 60 + 34 * len(best)), yaxis={"autorange": "reversed", "automargin": True},
+        xaxis={"title": {"text": axis_title}, "type": "log" if spread > 20 else "linear"})}
 
 
 def _figure_html(figure: dict[str, Any] | None, element_id: str) -> str:
