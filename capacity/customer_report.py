@@ -51,7 +51,7 @@ FIDELITY = {
     "source": "docs/fidelity.md and README.md, 'How accurate is it?'; measurements in validation/measurements.yaml",
 }
 
-#: Default GPU types compared in the fleet chart: every catalog GPU.
+#: Chart size [px]: fixed, so a chart prints the same as it shows and fits an A4 page (about 680 px wide).
 PLOT_WIDTH, PLOT_HEIGHT = 660, 300
 
 
