@@ -423,22 +423,28 @@ def _solve(prob: _Problem, free: np.ndarray, theta0: np.ndarray) -> tuple[np.nda
             return float(t @ t)
         return float(np.sum((x @ np.linalg.lstsq(x, t, rcond=None)[0] - t) ** 2))
 
-    intervals = []
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
+    def interval(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(binding sides, weighted design, target) on interval i, rebuilt when needed: holding them for every
+        interval at once would take memory quadratic in the points."""
+        a, b = edges[i], edges[i + 1]
         rep = b / 2 if a == 0 else (a * 2 if not np.isfinite(b) else math.sqrt(a * b))
         side = (prob.memory > 0) & ((prob.compute == 0) | (rep > ratio))
         x = prob.design(side) * prob.weight[:, None]
-        t = target - x[:, ~free] @ theta0[~free]
-        intervals.append((side, x, t, lower_bound(x[:, free], t)))
-    jobs = [(intervals[i][3], "interval", i) for i in range(len(intervals))]
-    jobs += [(max(intervals[i][3], intervals[i + 1][3]), "ray", i) for i in range(len(intervals) - 1)]
+        return side, x, target - x[:, ~free] @ theta0[~free]
+
+    bounds = []
+    for i in range(len(edges) - 1):
+        _, x, t = interval(i)
+        bounds.append(lower_bound(x[:, free], t))
+    jobs = [(bounds[i], "interval", i) for i in range(len(bounds))]
+    jobs += [(max(bounds[i], bounds[i + 1]), "ray", i) for i in range(len(bounds) - 1)]
     found: list[tuple[float, np.ndarray, np.ndarray, int]] = []
     best_cost = math.inf
     for bound, kind, i in sorted(jobs, key=lambda j: j[0]):
         ends = i in (0, last) or (kind == "ray" and i + 1 == last)
         if bound > best_cost * (1 + 1e-9) + 1e-300 and not ends:
             continue
-        side, x, t, _ = intervals[i]
+        side, x, t = interval(i)
         theta = theta0.copy()
         if kind == "interval":
             solved = _box_lstsq(x[:, free], t, lo, hi)
@@ -455,7 +461,7 @@ def _solve(prob: _Problem, free: np.ndarray, theta0: np.ndarray) -> tuple[np.nda
             if solved is None:
                 continue
             theta, cost = solved
-            found += [(cost, theta, side, i), (cost, theta, intervals[i + 1][0], i + 1)]
+            found += [(cost, theta, side, i), (cost, theta, interval(i + 1)[0], i + 1)]
         best_cost = min(best_cost, cost)
     if not found:
         raise ScenarioError("calibration found no factors within the bounds (efficiency 1%..100%, overhead 0..1 s)")
@@ -538,7 +544,9 @@ def _identify(prob: _Problem, theta: np.ndarray, side: np.ndarray, free: np.ndar
                   f"{FACTORS[j]} >= {1.0 / limit if np.isfinite(limit) else 0.0:.3g}", value, [])
     rest = [j for j in np.flatnonzero(free) if j not in out]
     if len(rest) >= 2:
-        _, s, vt = np.linalg.svd(x[:, rest] / norms[rest], full_matrices=True)
+        # vt must be square (k x k, k <= 3 factors); U is never needed, and full_matrices=True would build it as
+        # an n x n array (429 GiB for a 4 MB CSV), so ask for the full form only with fewer points than factors.
+        _, s, vt = np.linalg.svd(x[:, rest] / norms[rest], full_matrices=len(x) < len(rest))
         s = np.concatenate([s, np.zeros(len(rest) - len(s))])  # fewer points than parameters: rank deficient
         if s[-1] <= 1e-6 * s[0]:
             group = [rest[i] for i in np.flatnonzero(np.abs(vt[-1]) > 0.1)]
@@ -676,6 +684,11 @@ _PREFERENCE = ["step_time_ms", "step_time_s", "mean_tpot_ms", "tpot_ms", "mean_i
                "ttft_ms", "latency_s", "avg_latency", "mean_latency_s", "latency_ms", "output_throughput",
                "output_tokens_per_s", "output_tps"]
 MAX_CSV_BYTES = 5_000_000
+#: Most data rows a benchmark CSV may hold: the exact fit solves one small least-squares problem per interval
+#: between the points' compute/memory ratios, so its time grows with the square of the points (100 rows of
+#: random, mutually inconsistent measurements took 10 s on a busy 2-core machine; a benchmark sweep has tens).
+#: Checked while reading, before any fitting.
+MAX_CSV_ROWS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -704,6 +717,9 @@ def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]
     for line, cells in enumerate(reader, start=2):
         if not any(c.strip() for c in cells):
             continue
+        if len(rows) >= MAX_CSV_ROWS:
+            raise ScenarioError(f"{path} has over {MAX_CSV_ROWS} data rows; calibration takes at most "
+                                f"{MAX_CSV_ROWS} measured points (keep a representative subset)")
         setup: dict[str, float] = {}
         measured: dict[str, float] = {}
         rank: dict[str, int] = {}

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from . import __version__
 from .analysis import RESULTS
 from .calibration import add_calibrate_command, run_calibrate
-from .errors import ScenarioError
+from .errors import ScenarioError, clean_line
 from .fleet_command import add_fleet_command, run_fleet
 from .formatting import SECTIONS, format_value
 from .report_command import add_report_commands, run_flags, run_report
@@ -135,8 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"capacity: error: {problem}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("capacity: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("capacity: error: the input needs more memory than this machine has; make it smaller",
+              file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the user gets one line, never a traceback
-        print(f"capacity: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"capacity: internal error: {type(exc).__name__}: {clean_line(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

@@ -11,7 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ScenarioError
+from .csv_safe import frame_to_csv
+from .errors import ScenarioError, clean_line
 from .fleet import MODES, TENSOR_PARALLEL, fleet_options
 from .scenario import read_scenario_mapping
 
@@ -21,10 +22,10 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("fleet", help="GPUs, replicas and cost for a target load, per GPU type and layout")
     p.add_argument("scenario", help="scenario YAML file (its model, serving settings, workload shape, promises)")
     load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument("--target-rps", type=float, help="target load in requests/s")
-    load.add_argument("--tokens-per-day", type=float, help="target load in (input + output) tokens per day")
-    p.add_argument("--peak", type=float, default=1.0, help="peak factor on the target (a sale day: 10)")
-    p.add_argument("--headroom", type=float, default=0.0, help="spare share of each replica's goodput, in [0, 1)")
+    load.add_argument("--target-rps", help="target load in requests/s")
+    load.add_argument("--tokens-per-day", help="target load in (input + output) tokens per day")
+    p.add_argument("--peak", default="1", help="peak factor on the target (a sale day: 10)")
+    p.add_argument("--headroom", default="0", help="spare share of each replica's goodput, in [0, 1)")
     p.add_argument("--gpus", default="", help="comma-separated catalog GPUs (default: the scenario's GPU)")
     p.add_argument("--tp", default=",".join(map(str, TENSOR_PARALLEL)), help="tensor-parallel sizes, e.g. 1,2,4,8")
     p.add_argument("--modes", default=",".join(MODES), help=f"serving modes, from {', '.join(MODES)}")
@@ -33,24 +34,69 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+#: Most GPU types, tensor-parallel sizes and layouts (GPU types x sizes) one run sizes.
+MAX_GPUS, MAX_TP_SIZES, MAX_LAYOUTS = 64, 16, 256
+MAX_TP = 1024
+
+
+def _number(option: str, text: str | None, low: float, high: float, open_low: bool = False,
+            open_high: bool = False) -> float | None:
+    """``text`` as a finite number in [low, high] (or with open ends); ScenarioError naming ``option``."""
+    if text is None:
+        return None
+    ends = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+    try:
+        value = float(text) if len(text) <= 40 else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < low or value > high or (open_low and value == low) or (
+            open_high and value == high):
+        raise ScenarioError(f"{option} must be a finite number in {ends}, got {clean_line(repr(text), 60)}")
+    return value
+
+
 def _list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = []
+    for part in _list(text):
+        if not part.isdigit() or not 1 <= int(part) <= MAX_TP:
+            raise ScenarioError(f"--tp {clean_line(repr(part), 60)} must be a whole number in [1, {MAX_TP}]")
+        sizes.append(int(part))
+    if not sizes or len(sizes) > MAX_TP_SIZES:
+        raise ScenarioError(f"--tp must list 1 to {MAX_TP_SIZES} tensor-parallel sizes, got {len(sizes)}")
+    return list(dict.fromkeys(sizes))
 
 
 def run_fleet(args: argparse.Namespace) -> str:
     """Run ``capacity fleet``; returns the text to print. ScenarioError on bad input."""
     mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
-        raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
+        raise ScenarioError(f"{clean_line(args.scenario, 120)} must hold a scenario mapping")
+    sizes, gpus = _sizes(args.tp), list(dict.fromkeys(_list(args.gpus)))
+    if len(gpus) > MAX_GPUS or max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
+        raise ScenarioError(f"--gpus x --tp gives {max(len(gpus), 1) * len(sizes):,} layouts; the limit is "
+                            f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
+    target = _number("--target-rps", args.target_rps, 0, 1e9)
+    per_day = _number("--tokens-per-day", args.tokens_per_day, 0, 1e18)
+    peak = _number("--peak", args.peak, 0, 1e6, open_low=True)
+    headroom = _number("--headroom", args.headroom, 0, 1, open_high=True)
     try:
-        sizes = [int(v) for v in _list(args.tp)]
-        table = fleet_options(mapping, target=args.target_rps, tokens_per_day=args.tokens_per_day,
-                              peak_factor=args.peak, headroom=args.headroom, gpus=_list(args.gpus) or None,
+        table = fleet_options(mapping, target=target, tokens_per_day=per_day,
+                              peak_factor=peak, headroom=headroom, gpus=gpus or None,
                               tensor_parallel=sizes, modes=_list(args.modes))
+    except ScenarioError:
+        raise
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
+    sized = table["mode"].astype(str) != ""
+    if not sized.any():  # not one layout holds the scenario: that is an invalid input, not an empty answer
+        reasons = list(dict.fromkeys(p for text in table["problem"].astype(str) for p in text.split("; ") if p))
+        raise ScenarioError(*(reasons or ["no GPU layout holds this scenario"]))
     if args.format == "csv":
-        return table.to_csv(index=False)
+        return frame_to_csv(table)
     if args.format == "json":
         rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
                 for row in table.to_dict("records")]
@@ -66,9 +112,11 @@ def render(table) -> str:
         def num(v: float, fmt: str) -> str:
             return format(v, fmt) if isinstance(v, float) and math.isfinite(v) else "-"
 
-        note = row["problem"] or ("pareto" if row["pareto"] else "") or ("" if row["meets_slo"] else "misses")
+        note = clean_line(str(row["problem"]), 200) if row["problem"] else None
+        note = note or ("pareto" if row["pareto"] else "") or ("" if row["meets_slo"] else "misses")
         mode = row["mode"] if isinstance(row["mode"], str) else ""
-        lines.append(f"{num(row['rank'], '.0f'):>4}  {row['gpu']:<12} {row['tensor_parallel']:>2}  {mode:<13} "
+        gpu = clean_line(str(row["gpu"]), 40)
+        lines.append(f"{num(row['rank'], '.0f'):>4}  {gpu:<12} {row['tensor_parallel']:>2}  {mode:<13} "
                      f"{num(row['gpus'], ',.0f'):>6} {num(row['cost_per_hour'], ',.2f'):>10} "
                      f"{num(row['cost_per_million_input_tokens'], '.3f'):>8} "
                      f"{num(row['cost_per_million_output_tokens'], '.3f'):>8} "

@@ -12,15 +12,66 @@ layer is not counted (it is not used to serve).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ScenarioError
+from .errors import ScenarioError, show
 from .files import read_text_limited
+from .safe_load import parse_json
 
 #: Largest config.json read [bytes]; real ones are a few kB.
 MAX_CONFIG_BYTES = 200_000
+
+
+#: Plausibility limits of the counts a config.json gives (the largest real models hold about 128 layers, a
+#: hidden size of about 20,000, a vocabulary of about 260,000 and 256 experts); beyond them the file is not a
+#: model, and the per-layer parameter count would run for minutes.
+COUNT_LIMITS = {
+    "num_hidden_layers": 10_000, "hidden_size": 1_000_000, "num_attention_heads": 100_000,
+    "num_key_value_heads": 100_000, "head_dim": 100_000, "vocab_size": 100_000_000,
+    "intermediate_size": 10_000_000, "moe_intermediate_size": 10_000_000,
+    "shared_expert_intermediate_size": 10_000_000, "num_local_experts": 100_000, "num_experts": 100_000,
+    "n_routed_experts": 100_000, "num_experts_per_tok": 100_000, "n_shared_experts": 100_000,
+    "kv_lora_rank": 1_000_000, "q_lora_rank": 1_000_000, "qk_rope_head_dim": 100_000, "qk_nope_head_dim": 100_000,
+    "v_head_dim": 100_000, "first_k_dense_replace": 10_000, "decoder_sparse_step": 10_000,
+    "max_position_embeddings": 1_000_000_000, "sliding_window": 1_000_000_000, "sliding_window_pattern": 10_000,
+}
+
+
+_AT_LEAST_ONE = {"num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size", "head_dim",
+                 "num_key_value_heads", "sliding_window_pattern", "decoder_sparse_step"}
+
+
+def check_counts(config: dict[str, Any]) -> None:
+    """Every count ``COUNT_LIMITS`` names is a whole number in [0, its limit], and the layer lists are no longer
+    than the layers; ScenarioError naming each bad key, before any work."""
+    problems = []
+    for section in (config, config.get("text_config")):
+        if not isinstance(section, dict):
+            continue
+        for key, limit in COUNT_LIMITS.items():
+            value = section.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+                problems.append(f"config.json {key} must be a whole number, got {show(value)}")
+            elif not (1 if key in _AT_LEAST_ONE else 0) <= value <= limit:
+                low = 1 if key in _AT_LEAST_ONE else 0
+                problems.append(f"config.json {key} must be in [{low}, {limit:,}], got {show(value)}")
+        for key in ("layer_types", "mlp_only_layers"):
+            value = section.get(key)
+            if value is not None and (not isinstance(value, list) or len(value) > COUNT_LIMITS["num_hidden_layers"]):
+                problems.append(f"config.json {key} must be a list of at most "
+                                f"{COUNT_LIMITS['num_hidden_layers']:,} entries")
+            elif key == "mlp_only_layers" and value and not all(isinstance(v, int) for v in value):
+                problems.append(f"config.json {key} must list layer numbers, got {show(value)}")
+        for key in ("model_type", "topk_method"):
+            if section.get(key) is not None and not isinstance(section.get(key), str):
+                problems.append(f"config.json {key} must be text, got {show(section.get(key))}")
+    if config.get("text_config") is not None and not isinstance(config.get("text_config"), dict):
+        problems.append(f"config.json text_config must be an object, got {show(config.get('text_config'))}")
+    if problems:
+        raise ScenarioError(*problems)
 
 
 def _need(config: dict[str, Any], *keys: str) -> None:
@@ -58,14 +109,16 @@ def _attention_params(c: dict[str, Any]) -> int:
 
 
 def _norms_per_layer(c: dict[str, Any]) -> int:
-    return 4 * c["hidden_size"] if c.get("model_type", "").startswith("gemma2") or c.get(
-        "model_type", "").startswith("gemma3") else 2 * c["hidden_size"]
+    kind = str(c.get("model_type") or "")
+    return 4 * c["hidden_size"] if kind.startswith(("gemma2", "gemma3")) else 2 * c["hidden_size"]
 
 
 def param_counts(config: dict[str, Any]) -> tuple[int, int]:
     """(total, active per token) parameters implied by a config.json."""
     c = config.get("text_config") or config
     _need(c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
+    if c.get("kv_lora_rank"):
+        _need(c, "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
     routed, top_k, shared = _experts(c)
     dense_mlp = 3 * h * c["intermediate_size"]
@@ -96,6 +149,7 @@ def model_from_config(config: dict[str, Any], name: str = "imported model") -> d
     """A scenario ``model:`` mapping from a parsed config.json (missing fields are named in the error)."""
     if not isinstance(config, dict):
         raise ScenarioError("config.json must hold a JSON object")
+    check_counts(config)
     c = config.get("text_config") or config
     _need(c, "num_hidden_layers", "num_attention_heads", "hidden_size")
     total, active = param_counts(config)
@@ -138,9 +192,4 @@ def model_from_text(text: str, name: str = "imported model") -> dict[str, Any]:
     """The ``model:`` mapping of config.json text (pasted in the app, or read from a file)."""
     if len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES:
         raise ScenarioError(f"the config is larger than {MAX_CONFIG_BYTES:,} bytes")
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"config.json is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") \
-            from None
-    return model_from_config(config, name)
+    return model_from_config(parse_json(text, "config.json"), name)

@@ -22,6 +22,7 @@ from typing import Any
 from . import catalog
 from ._numeric import finite_or_none
 from .analysis import INPUT_DEFAULTS, INPUTS, RESULTS
+from .csv_safe import neutralise
 from .errors import ScenarioError
 from .formatting import human_number, human_unit_of
 from .scenario import Results, Scenario
@@ -279,10 +280,9 @@ def to_json(report: Report) -> str:
 def scenario_from_report_json(data: str | bytes | Mapping[str, Any]) -> Scenario:
     """Read a report's JSON (text or parsed) back into the Scenario it describes."""
     if isinstance(data, (str, bytes)):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ScenarioError(f"report JSON is not valid JSON at line {exc.lineno}: {exc.msg}") from None
+        from .safe_load import parse_json
+
+        data = parse_json(data, "report JSON")
     if not isinstance(data, Mapping) or not isinstance(data.get("scenario"), Mapping):
         raise ScenarioError("report JSON has no 'scenario' object; write it with capacity evaluate --format json")
     return Scenario.from_dict(dict(data["scenario"]))
@@ -290,15 +290,7 @@ def scenario_from_report_json(data: str | bytes | Mapping[str, Any]) -> Scenario
 
 # --- CSV: long format (section, quantity, value, unit, source) ---------------------------------------------------
 
-#: A text cell starting with one of these is a formula to Excel/LibreOffice (OWASP "CSV Injection").
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
 CSV_COLUMNS = ("section", "quantity", "value", "unit", "source")
-
-
-def neutralise(text: str) -> str:
-    """OWASP CSV-injection defence: prefix a text cell that a spreadsheet would run as a formula with ``'``."""
-    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def csv_cell(value: Value) -> str | float | int:
@@ -355,7 +347,7 @@ def to_csv(report: Report, units: str = "base") -> str:
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     for section, quantity, value, unit, source in (csv_rows(report) if units == "base" else human_rows(report)):
-        writer.writerow([section, neutralise(quantity), csv_cell(value), unit, neutralise(source)])
+        writer.writerow([section, neutralise(quantity), csv_cell(value), neutralise(unit), neutralise(source)])
     return buffer.getvalue()
 
 

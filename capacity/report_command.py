@@ -47,15 +47,16 @@ def _results(args: argparse.Namespace):
 
 def run_report(args: argparse.Namespace) -> str | bytes:
     """Run ``capacity report``; returns the HTML text or the PDF bytes. ScenarioError on bad input."""
-    from .customer_report import customer_report_html, html_to_pdf
-
     suffix = args.output.rsplit(".", 1)[-1].lower() if args.output and "." in args.output else ""
     fmt = args.format or ("pdf" if suffix == "pdf" else "html")
     if fmt == "pdf" and not args.output:
         raise ScenarioError("--format pdf writes a binary file: give -o FILE.pdf")
     if args.peak <= 0 or not 0 <= args.headroom < 1:
         raise ScenarioError(f"--peak must be > 0 (got {args.peak:g}) and --headroom in [0, 1) (got {args.headroom:g})")
-    document = customer_report_html(_results(args), peak_factor=args.peak, headroom=args.headroom)
+    results = _results(args)  # the scenario is read and checked before the charting libraries load
+    from .customer_report import customer_report_html, html_to_pdf
+
+    document = customer_report_html(results, peak_factor=args.peak, headroom=args.headroom)
     return html_to_pdf(document) if fmt == "pdf" else document
 
 

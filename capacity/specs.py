@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import catalog
-from .errors import ScenarioError
+from .errors import ScenarioError, show
 from .memory import BYTES_PER_VALUE
 from .units import BASE_UNIT, parse_quantity
 
@@ -140,36 +140,39 @@ Check = Callable[[Any, str], Any]
 def as_number(value: Any, path: str) -> float:
     """A finite number of plausible size from a number or numeric text; ScenarioError naming ``path``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ScenarioError(f"{path} must be a number, got {value!r}")
+        raise ScenarioError(f"{path} must be a number, got {show(value)}")
     try:
         number = float(value)
     except ValueError:
-        raise ScenarioError(f"{path} must be a number, got {value!r}") from None
+        hint = " (a fraction: write 0.76, not 76%)" if isinstance(value, str) and value.strip().endswith("%") else ""
+        raise ScenarioError(f"{path} must be a number, got {show(value)}{hint}") from None
+    except OverflowError:  # an integer beyond 1e308
+        raise ScenarioError(f"{path} is implausibly large ({show(value)}); the limit is {NUMBER_MAX:g}") from None
     if not math.isfinite(number):
-        raise ScenarioError(f"{path} must be finite, got {value!r}")
+        raise ScenarioError(f"{path} must be finite, got {show(value)}")
     if abs(number) > NUMBER_MAX:
-        raise ScenarioError(f"{path} is implausibly large ({value!r}); the limit is {NUMBER_MAX:g}")
+        raise ScenarioError(f"{path} is implausibly large ({show(value)}); the limit is {NUMBER_MAX:g}")
     return number
 
 
 def positive(value: Any, path: str) -> float:
     number = as_number(value, path)
     if number <= 0:
-        raise ScenarioError(f"{path} must be > 0, got {value!r}")
+        raise ScenarioError(f"{path} must be > 0, got {show(value)}")
     return number
 
 
 def non_negative(value: Any, path: str) -> float:
     number = as_number(value, path)
     if number < 0:
-        raise ScenarioError(f"{path} must be >= 0, got {value!r}")
+        raise ScenarioError(f"{path} must be >= 0, got {show(value)}")
     return number
 
 
 def _integer(value: Any, path: str, minimum: int) -> int:
     number = as_number(value, path)
     if number != int(number) or number < minimum or number > 1e15:
-        raise ScenarioError(f"{path} must be a whole number >= {minimum}, got {value!r}")
+        raise ScenarioError(f"{path} must be a whole number >= {minimum}, got {show(value)}")
     return int(number)
 
 
@@ -184,20 +187,29 @@ def non_negative_int(value: Any, path: str) -> int:
 def fraction(value: Any, path: str) -> float:
     number = as_number(value, path)
     if not 0 < number <= 1:
-        raise ScenarioError(f"{path} must be in (0, 1], got {value!r}")
+        hint = f" (a fraction: {number:g}% is {number / 100:g})" if 5 <= number <= 100 else ""
+        raise ScenarioError(f"{path} must be in (0, 1], got {show(value)}{hint}")
     return number
+
+
+#: Longest name or other free text accepted [characters].
+MAX_TEXT = 200
 
 
 def text(value: Any, path: str) -> str:
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ScenarioError(f"{path} must be text, got {value!r}")
+        raise ScenarioError(f"{path} must be text, got {show(value)}")
+    if len(str(value)) > MAX_TEXT:
+        raise ScenarioError(f"{path} is {len(str(value)):,} characters long; the limit is {MAX_TEXT}")
+    if any("\ud800" <= ch <= "\udfff" for ch in str(value)):
+        raise ScenarioError(f"{path} holds a lone surrogate, which no file can store, got {show(value)}")
     return str(value)
 
 
 def dtype(value: Any, path: str) -> str:
-    name = str(value).lower()
+    name = str(value).lower() if isinstance(value, str) else ""
     if name not in BYTES_PER_VALUE:
-        raise ScenarioError(f"{path} {value!r} is not a known dtype; use one of {', '.join(BYTES_PER_VALUE)}")
+        raise ScenarioError(f"{path} {show(value)} is not a known dtype; use one of {', '.join(BYTES_PER_VALUE)}")
     return name
 
 
@@ -211,9 +223,9 @@ def quantity(kind: str, allow_zero: bool = False) -> Check:
     def check(value: Any, path: str) -> float:
         number = parse_quantity(value, kind, path)
         if number < 0 or (number == 0 and not allow_zero):
-            raise ScenarioError(f"{path} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+            raise ScenarioError(f"{path} must be {'>= 0' if allow_zero else '> 0'}, got {show(value)}")
         if number > QUANTITY_MAX[kind]:
-            raise ScenarioError(f"{path} is implausibly large ({value!r}); the limit is {QUANTITY_MAX[kind]:g} "
+            raise ScenarioError(f"{path} is implausibly large ({show(value)}); the limit is {QUANTITY_MAX[kind]:g} "
                                 f"{BASE_UNIT[kind]}")
         return number
 
@@ -221,9 +233,9 @@ def quantity(kind: str, allow_zero: bool = False) -> Check:
 
 
 def _choice(value: Any, path: str, allowed: tuple[str, ...]) -> str:
-    name = str(value).lower()
+    name = str(value).lower() if isinstance(value, str) else ""
     if name not in allowed:
-        raise ScenarioError(f"{path} must be one of {', '.join(allowed)}, got {value!r}")
+        raise ScenarioError(f"{path} must be one of {', '.join(allowed)}, got {show(value)}")
     return name
 
 
@@ -273,12 +285,16 @@ def check_section(section: str, raw: Any, fields: Mapping[str, Check], extra: fr
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        problems.append(f"{section} must be a mapping of keys to values, got {raw!r}")
+        problems.append(f"{section} must be a mapping of keys to values, got {show(raw)}")
         return {}
     clean: dict[str, Any] = {}
+    unknown = 0
     for key, value in raw.items():
         path = f"{section}.{key}"
-        if key in fields:
+        if not isinstance(key, str):
+            problems.append(f"{section} has key {show(key)}, which is not text; keys are names like "
+                            f"{next(iter(fields))}")
+        elif key in fields:
             if value is None:
                 continue
             try:
@@ -288,7 +304,11 @@ def check_section(section: str, raw: Any, fields: Mapping[str, Check], extra: fr
         elif key in extra:
             clean[key] = value
         else:
-            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            unknown += 1
+            if unknown > 20:  # no suggestions past the 20th: difflib costs, and the error shows 20 lines
+                problems.append(f"{path} is not a known key")
+                continue
+            close = difflib.get_close_matches(key[:100], list(fields), n=1)
             hint = f"; did you mean {close[0]}?" if close else f"; allowed: {', '.join(fields)}"
             problems.append(f"{path} is not a known key{hint}")
     return clean
@@ -300,7 +320,7 @@ def _merge_catalog(section: str, raw: Any, lookup: Callable[[object], dict[str, 
     if isinstance(raw, str):
         raw = {"name": raw}
     if not isinstance(raw, Mapping):
-        problems.append(f"{section} must be a catalog name or a mapping, got {raw!r}")
+        problems.append(f"{section} must be a catalog name or a mapping, got {show(raw)}")
         return None
     entry: dict[str, Any] = {}
     if "name" in raw:
@@ -324,6 +344,9 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
     if isinstance(raw, Mapping) and "config" in raw:  # a Hugging Face config.json on disk
         from .hf_config import load_config
 
+        if not isinstance(raw["config"], str) or not raw["config"]:
+            problems.append(f"model.config must be the path of a config.json file, got {show(raw['config'])}")
+            return None
         try:
             entry, user = load_config(raw["config"]), {k: v for k, v in raw.items() if k != "config"}
             entry["source"] = f"config.json {raw['config']}"
@@ -403,8 +426,8 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
     missing = [k for k in ("memory", "bandwidth", "flops") if merged.get(k) is None]
     if missing:
         problems.append(f"gpu is missing {', '.join('gpu.' + k for k in missing)}")
-    if any(k not in f for k in ("memory", "bandwidth", "flops")):
-        return None
+    if any(k not in f for k in ("memory", "bandwidth", "flops", "bandwidth_efficiency", "flops_efficiency")):
+        return None  # each invalid one is among the problems already
     return Gpu(name=str(f.get("name", entry.get("key", "custom GPU"))), memory_bytes=f["memory"],
                bandwidth=f["bandwidth"], flops=f["flops"], count=f.get("count", 1),
                bandwidth_efficiency=f["bandwidth_efficiency"], flops_efficiency=f["flops_efficiency"],

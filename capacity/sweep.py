@@ -27,15 +27,19 @@ import pandas as pd
 
 from . import checks
 from .analysis import INPUTS, RESULTS, analyse
-from .errors import ScenarioError
+from .csv_safe import frame_to_csv
+from .errors import ScenarioError, show
 from .formatting import human_number, human_unit_of
-from .report import INPUT_PATHS, flat_inputs, neutralise, today_iso
+from .report import INPUT_PATHS, flat_inputs, today_iso
 from .scenario import Scenario
 from .specs import GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS, as_number
 from .units import BASE_UNIT, parse_quantity
 
 #: Most grid points one sweep evaluates (product of the STEPS).
 MAX_ROWS = 1_000_000
+#: Most rows a JSON or XLSX sweep holds: both are built in memory (about 30 kB and 1 ms of JSON, 2 ms of XLSX per
+#: row of ~100 columns, measured); CSV and Parquet take up to MAX_ROWS.
+MAX_ROWS_BY_FORMAT = {"json": 20_000, "xlsx": 20_000}
 FORMATS = ("csv", "xlsx", "parquet", "json")
 
 _FIELDS = {"model": MODEL_FIELDS, "gpu": GPU_FIELDS, "serving": SERVING_FIELDS, "workload": WORKLOAD_FIELDS,
@@ -82,11 +86,16 @@ def parse_vary(spec: str, scenario: Scenario) -> Axis:
     kind = _KIND.get(INPUTS[flat][0])
     start, stop = (_number(text, kind, key) for text in parts[:2])
     try:
+        if len(parts[2].strip()) > 30:
+            raise ValueError
         steps = int(parts[2])
     except ValueError:
-        raise ScenarioError(f"--vary {key}: STEPS must be a whole number, got {parts[2]!r}") from None
+        raise ScenarioError(f"--vary {key}: STEPS must be a whole number up to {MAX_ROWS:,}, got "
+                            f"{show(parts[2])}") from None
     if steps < 1 or (steps == 1 and start != stop):
         raise ScenarioError(f"--vary {key}: STEPS must be >= 2 (or 1 with START = STOP), got {steps}")
+    if steps > MAX_ROWS:  # checked before the values are allocated (10^9 steps would take 8 GB)
+        raise ScenarioError(f"--vary {key}: {steps:,} STEPS is over the limit of {MAX_ROWS:,} grid points")
     values = np.linspace(start, stop, steps)
     if flat in INTEGER_INPUTS:
         values = np.array(list(dict.fromkeys(np.round(values).tolist())), dtype=float)
@@ -194,11 +203,7 @@ def to_csv_bytes(table: pd.DataFrame, units: str = "base", binary: bool = False)
     """CSV with a header of keys (units: ``units_of``); text cells neutralised against formula injection.
 
     ``units="human"``: the header names each column's unit and the values are in it (``human_table``)."""
-    safe = human_table(table, binary) if units == "human" else table.copy()
-    for col in safe.columns:
-        if not pd.api.types.is_numeric_dtype(safe[col]):
-            safe[col] = safe[col].map(lambda v: neutralise(v) if isinstance(v, str) else v)
-    return safe.to_csv(index=False).encode("utf-8")
+    return frame_to_csv(human_table(table, binary) if units == "human" else table).encode("utf-8")
 
 
 def to_json_bytes(table: pd.DataFrame, meta: dict[str, Any]) -> bytes:
@@ -322,6 +327,12 @@ def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None
         raise ScenarioError(f"--format {fmt!r} is not a sweep format; use one of {', '.join(FORMATS)}")
     if units not in ("base", "human") or (units == "human" and fmt != "csv"):
         raise ScenarioError(f"--units {units} is for csv output (base or human); {fmt} keeps base units")
+    limit = MAX_ROWS_BY_FORMAT.get(fmt)
+    if limit is not None and specs:
+        rows = math.prod(len(parse_vary(spec, scenario).values) for spec in specs)
+        if rows > limit:
+            raise ScenarioError(f"the sweep has {rows:,} grid points; --format {fmt} is limited to {limit:,} rows "
+                                f"(it is built in memory): use --format csv or parquet, or fewer STEPS")
     table = run_sweep(scenario, specs)
     meta = {"scenario": scenario.name, "tool_version": __version__, "date": date or today_iso(), "vary": list(specs),
             "values": "base units (B, B/s, FLOP/s, s, requests/s); blank/null = undefined, unbounded or invalid row"}

@@ -66,6 +66,9 @@ def parse_quantity(value: object, kind: str, field: str = "value") -> float:
     """
     if isinstance(value, bool):
         raise ScenarioError(f"{field} must be a quantity like {_EXAMPLES[kind]}, got {value!r}")
+    if isinstance(value, int) and abs(value) > 1e300:  # float() would overflow
+        digits = int(value.bit_length() * 0.30103)
+        raise ScenarioError(f"{field} must be finite, got an integer of about {digits:,} digits")
     if isinstance(value, (int, float)):
         number, factor = float(value), 1.0
     elif isinstance(value, str):

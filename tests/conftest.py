@@ -1,6 +1,11 @@
+import os
 from pathlib import Path
 
 import pytest
+
+# Arrow's default allocator (mimalloc) reserves address space a gigabyte at a time, which fails under the memory
+# limits tests/limits.py sets; the system allocator counts what is used. Set before anything allocates.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 from capacity import load_scenario
 

@@ -32,7 +32,9 @@ def test_table_shows_units(tmp_path):
 @pytest.mark.parametrize("text, expected", [
     (GOOD.replace('"80 GB"', '"-80 GB"'), "gpu.memory must be > 0"),
     (GOOD.replace('"80 GB"', '"80 parsecs"'), "gpu.memory has unit 'parsecs'"),
-    (GOOD + "serving: {memory_utilization: 1.3}\n", "serving.memory_utilization must be in (0, 1], got 1.3"),
+    (GOOD.replace("serving: {max_model_len: 4096}", "serving: {max_model_len: 4096, memory_utilization: 1.3}"),
+     "serving.memory_utilization must be in (0, 1], got 1.3"),
+    (GOOD + "serving: {memory_utilization: 0.8}\n", "the key 'serving' appears twice in one mapping"),
     (GOOD.replace("serving: {max_model_len: 4096}", "serving: {memory_utilization: 0}"),
      "serving.memory_utilization must be in (0, 1], got 0"),
     (GOOD.replace('"16 GB"', '"90 GB"'), "do not fit in the usable memory"),
@@ -60,7 +62,8 @@ def test_bad_input_exits_2_with_one_line_naming_the_field(tmp_path, text, expect
 
 
 def test_every_problem_is_reported_at_once(tmp_path):
-    text = GOOD.replace("layers: 32", "layers: 0").replace('"2 TB/s"', '"2 TB"') + "serving: {block_size: 0}\n"
+    text = GOOD.replace("layers: 32", "layers: 0").replace('"2 TB/s"', '"2 TB"').replace(
+        "serving: {max_model_len: 4096}", "serving: {max_model_len: 4096, block_size: 0}")
     lines = run(tmp_path, text).stderr.splitlines()
     assert len(lines) == 3
 

@@ -1,10 +1,14 @@
-"""1,200 malformed scenarios through `capacity evaluate`: each exits 2 with one line per problem, no traceback.
+"""1,200 malformed scenarios through `capacity evaluate`: each exits 2 with one line per problem, no traceback;
+then 150 hostile files through every subcommand, each in a child process under time and memory limits.
 
-Each case starts from a valid scenario and applies one mutation that makes it invalid for sure: a
+Each of the 1,200 cases starts from a valid scenario and applies one mutation that makes it invalid for sure: a
 required key removed, a number replaced by garbage (wrong type, wrong unit, negative, zero, NaN,
-infinity, huge, unicode), an unknown key, or a section that is not a mapping.
+infinity, huge, unicode), an unknown key, or a section that is not a mapping. The hostile files add what no YAML
+dump produces: alias bombs, recursive aliases, huge integers, lone surrogates, duplicate keys, deep nesting,
+control characters in keys and thousands of unknown keys (``tests/test_hostile.py`` has the named cases).
 """
 
+import json
 import random
 import subprocess
 import sys
@@ -94,3 +98,55 @@ def test_the_console_script_path_gives_the_same_answer(tmp_path, seed):
     path.write_text(yaml.safe_dump(mutate(random.Random(seed)), allow_unicode=True), encoding="utf-8")
     result = subprocess.run([sys.executable, "-m", "capacity", "evaluate", str(path)], capture_output=True, text=True)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+# --- hostile mutations through every subcommand, each in a child process under time and memory limits --------
+
+#: Text-level mutations no YAML dump produces: each makes the file invalid for every subcommand.
+def _bomb(levels: int) -> str:
+    lines = ["  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "description:\n" + "\n".join(lines) + "\n"
+
+
+HOSTILE = [
+    lambda t, r: t + _bomb(r.randint(6, 12)),                                             # alias bomb
+    lambda t, r: t.replace("block_size: 16", "block_size: " + "9" * r.randint(31, 3000)),  # huge integer
+    lambda t, r: t.replace('"fuzz base"', f'"fuzz \\ud{r.choice("89ab")}00 base"'),       # lone surrogate
+    lambda t, r: t + r.choice(["model", "gpu", "serving", "workload", "slo"]) + ": {}\n",  # duplicate key
+    lambda t, r: t + "description: " + "[" * r.randint(40, 400) + "]" * r.randint(0, 400) + "\n",  # deep
+    lambda t, r: t.replace("serving:\n", "serving:\n  " + json.dumps("k" + "".join(        # control characters
+        r.choice("\n\r\t\x1b\x7f\u202e\u2028ab") for _ in range(8))) + ": 1\n"),
+    lambda t, r: t + "".join(f"unknown_{i}: {'v' * r.randint(1, 50)}\n" for i in range(r.randint(25, 3000))),
+    lambda t, r: t.replace("serving:\n", "serving: &s\n  loop: *s\n"),                   # recursive alias
+]
+
+
+def hostile_text(rng: random.Random) -> str:
+    text = yaml.safe_dump(VALID, allow_unicode=True, sort_keys=False)
+    text = text.replace("name: fuzz base", 'name: "fuzz base"')
+    return HOSTILE[rng.randrange(len(HOSTILE))](text, rng)
+
+
+def test_hostile_mutations_through_every_subcommand_under_limits(tmp_path):
+    """150 hostile files, each through one subcommand in a forked child (1 GiB beyond its size, 10 s CPU):
+    exit 2, at most 21 printable lines of at most 400 characters, under a second of CPU."""
+    from limits import run_forked
+
+    rng = random.Random(18)
+    bench = tmp_path / "bench.csv"
+    bench.write_text("prompt_tokens,output_tokens,batch_size,tpot_ms\n1000,300,1,9.5\n1000,300,8,10.5\n")
+    commands = [["evaluate", "{}", "--format", "json"], ["simulate", "{}"],
+                ["sweep", "{}", "--vary", "workload.prompt_tokens=100:2000:5"],
+                ["fleet", "{}", "--target-rps", "5"], ["calibrate", "{}", str(bench)]]
+    for i in range(150):
+        path = tmp_path / f"h{i}.yaml"
+        path.write_text(hostile_text(rng), encoding="utf-8")
+        argv = [str(path) if a == "{}" else a for a in commands[i % len(commands)]]
+        outcome = run_forked(argv)
+        assert outcome.code == 2, (i, argv, outcome.describe())
+        lines = outcome.stderr.splitlines()
+        assert 1 <= len(lines) <= 21, (i, outcome.describe())
+        assert all(line.startswith("capacity: error: ") and len(line) < 400 and line.isprintable()
+                   for line in lines), (i, outcome.describe())
+        assert outcome.stdout == "" and outcome.cpu_s < 1.0, (i, outcome.describe())

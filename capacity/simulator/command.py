@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..errors import ScenarioError
+from ..csv_safe import frame_to_csv
+from ..errors import ScenarioError, show
+from ..safe_load import parse_yaml
 from ..scenario import load_scenario
 from . import SimulationResult, simulate
 
@@ -26,18 +26,17 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ScenarioError(f"--set {item!r} must look like KEY=VALUE, e.g. --set rate=12")
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise ScenarioError(f"--set {key.strip()}: {value!r} is not a valid YAML value") from None
+            raise ScenarioError(f"--set {show(item)} must look like KEY=VALUE, e.g. --set rate=12")
+        if key.strip() in out:
+            raise ScenarioError(f"--set {show(key.strip())} is given twice; keep one")
+        out[key.strip()] = parse_yaml(value, f"--set {key.strip()}", max_nodes=1_000)  # bounded, as files are
     return out
 
 
 def render(result: SimulationResult, fmt: str) -> str:
     """The summary as a JSON object, or the per-request rows as CSV."""
     if fmt == "csv":
-        return result.requests.to_csv(index=False, float_format="%.6g")
+        return frame_to_csv(result.requests, float_format="%.6g")
     return json.dumps({"name": result.scenario.name, **result.to_json_dict()}, indent=2) + "\n"
 
 

@@ -8,11 +8,12 @@ Keys are flat so that ``simulate(scenario, rate=12)`` can override any of them.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ScenarioError
+from ..errors import ScenarioError, show
 from ..scenario import Scenario
 from ..specs import DEFAULT_MAX_BATCHED_TOKENS, non_negative, positive, positive_int
 from ..units import parse_quantity
@@ -23,6 +24,21 @@ ARRIVALS = ("poisson", "fixed", "gamma", "on_off", "instant", "trace")
 KV_ALLOCATIONS = ("on_demand", "reserve")
 ROUTERS = ("round_robin", "random")
 DISTRIBUTIONS = ("fixed", "uniform", "lognormal")
+
+
+#: Plausibility limits, checked before anything is allocated: a run of a million requests takes about half a
+#: minute and 600 MB (benchmarks: about 30 us and 600 B per request, 30 ms per replica on one core).
+MAX_REQUESTS = 1_000_000
+MAX_REPLICAS = 1_000
+#: Largest KV block [tokens] the simulator takes: it keeps one counter per token position of a block (vLLM's
+#: blocks hold 16 to 256 tokens).
+MAX_BLOCK_SIZE = 65_536
+#: Most priority levels, and most tokens a run records one by one (``record_tokens``).
+MAX_PRIORITIES = 1_000
+MAX_RECORDED_TOKENS = 20_000_000
+#: Refuse a run estimated to need more than this [s] or [B].
+MAX_ESTIMATED_S, MAX_ESTIMATED_BYTES = 300.0, 4e9
+_S_PER_REQUEST, _S_PER_REPLICA, _B_PER_REQUEST, _B_PER_TOKEN = 30e-6, 30e-3, 600.0, 24.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +98,7 @@ class SimulationConfig:
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
     def check(value: Any, path: str) -> str:
         if value not in options:
-            raise ScenarioError(f"{path} must be one of {', '.join(options)}, got {value!r}")
+            raise ScenarioError(f"{path} must be one of {', '.join(options)}, got {show(value)}")
         return str(value)
 
     return check
@@ -90,34 +106,34 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
 
 def _flag(value: Any, path: str) -> bool:
     if not isinstance(value, bool):
-        raise ScenarioError(f"{path} must be true or false, got {value!r}")
+        raise ScenarioError(f"{path} must be true or false, got {show(value)}")
     return value
 
 
 def _count(value: Any, path: str) -> int:
     number = non_negative(value, path)
     if number != int(number):
-        raise ScenarioError(f"{path} must be a whole number >= 0, got {value!r}")
+        raise ScenarioError(f"{path} must be a whole number >= 0, got {show(value)}")
     return int(number)
 
 
 def _time(value: Any, path: str) -> float:
     seconds = parse_quantity(value, "time", path)
     if seconds < 0:
-        raise ScenarioError(f"{path} must be >= 0, got {value!r}")
+        raise ScenarioError(f"{path} must be >= 0, got {show(value)}")
     return seconds
 
 
 def _text(value: Any, path: str) -> str:
     if not isinstance(value, str) or not value:
-        raise ScenarioError(f"{path} must be a file path, got {value!r}")
+        raise ScenarioError(f"{path} must be a file path, got {show(value)}")
     return value
 
 
 def _fraction(value: Any, path: str) -> float:
     number = non_negative(value, path)
     if number >= 1:
-        raise ScenarioError(f"{path} must be in [0, 1), got {value!r}")
+        raise ScenarioError(f"{path} must be in [0, 1), got {show(value)}")
     return number
 
 
@@ -152,21 +168,26 @@ def _int_list(value: Any, path: str) -> tuple[int, ...]:
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, (list, tuple)) or not value:
-        raise ScenarioError(f"{path} must be a list of whole numbers, got {value!r}")
+        raise ScenarioError(f"{path} must be a list of whole numbers, got {show(value)}")
+    if len(value) > MAX_PRIORITIES:
+        raise ScenarioError(f"{path} has {len(value):,} entries; the limit is {MAX_PRIORITIES:,}")
     out = []
     for i, item in enumerate(value):
-        if isinstance(item, bool) or not isinstance(item, (int, float)) or not float(item).is_integer():
-            raise ScenarioError(f"{path}[{i}] must be a whole number, got {item!r}")
+        if (isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item)
+                or not float(item).is_integer() or abs(item) > 1e9):
+            raise ScenarioError(f"{path}[{i}] must be a whole number in [-1e9, 1e9], got {show(item)}")
         out.append(int(item))
     return tuple(out)
 
 
 def _weights(value: Any, path: str) -> tuple[float, ...]:
     if not isinstance(value, (list, tuple)) or not value:
-        raise ScenarioError(f"{path} must be a list of weights, got {value!r}")
+        raise ScenarioError(f"{path} must be a list of weights, got {show(value)}")
+    if len(value) > MAX_PRIORITIES:
+        raise ScenarioError(f"{path} has {len(value):,} entries; the limit is {MAX_PRIORITIES:,}")
     weights = tuple(non_negative(w, f"{path}[{i}]") for i, w in enumerate(value))
     if sum(weights) <= 0:
-        raise ScenarioError(f"{path} must have a positive sum, got {value!r}")
+        raise ScenarioError(f"{path} must have a positive sum, got {show(value)}")
     return weights
 
 
@@ -217,7 +238,7 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        raise ScenarioError(f"simulation must be a mapping of keys to values, got {raw!r:.80}")
+        raise ScenarioError(f"simulation must be a mapping of keys to values, got {show(raw)}")
     merged = {**raw, **{k: v for k, v in overrides.items()}}
     problems: list[str] = []
     values: dict[str, Any] = {}
@@ -260,6 +281,43 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
     if explicit_prefix and values["shared_prefix_tokens"] > prompt.maximum:
         problems.append(f"simulation.shared_prefix_tokens ({values['shared_prefix_tokens']}) must not exceed the "
                         f"longest prompt ({prompt.maximum:g} tokens)")
+    if not problems:
+        problems += work_problems(values, scenario.serving.block_size)
     if problems:
         raise ScenarioError(*problems)
     return SimulationConfig(**values)
+
+
+def work_problems(values: Mapping[str, Any], block_size: int) -> list[str]:
+    """Why a run would not finish in bounded time and memory, found before anything is allocated.
+
+    Estimate: ``requests x 30 us + replicas x 30 ms`` [s] and ``requests x 600 B (+ 24 B per recorded token)``.
+    """
+    from .workloads import DEFAULT_REQUESTS
+
+    problems = []
+    requests = values.get("requests") or DEFAULT_REQUESTS
+    replicas = values.get("replicas", 1)
+    if requests > MAX_REQUESTS:
+        problems.append(f"simulation.requests ({requests:,}) is over the limit of {MAX_REQUESTS:,} requests per run")
+    if replicas > MAX_REPLICAS:
+        problems.append(f"simulation.replicas ({replicas:,}) is over the limit of {MAX_REPLICAS:,}")
+    if block_size > MAX_BLOCK_SIZE:
+        problems.append(f"serving.block_size ({block_size:,} tokens) is over the simulator's limit of "
+                        f"{MAX_BLOCK_SIZE:,} tokens (engines use 16 to 256)")
+    if values.get("prefix_groups", 1) > MAX_REQUESTS:
+        problems.append(f"simulation.prefix_groups ({values['prefix_groups']:,}) is over the limit of "
+                        f"{MAX_REQUESTS:,}")
+    if problems:
+        return problems
+    recorded = requests * values["output_tokens"].maximum if values.get("record_tokens") else 0
+    if recorded > MAX_RECORDED_TOKENS:
+        return [f"simulation.record_tokens would record up to {recorded:,.0f} token times (requests x longest "
+                f"output); the limit is {MAX_RECORDED_TOKENS:,}: record fewer requests or turn it off"]
+    seconds = requests * _S_PER_REQUEST + replicas * _S_PER_REPLICA
+    memory = requests * _B_PER_REQUEST + recorded * _B_PER_TOKEN
+    if seconds > MAX_ESTIMATED_S or memory > MAX_ESTIMATED_BYTES:
+        return [f"the simulation would take about {seconds:,.0f} s and {memory / 1e9:,.1f} GB; the limits are "
+                f"{MAX_ESTIMATED_S:,.0f} s and {MAX_ESTIMATED_BYTES / 1e9:,.0f} GB: simulate fewer requests or "
+                f"replicas"]
+    return []

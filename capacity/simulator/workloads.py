@@ -18,14 +18,15 @@ mean is ``mean``). Everything comes from one ``numpy.random.Generator(seed)``.
 from __future__ import annotations
 
 import csv
-import json
+import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ScenarioError
-from ..files import check_size
+from ..errors import ScenarioError, show
+from ..safe_load import parse_json, read_bytes
 from .config import LengthDist, SimulationConfig
 
 #: Default number of synthetic requests when the simulation block does not say.
@@ -33,6 +34,8 @@ DEFAULT_REQUESTS = 1000
 REQUIRED_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 OPTIONAL_COLUMNS = ("prefix_id", "prefix_tokens", "priority")
 MAX_TRACE_PROBLEMS = 10
+#: Most requests a trace may hold (the simulator's own limit of requests per run).
+MAX_TRACE_ROWS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,43 +102,54 @@ def generate(config: SimulationConfig) -> RequestTable:
                         priority.astype(np.int64))
 
 
-def _rows_csv(path: Path) -> tuple[list[int], list[dict[str, str]], list[str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        columns = [c.strip() for c in (reader.fieldnames or [])]
-        reader.fieldnames = columns
-        lines, rows = [], []
-        for row in reader:
-            if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-                continue
-            lines.append(reader.line_num)
-            rows.append(row)
+def _too_many(file: str) -> ScenarioError:
+    return ScenarioError(f"{file} holds over {MAX_TRACE_ROWS:,} requests; a trace is limited to {MAX_TRACE_ROWS:,} "
+                         f"(simulate a slice of it)")
+
+
+def _rows_csv(text: str, file: str) -> tuple[list[int], list[dict[str, str]], list[str]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = [c.strip() for c in (reader.fieldnames or [])]
+    reader.fieldnames = columns
+    lines, rows = [], []
+    for row in reader:
+        if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+            continue
+        if len(rows) >= MAX_TRACE_ROWS:
+            raise _too_many(file)
+        lines.append(reader.line_num)
+        rows.append(row)
     return lines, rows, columns
 
 
-def _rows_jsonl(path: Path) -> tuple[list[int], list[dict[str, object]], list[str]]:
+def _rows_jsonl(text_: str, file: str) -> tuple[list[int], list[dict[str, object]], list[str]]:
     lines, rows, problems = [], [], []
-    with path.open(encoding="utf-8") as fh:
-        for number, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{path.name} line {number}: not valid JSON ({exc.msg})")
-                continue
-            if not isinstance(row, dict):
-                problems.append(f"{path.name} line {number}: expected a JSON object, got {text.strip()[:40]!r}")
-                continue
-            missing = [c for c in REQUIRED_COLUMNS if c not in row]
-            if missing:
-                problems.append(f"{path.name} line {number}: missing {', '.join(missing)} "
-                                f"(each line needs {', '.join(REQUIRED_COLUMNS)})")
-                continue
-            lines.append(number)
-            rows.append(row)
+    for number, text in enumerate(text_.splitlines(), start=1):
+        if not text.strip():
+            continue
+        if len(rows) >= MAX_TRACE_ROWS:
+            raise _too_many(file)
+        try:
+            row = parse_json(text, f"{file} line {number}", max_depth=2)
+        except ScenarioError as exc:  # "t.jsonl line 2 is not valid JSON at line 1, column 2: ..." reads better as
+            where = f"{file} line {number}"  # "t.jsonl line 2: not valid JSON at column 2: ..."
+            problems.extend(p.replace(f"{where} is not valid JSON at line 1, ", f"{where}: not valid JSON at ")
+                            for p in exc.problems)
             if len(problems) >= MAX_TRACE_PROBLEMS:
                 break
+            continue
+        if not isinstance(row, dict):
+            problems.append(f"{file} line {number}: expected a JSON object, got {show(text.strip()[:40])}")
+            continue
+        missing = [c for c in REQUIRED_COLUMNS if c not in row]
+        if missing:
+            problems.append(f"{file} line {number}: missing {', '.join(missing)} "
+                            f"(each line needs {', '.join(REQUIRED_COLUMNS)})")
+            continue
+        lines.append(number)
+        rows.append(row)
+        if len(problems) >= MAX_TRACE_PROBLEMS:
+            break
     if problems:
         raise ScenarioError(*problems)
     return lines, rows, sorted({k for row in rows for k in row})
@@ -154,7 +168,7 @@ def _number_column(name: str, raw: list[object], lines: list[int], file: str, pr
                 raise ValueError
         except (TypeError, ValueError):
             kind = f"a whole number >= {minimum:g}" if integer else f"a number >= {minimum:g}"
-            problems.append(f"{file} line {lines[i]}: {name} must be {kind}, got {item!r}")
+            problems.append(f"{file} line {lines[i]}: {name} must be {kind}, got {show(item)}")
             if len(problems) >= MAX_TRACE_PROBLEMS:
                 break
             number = np.nan
@@ -162,8 +176,11 @@ def _number_column(name: str, raw: list[object], lines: list[int], file: str, pr
     return values
 
 
-#: Largest trace read [bytes]: about ten million requests of CSV.
-MAX_TRACE_BYTES = 500_000_000
+#: Largest trace read [bytes]: a million requests of CSV take about 30 MB.
+MAX_TRACE_BYTES = 100_000_000
+
+
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
 
 def read_trace(path: str | Path, max_model_len: int | None, base_dir: str | Path | None = None) -> RequestTable:
@@ -177,22 +194,25 @@ def read_trace(path: str | Path, max_model_len: int | None, base_dir: str | Path
         path = Path(base_dir) / path
     file = path.name
     try:
-        check_size(path, MAX_TRACE_BYTES, "trace")
+        data = read_bytes(path, MAX_TRACE_BYTES, "trace")
     except ScenarioError as exc:
-        raise ScenarioError(f"simulation.trace: {exc}") from None
+        raise ScenarioError(*(f"simulation.trace: {p}" for p in exc.problems)) from None
     try:
+        text = data.decode("utf-8-sig")
         if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-            lines, rows, columns = _rows_jsonl(path)
+            lines, rows, columns = _rows_jsonl(text, file)
         else:
-            lines, rows, columns = _rows_csv(path)
-    except OSError as exc:
-        raise ScenarioError(f"simulation.trace: cannot read {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise ScenarioError(f"simulation.trace: {path} is not a readable CSV/JSONL file: {exc}") from None
+            lines, rows, columns = _rows_csv(text, file)
+    except UnicodeDecodeError:
+        raise ScenarioError(f"simulation.trace: {file} is not UTF-8 text; a trace is a CSV or JSONL file") from None
+    except csv.Error as exc:
+        raise ScenarioError(f"simulation.trace: {file} is not a readable CSV file: {exc}") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
-    if missing:
-        raise ScenarioError(f"{file} line 1: missing column(s) {', '.join(missing)}; found "
-                            f"{', '.join(columns) or 'none'} (a trace needs {', '.join(REQUIRED_COLUMNS)})")
+    if missing:  # name only header-like columns: never echo a line of some other file
+        named = [c for c in columns if _COLUMN_NAME.fullmatch(c)][:10]
+        found = ", ".join(named) if named else "no column names"
+        raise ScenarioError(f"{file} line 1: missing column(s) {', '.join(missing)}; found {found} "
+                            f"(a trace needs a header line with {', '.join(REQUIRED_COLUMNS)})")
     if not rows:
         raise ScenarioError(f"{file}: the trace has no requests")
     problems: list[str] = []
