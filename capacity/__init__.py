@@ -1,7 +1,7 @@
 """Capacity planner for LLM serving: KV memory, roofline step times, goodput under promises, cost.
 
 The formula functions are the procedural core (scalars or numpy arrays in, same out);
-``Scenario`` composes them. See SPEC.md and the README.
+``Scenario`` composes them. Every formula, its units and source: docs/model.md; usage: the README.
 """
 
 from .analysis import INPUTS, RESULTS, analyse

@@ -3,7 +3,7 @@
 ``analyse(inputs)`` takes a mapping of flat inputs in base units (scalars or numpy
 arrays that broadcast together) and returns every result as an array. The scalar
 path (one Scenario) and the sweep path (a DataFrame of scenarios) run this same
-code. Input and result names are the contract of SPEC.md; their units live in
+code. Input and result names are a contract (docs/model.md, the formula reference); their units live in
 ``INPUTS`` and ``RESULTS``.
 """
 
@@ -71,7 +71,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
 }
 
-#: Results: name -> (unit, meaning). The first block is SPEC's contract.
+#: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
 RESULTS: dict[str, tuple[str, str]] = {
     "kv_bytes_per_token": ("B", "KV cache per token, whole model"),
     "pool_bytes": ("B", "KV pool per GPU: memory x utilisation - weights per GPU"),
@@ -164,7 +164,10 @@ INTERMEDIATES: dict[str, tuple[str, str]] = {
     "step_slope_compute_s": ("s", "dense decode step, compute piece: m_comp = 2 N / F per sequence"),
     "goodput_at_ceiling": ("", "TRUE when the goodput reaches the throughput ceiling"),
     "prefill_compute_s": ("s", "GPU time a prompt adds to a batched prefill pass: c = P (2 N / F + comm per token)"),
-    "ttft_step_at_goodput_s": ("s", "decode step at the goodput (dense pieces): s = TPOT (1 - λ t_p)"),
+    "tpot_fixed_point_at_goodput_s": ("s", "smallest fixed point TPOT = t_step(λ A TPOT) / (1 - λ t_p) at the goodput"),
+    "ttft_step_fixed_at_goodput_s": ("s", "decode step at the goodput from the dense pieces' fixed point"),
+    "ttft_step_at_goodput_s": ("s", "decode step at the goodput for TTFT: the pieces' (at the ceiling: limit from "
+                                    "below, at most the step at B_max)"),
     "ttft_step_at_load_s": ("s", "decode step at the arrival rate (dense pieces): s = TPOT (1 - λ t_p)"),
     "chunk_batch_cap": ("sequences", "chunked prefill: batch cap min(B_max, budget - 1)"),
     "chunk_batch_ceiling": ("sequences", "chunked prefill: batch at the ceiling, the cap or the full chunk pipe"),
@@ -470,13 +473,22 @@ def _analyse(x: dict[str, np.ndarray], moe: bool, intermediates: bool = False,
 
     rows_goodput = tpot_rows(goodput, "solver_tpot_at_goodput_s") if rows else None
     rows_load = tpot_rows(rate, "solver_tpot_at_load_s") if rows else None
-    tpot_goodput = rows_goodput if moe else slo.tpot_at_rate_s(goodput, t_prefill, a_tokens, pieces)
+    fixed_goodput = rows_goodput if moe else slo.tpot_at_rate_s(goodput, t_prefill, a_tokens, pieces)
     tpot_load = rows_load if moe else slo.tpot_at_rate_s(rate, t_prefill, a_tokens, pieces)
-    (ttft_goodput, step_goodput), (ttft_load, step_load) = ttft_at(goodput, tpot_goodput), ttft_at(rate, tpot_load)
-    # At the ceiling the fixed point is exactly B_max; guard the 0/0 of rounding there.
+    (ttft_below, step_fixed), (ttft_load, step_load) = ttft_at(goodput, fixed_goodput), ttft_at(rate, tpot_load)
+    # At the ceiling (goodput = ceiling) TPOT and TTFT are their limits from below (docs/model.md): the smallest
+    # fixed point, at most the TPOT at B_max (fmin also takes the B_max value where rounding at a pole gives no
+    # fixed point), and the TTFT queue with that decode step, not the unbounded wait of loads above the ceiling.
     at_ceiling = goodput >= ceiling * (1 - 1e-12)
-    in_flight = np.where(at_ceiling, batch, slo.in_flight(goodput, a_tokens, tpot_goodput))
-    tpot_goodput = np.where(at_ceiling & (goodput > 0), tpot_ceiling, tpot_goodput)
+    limit = at_ceiling & (goodput > 0)
+    tpot_goodput = np.where(limit, np.fmin(fixed_goodput, tpot_ceiling), fixed_goodput)
+    step_goodput = np.where(limit, np.fmin(step_fixed, slo.decode_step_from_tpot_s(goodput, t_prefill, tpot_ceiling)),
+                            step_fixed)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ttft_goodput = np.where(limit, slo.ttft_queue_s(goodput, t_prefill, c_prefill, step_goodput, a_tokens),
+                                ttft_below)
+    in_flight = np.where(limit & (tpot_goodput >= tpot_ceiling), batch,
+                         slo.in_flight(goodput, a_tokens, tpot_goodput))
     gpus = tp * pp
     price_replica = x["price_per_hour"] * gpus
 
@@ -555,6 +567,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool, intermediates: bool = False,
         "step_intercept_memory_s": a_mem, "step_slope_memory_s": m_mem,
         "step_intercept_compute_s": a_comp, "step_slope_compute_s": m_comp,
         "goodput_at_ceiling": at_ceiling, "prefill_compute_s": c_prefill,
+        "tpot_fixed_point_at_goodput_s": fixed_goodput, "ttft_step_fixed_at_goodput_s": step_fixed,
         "ttft_step_at_goodput_s": step_goodput, "ttft_step_at_load_s": step_load,
         "chunk_batch_cap": ch["batch_cap"], "chunk_batch_ceiling": ch["batch_ceiling"],
         "chunk_plain_ceiling_s": ch["plain_ceiling_s"], "chunk_extra_ceiling_s": ch["extra_ceiling_s"],
@@ -627,7 +640,10 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
                            LONGEST_TPOT_S)
-    return slo.tpot_at_rate_rows(model.step_rows, lam, prefill_s, output_tokens, longest, trace=trace)
+    step_rows = model.step_rows
+    if model._table.shape[1] == 1:  # one replica at many rates (the load curves): every row is that replica's
+        step_rows = lambda batch, rows: model.step_rows(batch, np.zeros_like(rows))  # noqa: E731
+    return slo.tpot_at_rate_rows(step_rows, lam, prefill_s, output_tokens, longest, trace=trace)
 
 
 #: Least upper end of the MoE TPOT fixed-point search [s].

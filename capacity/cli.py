@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from . import __version__
 from .analysis import RESULTS
 from .calibration import add_calibrate_command, run_calibrate
+from .curve_command import add_curve_command, run_curve
 from .errors import ScenarioError, clean_line
 from .fleet_command import add_fleet_command, run_fleet
 from .formatting import SECTIONS, format_value
@@ -57,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     add_calibrate_command(sub)
     add_fleet_command(sub)
     add_report_commands(sub)
+    add_curve_command(sub)
     return parser
 
 
@@ -76,7 +78,7 @@ def render_table(results: Results) -> str:
 
 
 def render_json(results: Results) -> str:
-    """The report as one JSON object: every result in base units at the top level (SPEC's keys among them),
+    """The report as one JSON object: every result in base units at the top level (the contract's keys among them),
     plus inputs with units and sources, binding resource, assumptions and the scenario (see ``report.py``)."""
     from .report import report_for, to_json
 
@@ -128,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         text = {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate,
-                "calibrate": run_calibrate, "fleet": run_fleet, "report": run_report,
+                "calibrate": run_calibrate, "fleet": run_fleet, "curve": run_curve, "report": run_report,
                 "flags": run_flags}[args.command](args)
         _write(text, args.output)
     except ScenarioError as exc:

@@ -214,10 +214,10 @@ def prefill_pool_ttft_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, transfer_
     order: a compute-bound prefill gains nothing from batching prompts, and first-come-first-served
     finishes each prompt before the ones behind it (a batch finishes all together).
     """
-    lam, tp = _f(arrival_rate), _f(prefill_s)
-    busy = lam * tp
+    lam, t_p = _f(arrival_rate), _f(prefill_s)
+    busy = lam * t_p
     with np.errstate(divide="ignore", invalid="ignore"):
-        ttft = tp + busy * tp / (2.0 * (1.0 - busy)) + _f(transfer_s)
+        ttft = t_p + busy * t_p / (2.0 * (1.0 - busy)) + _f(transfer_s)
     return np.where(busy < 1.0, ttft, np.inf)
 
 
@@ -227,13 +227,13 @@ def prefill_pool_rate_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, transfer_
 
     Essay 001 (no TTFT promise): 1 / 109.7 ms = 9.12 requests/s; under a 500 ms TTFT: y = 390.3 ms,
     2 x 0.3903 / (0.1097 x 0.8903) = 7.99 requests/s.
-    Excel: ``=IF(ISBLANK(D),1/tp,MAX(0,2*(D-tp-tkv)/(tp*(tp+2*(D-tp-tkv)))))``.
+    Excel: ``=IF(ISBLANK(D),1/t_p,MAX(0,2*(D-t_p-tkv)/(t_p*(t_p+2*(D-t_p-tkv)))))``.
     """
-    d, tp = _f(ttft_slo_s), _f(prefill_s)
-    y = np.where(np.isfinite(d), d, 0.0) - tp - _f(transfer_s)
+    d, t_p = _f(ttft_slo_s), _f(prefill_s)
+    y = np.where(np.isfinite(d), d, 0.0) - t_p - _f(transfer_s)
     with np.errstate(divide="ignore", invalid="ignore"):
-        bound = np.where(y >= 0, 2.0 * y / (tp * (tp + 2.0 * y)), 0.0)
-    return np.where(np.isfinite(d), bound, 1.0 / tp)
+        bound = np.where(y >= 0, 2.0 * y / (t_p * (t_p + 2.0 * y)), 0.0)
+    return np.where(np.isfinite(d), bound, 1.0 / t_p)
 
 
 def pooled_rate_per_gpu(decode_rps: ArrayLike, prefill_rps: ArrayLike, gpus_per_replica: ArrayLike) -> np.ndarray:

@@ -255,9 +255,9 @@ def scenario_mapping(scenario: Scenario) -> dict[str, Any]:
 
 
 def to_json_dict(report: Report) -> dict[str, Any]:
-    """Stable keys: ``name``, every result key at the top level (SPEC's ``evaluate --format json`` contract),
-    ``notes``, ``result_units``, ``inputs`` (value, unit, source), ``binding``, ``assumptions``, ``tool_version``,
-    ``date`` and ``scenario`` (explicit, base units). Infinite or undefined values are null."""
+    """Stable keys: ``name``, every result key at the top level (the ``evaluate --format json`` contract,
+    docs/model.md), ``notes``, ``result_units``, ``inputs`` (value, unit, source), ``binding``, ``assumptions``,
+    ``tool_version``, ``date`` and ``scenario`` (explicit, base units). Infinite or undefined values are null."""
     data: dict[str, Any] = {"name": report.name}
     data.update({q.key: _json_value(q.value) for q in report.outputs})
     data["notes"] = list(report.notes)

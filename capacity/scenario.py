@@ -42,7 +42,7 @@ from .yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 #: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
 
-TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation"}
+TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation", "workloads"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +70,19 @@ class Scenario:
         for key in data:
             if key not in TOP_LEVEL:
                 problems.append(f"{key} is not a known scenario section; allowed: {', '.join(sorted(TOP_LEVEL))}")
+        classes = _workload_classes(data, problems)
         for required in ("model", "gpu", "workload"):
-            if data.get(required) is None:
+            if data.get(required) is None and not (required == "workload" and classes):
                 problems.append(f"{required} is missing")
         model = model_from_mapping(data["model"], problems) if data.get("model") is not None else None
         weight_dtype = model.weight_dtype if model else "fp16"
         gpu = gpu_from_mapping(data["gpu"], weight_dtype, problems) if data.get("gpu") is not None else None
         s = check_section("serving", data.get("serving"), SERVING_FIELDS, problems=problems)
         w = check_section("workload", data.get("workload"), WORKLOAD_FIELDS, problems=problems)
+        if classes:  # a mix: the single-shape results use its mean shape (capacity/mix.py)
+            from .mix import mean_shape
+
+            w = {**mean_shape(classes), **w}
         o = check_section("slo", data.get("slo"), SLO_FIELDS, problems=problems)
         name = data.get("name", "scenario")
         units = str(data.get("units", "GB"))
@@ -99,7 +104,8 @@ class Scenario:
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
-                       slo=Slo(tpot_s=o.get("tpot"), ttft_s=o.get("ttft")), name=text(name, "name"), units=units,
+                       slo=Slo(tpot_s=o.get("tpot"), ttft_s=o.get("ttft"), percentile=o.get("percentile")),
+                       name=text(name, "name"), units=units,
                        raw=dict(data))
         scenario.check()
         return scenario
@@ -153,6 +159,19 @@ class Scenario:
         new = replace(self, **parts)
         new.check()
         return new
+
+
+def _workload_classes(data: Mapping[str, Any], problems: list[str]) -> tuple:
+    """The ``workloads:`` classes of a scenario mapping (empty without one); problems appended, not raised."""
+    if data.get("workloads") is None:
+        return ()
+    from .mix import parse_classes
+
+    try:
+        return parse_classes(data["workloads"], data.get("slo") if isinstance(data.get("slo"), Mapping) else None)
+    except ScenarioError as exc:
+        problems.extend(exc.problems)
+        return ()
 
 
 def _scalar(value: np.ndarray) -> float | str:

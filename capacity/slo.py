@@ -56,8 +56,8 @@ def tpot_denominators(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_toke
                       pieces: tuple) -> list[np.ndarray]:
     """``1 - λ t_p - λ A m_i`` for each piece i of the step [-]: the share of time left to decode at load λ less
     what the batch the piece's slope adds; TPOT is ``a_i`` over it (``tpot_at_rate_s``)."""
-    lam, tp, a_tokens = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
-    share, per_request = 1.0 - lam * tp, lam * a_tokens
+    lam, t_p, a_tokens = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
+    share, per_request = 1.0 - lam * t_p, lam * a_tokens
     return [share - per_request * m for _, m in pieces]
 
 
@@ -70,11 +70,11 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
     (tpot_slo_s-a_comp)/(tpot_slo_s*prefill_s+m_comp*output_tokens*tpot_slo_s)))``.
     Essay 001: (50 - 11) ms / (50 ms * 109.7 ms + 75.4 us * 300 * 50 ms) = 5.9 requests/s.
     """
-    t, tp, a_tokens = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens)
-    best = np.full(np.broadcast(t, tp, a_tokens, *pieces[0]).shape, np.inf)
+    t, t_p, a_tokens = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens)
+    best = np.full(np.broadcast(t, t_p, a_tokens, *pieces[0]).shape, np.inf)
     finite_t = np.where(np.isfinite(t), t, 1.0)
     for a, m in pieces:
-        best = np.minimum(best, (finite_t - a) / (finite_t * tp + m * a_tokens * finite_t))
+        best = np.minimum(best, (finite_t - a) / (finite_t * t_p + m * a_tokens * finite_t))
     return np.where(np.isfinite(t), np.maximum(best, 0.0), np.inf)
 
 
@@ -87,16 +87,16 @@ def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLik
     (indices into the flattened arrays) at batches ``batch``. The bound is the root of
     ``t_step(λ A T) - T (1 - λ t_p)`` (rising in λ) to 2.5e-13 relative, on the side that keeps the promise.
     """
-    t, tp, a, ceiling = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens), _f(ceiling_rps)
-    shape = np.broadcast_shapes(t.shape, tp.shape, a.shape, ceiling.shape)
+    t, t_p, a, ceiling = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens), _f(ceiling_rps)
+    shape = np.broadcast_shapes(t.shape, t_p.shape, a.shape, ceiling.shape)
     finite = np.isfinite(t)
-    hi = np.minimum(1.0 / tp, np.maximum(ceiling, 0.0) * 2.0 + 1e-9)
+    hi = np.minimum(1.0 / t_p, np.maximum(ceiling, 0.0) * 2.0 + 1e-9)
     ids = np.arange(math.prod(shape)).reshape(shape)
 
-    def excess(lam, rows, t_, tp_, a_):
-        return step_rows(lam * a_ * t_, rows.astype(np.intp)) - t_ * (1.0 - lam * tp_)
+    def excess(lam, rows, t_, t_p_, a_):
+        return step_rows(lam * a_ * t_, rows.astype(np.intp)) - t_ * (1.0 - lam * t_p_)
 
-    rate = largest_rate_meeting(excess, np.where(finite, 0.0, np.inf), hi, (ids, np.where(finite, t, 1.0), tp, a),
+    rate = largest_rate_meeting(excess, np.where(finite, 0.0, np.inf), hi, (ids, np.where(finite, t, 1.0), t_p, a),
                                 ratio=False, trace=trace)
     return np.where(finite, rate, np.inf)
 
@@ -109,12 +109,12 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
     The fixed point is where ``s (1 - λ t_p) - t_step(λ A s)`` turns positive (once, for a step time concave
     or linear in the batch); the answer is the last s below it, as the bisection's, to 2.5e-13 relative.
     """
-    lam_in, tp, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
-    shape = np.broadcast_shapes(lam_in.shape, tp.shape, a.shape, np.shape(longest_s))
+    lam_in, t_p, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
+    shape = np.broadcast_shapes(lam_in.shape, t_p.shape, a.shape, np.shape(longest_s))
     longest_s = np.broadcast_to(_f(longest_s), shape)
     known = np.isfinite(lam_in)
     lam = np.where(known, lam_in, 0.0)
-    share = 1.0 - lam * tp
+    share = 1.0 - lam * t_p
     ids = np.arange(math.prod(shape)).reshape(shape)
 
     def excess(s, rows, lam_, a_, share_):
@@ -161,15 +161,15 @@ def ttft_queue_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, prefill_compute_
     ``L_p = f + c / (1 - ρ²)``. The first form is an engine that idles between steps (small batches), the
     second one that always decodes; both rise with λ, so the minimum does too.
     """
-    lam, tp, c, s = _f(arrival_rate), _f(prefill_s), _f(prefill_compute_s), _f(decode_step_s)
-    rho, busy = lam * c, lam * tp
+    lam, t_p, c, s = _f(arrival_rate), _f(prefill_s), _f(prefill_compute_s), _f(decode_step_s)
+    rho, busy = lam * c, lam * t_p
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        prefill_batch = tp - c + c / (1.0 - rho * rho)       # length-biased prefill pass [s]
+        prefill_batch = t_p - c + c / (1.0 - rho * rho)       # length-biased prefill pass [s]
         idle_engine = busy * prefill_batch + lam * _f(output_tokens) * s * s
         busy_engine = s + busy * np.maximum(prefill_batch - s, 0.0)
         interval = np.where(s > 0, np.minimum(idle_engine, busy_engine), busy * prefill_batch)
         wait = np.where(rho < 1.0, (0.5 + rho) * interval, np.inf)
-    return tp + np.where(lam > 0, wait, 0.0)
+    return t_p + np.where(lam > 0, wait, 0.0)
 
 
 def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
@@ -241,15 +241,15 @@ def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem
     ``terms``: every value on the way (y, b_up, up, the decode step, ρ and prefill pass at up, a_lo, b_lo, c_lo,
     the lower root, lo), for a reader that shows the solve.
     """
-    tp, c = prefill_s, prefill_compute_s
-    y = np.maximum(target - tp, 0.0)
+    t_p, c = prefill_s, prefill_compute_s
+    y = np.maximum(target - t_p, 0.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        b_up = 0.5 * tp * tp
-        up = 2.0 * y / (b_up + np.sqrt(b_up * b_up + 4.0 * c * tp * tp * y))
-        step = decode_step_at_rate_s(up, tp, output_tokens, ((a_mem, m_mem), (a_comp, m_comp)))
+        b_up = 0.5 * t_p * t_p
+        up = 2.0 * y / (b_up + np.sqrt(b_up * b_up + 4.0 * c * t_p * t_p * y))
+        step = decode_step_at_rate_s(up, t_p, output_tokens, ((a_mem, m_mem), (a_comp, m_comp)))
         rho = up * c
-        longest = tp - c + c / (1.0 - rho * rho)
-        a_lo, b_lo, c_lo = c * tp * longest, 0.5 * tp * longest + c * step, y - 0.5 * step
+        longest = t_p - c + c / (1.0 - rho * rho)
+        a_lo, b_lo, c_lo = c * t_p * longest, 0.5 * t_p * longest + c * step, y - 0.5 * step
         root = 2.0 * c_lo / (b_lo + np.sqrt(b_lo * b_lo + 4.0 * a_lo * c_lo))
         lo = np.where((c_lo > 0) & (rho < 1.0) & (root < up), root, 0.0)
     terms = {"y": y, "b_up": b_up, "up": up, "decode step at up": step, "rho at up": rho,

@@ -130,6 +130,7 @@ class Slo:
 
     tpot_s: float | None = None
     ttft_s: float | None = None
+    percentile: float | None = None  # e.g. 99: the promises hold for 99% of requests (capacity/percentiles.py)
 
 
 # --- field validators: (value, path) -> converted value, or raise ScenarioError ------------------------------
@@ -275,7 +276,19 @@ WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
     "arrival_rate": non_negative,
 }
-SLO_FIELDS: dict[str, Check] = {"tpot": quantity("time"), "ttft": quantity("time")}
+def percentile(value: Any, path: str) -> float:
+    """A percentile in (0, 100): ``99`` or ``"p99"``; ScenarioError naming ``path`` otherwise."""
+    raw = value[1:] if isinstance(value, str) and value.lower().startswith("p") else value
+    try:
+        number = math.nan if isinstance(raw, bool) else float(raw)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not 0 < number < 100:
+        raise ScenarioError(f"{path} must be a percentile between 0 and 100 (e.g. 99 or p99), got {value!r}")
+    return number
+
+
+SLO_FIELDS: dict[str, Check] = {"tpot": quantity("time"), "ttft": quantity("time"), "percentile": percentile}
 
 
 def check_section(section: str, raw: Any, fields: Mapping[str, Check], extra: frozenset[str] = frozenset(),
@@ -401,7 +414,7 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
 
     Catalog figures are peak and take the catalog's efficiency factors; a figure the
     user gives explicitly is taken as effective (efficiency 1) unless the user also
-    gives its efficiency key (SPEC, "Interfaces"). A catalog GPU's memory is the total
+    gives its efficiency key (docs/model.md, symbols BW and F). A catalog GPU's memory is the total
     the device reports (``memory_usable``, e.g. 81,559 MiB for an "80GB" H100) where the
     catalog has that reading, else the datasheet figure.
     """

@@ -201,3 +201,19 @@ def test_catalog_models_with_new_architectures_evaluate():
                                 "serving": {"max_model_len": 8192},
                                 "workload": {"prompt_tokens": 2000, "output_tokens": 500}}).evaluate()
         assert r.batch_max > 0 and r.ceiling_rps > 0, name
+
+
+def test_moe_load_curve_is_the_tpot_analyse_solves():
+    """The app's load curve and ``analyse`` share one TPOT solve (analysis.tpot_at_rates_s): for a MoE model the
+    curve at a rate is the scenario's TPOT at that arrival rate, to the last bit."""
+    import numpy as np
+
+    from capacity.curves import load_curve
+
+    s = Scenario.from_dict({"model": "mixtral-8x7b", "gpu": {"name": "h200", "count": 2},
+                            "workload": {"prompt_tokens": 1000, "output_tokens": 300}})
+    r = s.evaluate()
+    rates = np.array([0.3, 0.5, 0.8]) * r["ceiling_rps"]
+    curve = load_curve(r, rates)
+    for rate, tpot in zip(rates, curve["tpot_s"], strict=True):
+        assert tpot == s.with_changes(workload={"arrival_rate": float(rate)}).evaluate()["tpot_at_load_s"]

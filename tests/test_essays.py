@@ -1,4 +1,5 @@
-"""The essays' worked examples (SPEC tables), from the shipped scenario files, through the user's code path."""
+"""The essays' worked examples (docs/model.md cites them), from the shipped scenario files, through the user's
+code path."""
 
 import json
 import subprocess

@@ -63,6 +63,7 @@ def commands(path: str, bench: str) -> dict[str, list[str]]:
         "sweep": ["sweep", path, "--vary", "serving.memory_utilization=0.8:0.9:2", "--format", "json"],
         "fleet": ["fleet", path, "--target-rps", "10", "--format", "csv"],
         "calibrate": ["calibrate", path, bench],
+        "curve": ["curve", path, "--kind", "classes", "--format", "json"],
         "report": ["report", path],
         "flags": ["flags", path, "--engine", "all", "--format", "json"],
     }
@@ -126,7 +127,7 @@ def _files(tmp: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "report", "flags"]
+SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "curve", "report", "flags"]
 
 
 def test_the_suite_covers_every_subcommand():

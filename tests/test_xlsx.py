@@ -238,7 +238,8 @@ def test_solver_scenarios_reach_their_cases():
         assert 0 < values[key]["chunked_goodput_rps"] and math.isfinite(values[key]["chunked_ttft_at_load_s"])
         assert values[key]["kv_transfer_s"] > 0 and math.isfinite(values[key]["disagg_ttft_at_load_s"])
     zero = values["zero-overhead-at-ceiling"]
-    assert zero["goodput_limit"] == "capacity" and zero["ttft_at_goodput_s"] == math.inf
+    # At the ceiling TTFT is its limit from below (issue 12), finite and within the 3 s promise.
+    assert zero["goodput_limit"] == "capacity" and 0 < zero["ttft_at_goodput_s"] <= 3.0
     assert any(flat_inputs(s)[k] != float(f"{flat_inputs(s)[k]:.16g}") for s in solver_scenarios().values()
                for k in INPUTS if math.isfinite(flat_inputs(s)[k]))  # some input needs all 17 digits
 

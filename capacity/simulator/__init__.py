@@ -38,6 +38,10 @@ def simulate(scenario: Scenario, base_dir: str | Path | None = None, **overrides
     """
     config = config_from_scenario(scenario, **overrides)
     table = request_table(config, scenario.serving.max_model_len, base_dir)
+    if config.retries:
+        from .retries import simulate_retries
+
+        return simulate_retries(scenario, config, table)
     return simulate_table(scenario, config, table)
 
 

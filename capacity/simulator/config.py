@@ -22,7 +22,7 @@ POLICIES = ("static", "continuous")
 COST_MODELS = ("teaching", "roofline")
 ARRIVALS = ("poisson", "fixed", "gamma", "on_off", "instant", "trace")
 KV_ALLOCATIONS = ("on_demand", "reserve")
-ROUTERS = ("round_robin", "random")
+ROUTERS = ("round_robin", "random", "prefix_affinity")
 DISTRIBUTIONS = ("fixed", "uniform", "lognormal")
 
 
@@ -93,6 +93,13 @@ class SimulationConfig:
     replicas: int = 1
     router: str = "round_robin"
     record_tokens: bool = False
+    classes: tuple = ()  # the scenario's workload classes (capacity/mix.py), when its lengths are not overridden
+    retries: int = 0  # client retries of a rejected or timed-out request (simulator/retries.py)
+    retry_backoff_s: float = 0.0  # wait before the first retry; doubles with each further attempt
+    retry_timeout_s: float | None = None  # a client that sees no first token by then sends the request again
+    turns: int = 1  # requests per multi-turn session (1: independent requests; simulator/workloads.py)
+    think_time_s: float = 10.0  # mean gap between a session's turns (exponential) [s]
+    turn_tokens: LengthDist | None = None  # new user tokens of each later turn; None: the prompt distribution
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -224,6 +231,12 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "replicas": (positive_int, "replicas"),
     "router": (_choice(ROUTERS), "router"),
     "record_tokens": (_flag, "record_tokens"),
+    "retries": (_count, "retries"),
+    "retry_backoff": (_time, "retry_backoff_s"),
+    "retry_timeout": (_time, "retry_timeout_s"),
+    "turns": (positive_int, "turns"),
+    "think_time": (_time, "think_time_s"),
+    "turn_tokens": (length_dist, "turn_tokens"),
 }
 
 
@@ -285,6 +298,11 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
         problems += work_problems(values, scenario.serving.block_size)
     if problems:
         raise ScenarioError(*problems)
+    if scenario.raw and scenario.raw.get("workloads") is not None and not {"prompt_tokens", "output_tokens",
+                                                                          "shared_prefix_tokens"} & set(merged):
+        from ..mix import classes_of
+
+        values["classes"] = classes_of(scenario)
     return SimulationConfig(**values)
 
 

@@ -5,7 +5,7 @@ plus ``Pf`` prompt tokens of prefill. Two models share one interface:
 
 * ``TeachingCost``, the essays' teaching simulator (essay 000): a decode iteration
   costs ``18.0 ms + 0.12 ms * B``, prefill ``0.03 ms`` per prompt token.
-* ``RooflineCost``, the analytic core's roofline (SPEC "The formulas", essay 001):
+* ``RooflineCost``, the analytic core's roofline (docs/model.md, "The decode step", essay 001):
   ``max((W + S kv) / BW, (B + Pf) 2N / F) + o``; with ``B = 0`` this is exactly
   ``roofline.prefill_s`` and with ``Pf = 0`` exactly ``roofline.decode_step_s``.
 

@@ -101,13 +101,7 @@ class SimulationResult:
         df, c = self.requests, self.counters
         done = df[df["status"] == "completed"]
         span = float(done["finish_s"].max() - df["arrival_s"].min()) if len(done) else 0.0
-        slo = self.scenario.slo
-        met = np.ones(len(done), dtype=bool)
-        if slo.ttft_s is not None:
-            met &= done["ttft_s"].to_numpy() <= slo.ttft_s
-        if slo.tpot_s is not None:
-            tpot = done["tpot_s"].to_numpy()
-            met &= np.isnan(tpot) | (tpot <= slo.tpot_s)
+        met = self.met_promise(done)
 
         def rate(count: float) -> float:
             return count / span if span > 0 else math.nan
@@ -142,7 +136,47 @@ class SimulationResult:
         out["kv_pool_blocks"] = int(c["pool_blocks"])
         out["peak_kv_blocks_used"] = int(c["peak_blocks"])
         out["slots"] = int(c["slots"])
+        if self.config.retries:  # what the users saw when clients resend (simulator/retries.py)
+            from .retries import retry_summary
+
+            out.update({("retries_sent" if k == "retries" else f"retry_{k}"): v
+                        for k, v in retry_summary(self).items() if k != "requests"})
         return out
+
+    def met_promise(self, done: pd.DataFrame) -> np.ndarray:
+        """Whether each completed request kept its promises: its class's (workload classes), else the scenario's."""
+        promises = [(c.name, c.ttft_s, c.tpot_s) for c in self.config.classes] if self.config.classes and \
+            "workload_class" in done else [(None, self.scenario.slo.ttft_s, self.scenario.slo.tpot_s)]
+        met = np.ones(len(done), dtype=bool)
+        for name, ttft_s, tpot_s in promises:
+            mine = np.ones(len(done), dtype=bool) if name is None else (done["workload_class"] == name).to_numpy()
+            if ttft_s is not None:
+                met &= ~mine | (done["ttft_s"].to_numpy() <= ttft_s)
+            if tpot_s is not None:
+                tpot = done["tpot_s"].to_numpy()
+                met &= ~mine | np.isnan(tpot) | (tpot <= tpot_s)
+        return met
+
+    def class_summary(self, warmup: float = 0.0) -> pd.DataFrame:
+        """Per workload class: requests, mean/p50/p90/p99 TTFT and TPOT [s], and the share that kept its promise.
+
+        ``warmup``: leave out requests that arrived in the first share of the run (steady state). One row
+        ``all`` when the scenario has no classes.
+        """
+        df = self.requests
+        df = df[(df["status"] == "completed") & (df["arrival_s"] >= warmup * df["arrival_s"].max())]
+        met = self.met_promise(df)
+        groups = df.groupby("workload_class", sort=False) if "workload_class" in df else [("all", df)]
+        rows = []
+        for name, part in groups:
+            row: dict[str, Any] = {"workload_class": name, "requests": len(part)}
+            for metric in ("ttft", "tpot"):
+                values = part[f"{metric}_s"].to_numpy(dtype=float)
+                for how in ("mean", "p50", "p90", "p99"):
+                    row[f"{how}_{metric}_s"] = _stat(values, how)
+            row["slo_attainment"] = float(met[df.index.get_indexer(part.index)].mean()) if len(part) else math.nan
+            rows.append(row)
+        return pd.DataFrame(rows)
 
     def to_json_dict(self) -> dict[str, Any]:
         """``summary()`` with NaN and infinities as None (JSON has no NaN)."""
@@ -165,6 +199,9 @@ def collect(e: Engine, table: RequestTable, scenario: Scenario, config: Simulati
         "reject_reason": reason, "queue_s": np.asarray(e.first_scheduled) - arrival, "ttft_s": first_token - arrival,
         "tpot_s": tpot, "max_itl_s": worst_gaps(e), "e2e_s": finish - arrival, "finish_s": finish,
         "preemptions": np.asarray(e.preemptions, dtype=np.int64)})
+    if table.workload_class is not None and config.classes:
+        names = np.array([c.name for c in config.classes], dtype=object)
+        requests["workload_class"] = names[table.workload_class]
     rows = e.timeline.rows
     if not rows or rows[-1][0] != e.now:
         rows = [*rows, (e.now, 0, len(e.queue), e.alloc.used)]

@@ -1,15 +1,18 @@
 """Several identical replicas behind a router: split the arrivals, simulate each replica, merge the results.
 
 ``round_robin`` sends request ``i`` to replica ``i mod N``; ``random`` picks a replica uniformly
-(its own stream of the seed, so the workload does not change). The replicas share nothing, so
-each is simulated alone. Merged: requests keep their ids and gain a ``replica`` column; the
-timeline sums the replicas (running, queued, KV blocks of the whole fleet); counters add up;
+(its own stream of the seed, so the workload does not change); ``prefix_affinity`` sends every turn of a
+multi-turn session to the replica that served its first turn (sessions round-robin over replicas, other
+requests round-robin), so the conversation's cached blocks are found (essay 001: "send the next turn of a
+conversation to the replica that holds its blocks, or the cache sits unused on another machine").
+The replicas share nothing, so each is simulated alone. Merged: requests keep their ids and gain a
+``replica`` column; the timeline sums the replicas (running, queued, KV blocks of the whole fleet); counters add up;
 ``kv_pool_blocks`` and ``peak_kv_blocks_used`` stay per replica (the busiest replica's peak).
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -27,11 +30,16 @@ def assign(table: RequestTable, config: SimulationConfig) -> np.ndarray:
     n, replicas = len(table), config.replicas
     if config.router == "random":
         return np.random.default_rng([config.seed, 1]).integers(0, replicas, size=n)
+    if config.router == "prefix_affinity" and table.session is not None:
+        first = np.unique(table.session, return_index=True)[1]  # sessions in order of their first turn
+        replica_of = np.empty(int(table.session.max()) + 1, dtype=np.int64)
+        replica_of[table.session[np.sort(first)]] = np.arange(len(first)) % replicas
+        return replica_of[table.session]
     return np.arange(n) % replicas
 
 
 def subset(table: RequestTable, index: np.ndarray) -> RequestTable:
-    return RequestTable(*(getattr(table, f.name)[index] for f in fields(RequestTable)))
+    return table.take(index)
 
 
 def merge(parts: list[tuple[np.ndarray, SimulationResult]]) -> SimulationResult:

@@ -13,6 +13,16 @@ Arrival processes (the first request arrives at t = 0; rate λ in requests/s):
 
 Lengths are fixed, uniform integers or lognormal (``mu = ln(mean) - sigma²/2`` so the
 mean is ``mean``). Everything comes from one ``numpy.random.Generator(seed)``.
+
+Workload classes (a scenario's ``workloads:`` list, ``capacity/mix.py``): each request draws its class by
+share, then its lengths from the class's distributions; it carries the class's shared prefix (prefix id =
+class index) with probability ``prefix_hit_rate``, else none. ``RequestTable.workload_class`` says which.
+
+Multi-turn sessions (``turns > 1``): sessions start as the arrival process says at ``rate / turns``; each
+later turn comes an exponential think time (mean ``think_time``) after the one before (open loop: the gap
+does not wait for the answer) with the whole conversation so far as its prompt prefix plus ``turn_tokens``
+new tokens. The history is the turn's shared prefix (prefix id = session), so a replica that served the
+session's earlier turns finds it cached; ``RequestTable.session`` says which session a request belongs to.
 """
 
 from __future__ import annotations
@@ -48,9 +58,16 @@ class RequestTable:
     prefix_id: np.ndarray
     prefix_tokens: np.ndarray
     priority: np.ndarray
+    workload_class: np.ndarray | None = None  # index into the scenario's workload classes; None: one shape
+    session: np.ndarray | None = None  # multi-turn session of each request; None: independent requests
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def take(self, index: np.ndarray | slice) -> RequestTable:
+        """The rows ``index`` of every column (in that order)."""
+        return RequestTable(*(None if getattr(self, f) is None else getattr(self, f)[index]
+                              for f in RequestTable.__dataclass_fields__))
 
 
 def arrival_times(kind: str, n: int, rate: float, rng: np.random.Generator, burstiness: float = 2.0,
@@ -86,6 +103,10 @@ def generate(config: SimulationConfig) -> RequestTable:
     rng = np.random.default_rng(config.seed)
     n = config.requests if config.requests is not None else DEFAULT_REQUESTS
     arrivals = arrival_times(config.arrival, n, config.rate, rng, config.burstiness, config.on_s, config.off_s)
+    if config.turns > 1:
+        return _generate_sessions(config, rng)
+    if config.classes:
+        return _generate_classes(config, arrivals, rng)
     prompts = lengths(config.prompt_tokens, n, rng)
     outputs = lengths(config.output_tokens, n, rng)
     if config.shared_prefix_tokens > 0:
@@ -100,6 +121,53 @@ def generate(config: SimulationConfig) -> RequestTable:
         priority = np.full(n, config.priorities[0])
     return RequestTable(arrivals, prompts, outputs, groups.astype(np.int64), prefix_tokens.astype(np.int64),
                         priority.astype(np.int64))
+
+
+def _generate_classes(config: SimulationConfig, arrivals: np.ndarray, rng: np.random.Generator) -> RequestTable:
+    """Requests of the scenario's workload classes: class by share, its lengths, its prefix at its hit rate."""
+    n, classes = len(arrivals), config.classes
+    klass = rng.choice(len(classes), size=n, p=np.array([c.share for c in classes]))
+    prompts, outputs = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+    prefix_id, prefix_tokens = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    hit = rng.random(n)
+    for j, c in enumerate(classes):
+        rows = np.flatnonzero(klass == j)
+        prompts[rows] = lengths(c.prompt.to_simulation(), len(rows), rng)
+        outputs[rows] = lengths(c.output.to_simulation(), len(rows), rng)
+        if c.shared_prefix_tokens > 0:
+            shares = rows[hit[rows] < c.prefix_hit_rate]
+            prefix_id[shares] = j
+            prefix_tokens[shares] = np.minimum(c.shared_prefix_tokens, prompts[shares])
+    return RequestTable(arrivals, prompts, outputs, prefix_id, prefix_tokens, np.full(n, config.priorities[0]),
+                        klass.astype(np.int64))
+
+
+def _generate_sessions(config: SimulationConfig, rng: np.random.Generator) -> RequestTable:
+    """Multi-turn sessions: ``requests / turns`` sessions whose turns carry the conversation so far as prefix."""
+    n = config.requests if config.requests is not None else DEFAULT_REQUESTS
+    sessions, turns = max(1, n // config.turns), config.turns
+    starts = arrival_times(config.arrival, sessions, config.rate / turns, rng, config.burstiness, config.on_s,
+                           config.off_s)
+    gaps = rng.exponential(config.think_time_s, size=(sessions, turns - 1))
+    arrival = starts[:, None] + np.concatenate([np.zeros((sessions, 1)), np.cumsum(gaps, axis=1)], axis=1)
+    first = lengths(config.prompt_tokens, sessions, rng)
+    new = lengths(config.turn_tokens or config.prompt_tokens, sessions * (turns - 1), rng).reshape(sessions, -1)
+    outputs = lengths(config.output_tokens, sessions * turns, rng).reshape(sessions, turns)
+    history = np.zeros((sessions, turns), dtype=np.int64)  # tokens of the conversation before each turn
+    prompts = np.zeros((sessions, turns), dtype=np.int64)
+    prompts[:, 0] = first
+    for k in range(1, turns):
+        history[:, k] = prompts[:, k - 1] + outputs[:, k - 1]
+        prompts[:, k] = history[:, k] + new[:, k - 1]
+    session = np.repeat(np.arange(sessions), turns).reshape(sessions, turns)
+    order = np.argsort(arrival.reshape(-1), kind="stable")
+    flat = {"arrival": arrival.reshape(-1)[order], "prompt": prompts.reshape(-1)[order],
+            "output": outputs.reshape(-1)[order], "history": history.reshape(-1)[order],
+            "session": session.reshape(-1)[order]}
+    prefix_id = np.where(flat["history"] > 0, flat["session"], -1).astype(np.int64)
+    return RequestTable(flat["arrival"] - flat["arrival"][0], flat["prompt"], flat["output"], prefix_id,
+                        flat["history"].astype(np.int64), np.full(len(order), config.priorities[0]), None,
+                        flat["session"].astype(np.int64))
 
 
 def _too_many(file: str) -> ScenarioError:
@@ -260,7 +328,6 @@ def request_table(config: SimulationConfig, max_model_len: int | None,
         assert config.trace is not None
         table = read_trace(config.trace, max_model_len, base_dir)
         if config.requests is not None and config.requests < len(table):
-            n = config.requests
-            return RequestTable(*(getattr(table, f)[:n] for f in RequestTable.__dataclass_fields__))
+            return table.take(slice(0, config.requests))
         return table
     return generate(config)

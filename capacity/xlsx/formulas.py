@@ -196,6 +196,8 @@ _CHUNK_CEILING = ("chunk_batch_ceiling", "chunk_plain_ceiling_s", "chunk_extra_c
 _CHUNK_GOODPUT = ("solver_chunk_batch_goodput", "chunk_plain_goodput_s", "chunk_extra_goodput_s")
 _CHUNK_LOAD = ("solver_chunk_batch_load", "chunk_plain_load_s", "chunk_extra_load_s")
 _GAP = _sub("ceiling_rps", "goodput_rps")   # the capacity the promises cost [requests/s]
+_IN_FLIGHT = "goodput_rps*output_tokens*tpot_at_goodput_s"      # Little's law at the goodput [requests]
+_CEILING_STEP = "tpot_at_ceiling_s*(1-goodput_rps*prefill_s)"  # the decode step behind TPOT at B_max [s]
 _LOAD = "N(arrival_rate)"                   # the arrival rate, 0 when blank
 
 #: Result (or intermediate) name -> Excel formula over the defined names, without the leading "=".
@@ -275,12 +277,20 @@ FORMULAS: dict[str, str] = {
     "goodput_limit": ('IF(batch_max<=0,"nothing_fits",IF(goodput_at_ceiling,"capacity",'
                       'IF(ISBLANK(tpot_slo_s),"ttft",IF(ISBLANK(ttft_slo_s),"tpot",'
                       'IF(max_rate_for_tpot_rps<=max_rate_for_ttft_rps,"tpot","ttft")))))'),
-    "tpot_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),tpot_at_ceiling_s,"
-                          f"IF(moe_model,solver_tpot_at_goodput_s,{_tpot_closed('goodput_rps')}))"),
-    "goodput_in_flight": ("IF(goodput_at_ceiling,batch_max,"
-                          "IF(goodput_rps>0,goodput_rps*output_tokens*tpot_at_goodput_s,0))"),
-    "ttft_step_at_goodput_s": _decode_step_at("goodput_rps"),
-    "ttft_at_goodput_s": _ttft_at("goodput_rps", "ttft_step_at_goodput_s"),
+    # At the ceiling TPOT and TTFT are their limits from below: the smallest fixed point (at most B_max's).
+    "tpot_fixed_point_at_goodput_s": f"IF(moe_model,solver_tpot_at_goodput_s,{_tpot_closed('goodput_rps')})",
+    "tpot_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),IF(ISNA(tpot_fixed_point_at_goodput_s),"
+                          "tpot_at_ceiling_s,MIN(tpot_fixed_point_at_goodput_s,tpot_at_ceiling_s)),"
+                          "tpot_fixed_point_at_goodput_s)"),
+    "goodput_in_flight": (f"IF(AND(goodput_at_ceiling,goodput_rps>0),IF(tpot_at_goodput_s>=tpot_at_ceiling_s,"
+                          f"batch_max,{_IN_FLIGHT}),IF(goodput_rps>0,{_IN_FLIGHT},0))"),
+    "ttft_step_fixed_at_goodput_s": _decode_step_at("goodput_rps"),
+    "ttft_step_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),IF(ISNA(ttft_step_fixed_at_goodput_s),"
+                               f"{_CEILING_STEP},MIN(ttft_step_fixed_at_goodput_s,{_CEILING_STEP})),"
+                               "ttft_step_fixed_at_goodput_s)"),
+    "ttft_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),"
+                          f"{_ttft_queue('goodput_rps', 'ttft_step_at_goodput_s')},"
+                          f"{_ttft_at('goodput_rps', 'ttft_step_at_goodput_s')})"),
     "capacity_given_up": f"IF(ceiling_rps>0,{_sub('1', 'goodput_rps/ceiling_rps')},0)",
     "output_tokens_per_s_at_goodput": "goodput_rps*output_tokens",
     "goodput_per_gpu_rps": "goodput_rps/gpus_per_replica",

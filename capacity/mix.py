@@ -1,0 +1,326 @@
+"""Workload classes: a mix of request shapes with their own shares, prefix hit rates and promises.
+
+A customer's traffic is rarely one shape: "70% chat (1K in / 300 out, TPOT 50 ms at p99), 30% RAG
+(8K in / 200 out, TTFT 2 s), 80% of prompts share a 1,500-token system prompt". A scenario says so in a
+``workloads:`` list (docs/workloads.md)::
+
+    workloads:
+      - {name: chat, share: 0.7, prompt_tokens: 1000, output_tokens: 300,
+         shared_prefix_tokens: 500, prefix_hit_rate: 0.8, slo: {tpot: "50 ms", percentile: 99}}
+      - {name: rag, share: 0.3, prompt_tokens: {dist: lognormal, mean: 8000, sigma: 0.4}, output_tokens: 200,
+         slo: {ttft: "2 s", percentile: 90}}
+
+Lengths are a number or a distribution (the simulator's ``{dist: fixed|uniform|lognormal, ...}``). A
+request of a class carries the class's shared prefix with probability ``prefix_hit_rate`` (a cached prompt
+prefix: prefill skips its full blocks and the blocks are stored once); the others prefill the whole prompt.
+
+The analytic model of a mix (``MixModel``) splits every class into *shapes*: equiprobable points of its
+length distributions, each with a prefix hit or miss. All classes share one engine, so they share its
+decode steps and the prefill passes that pause them: the load model of ``slo`` applies to the mix with
+
+    t_p = sum_k w_k t_p,k          (mean prefill per arrival, w_k the share of arrivals of shape k)
+    A   = sum_k w_k A_k            (mean answer)
+    c   = sum_k w_k A_k (P_k + A_k / 2) / A     (context of a decoding sequence, weighted by decode time)
+
+and the step pieces of ``analysis.step_model`` at that context. The batch limit is the harmonic mean of
+what each shape alone fits (``memory.max_requests_shared_prefix``), weighted by decode time. With one
+class of one shape, every number is exactly the single-shape model's (tests/test_workloads.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+
+from . import memory, roofline, slo
+from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s
+from .errors import ScenarioError
+from .specs import SLO_FIELDS, as_number, check_section, non_negative_int, positive, text
+
+#: Equiprobable points that stand for a length distribution in the analytic model.
+LENGTH_POINTS = 8
+
+CLASS_KEYS = ("name", "share", "prompt_tokens", "output_tokens", "shared_prefix_tokens", "prefix_hit_rate", "slo")
+
+
+@dataclass(frozen=True, slots=True)
+class Lengths:
+    """A token-length distribution: ``kind`` fixed/uniform/lognormal with the simulator's parameters."""
+
+    kind: str
+    value: int = 0
+    low: int = 1
+    high: int = 1
+    mean: float = 0.0
+    sigma: float = 0.0
+
+    def points(self, n: int = LENGTH_POINTS) -> np.ndarray:
+        """``n`` equiprobable lengths [tokens]: the distribution's quantiles at ``(i + 1/2) / n`` (one if fixed)."""
+        if self.kind == "fixed":
+            return np.array([float(self.value)])
+        u = (np.arange(n) + 0.5) / n
+        if self.kind == "uniform":
+            return np.floor(self.low + u * (self.high - self.low + 1))
+        mu = math.log(self.mean) - self.sigma**2 / 2.0
+        return np.clip(np.rint(np.exp(mu + self.sigma * ndtri(u))), self.low, self.high)
+
+    @property
+    def maximum(self) -> float:
+        return float(self.value if self.kind == "fixed" else self.high)
+
+    def to_simulation(self) -> Any:
+        """The same distribution as the simulator's ``LengthDist``."""
+        from .simulator.config import LengthDist
+
+        return LengthDist(self.kind, self.value, self.low, self.high, self.mean, self.sigma)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadClass:
+    """One class of requests: its share of arrivals, lengths, shared prefix and hit rate, and promises [s]."""
+
+    name: str
+    share: float
+    prompt: Lengths
+    output: Lengths
+    shared_prefix_tokens: int = 0
+    prefix_hit_rate: float = 1.0
+    tpot_s: float | None = None
+    ttft_s: float | None = None
+    percentile: float | None = None   # 99 means the promise holds for 99% of requests; None: on the mean
+
+
+def _lengths(value: Any, path: str) -> Lengths:
+    from .simulator.config import length_dist  # one parser for lengths, shared with the simulation block
+
+    d = length_dist(value, path)
+    return Lengths(d.kind, d.value, d.low, d.high, d.mean, d.sigma)
+
+
+def parse_classes(raw: Any, default_slo: Mapping[str, Any] | None = None) -> tuple[WorkloadClass, ...]:
+    """Validate a ``workloads:`` list; one ScenarioError naming every bad field (``workloads[1].share``).
+
+    Shares are normalised to sum 1; a class without ``slo`` takes the scenario's ``slo`` section.
+    """
+    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)) or not raw:
+        raise ScenarioError(f"workloads must be a non-empty list of classes, got {raw!r:.80}")
+    problems: list[str] = []
+    classes = []
+    for i, item in enumerate(raw):
+        path = f"workloads[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{path} must be a mapping (name, share, prompt_tokens, ...), got {item!r:.60}")
+            continue
+        for key in item:
+            if key not in CLASS_KEYS:
+                problems.append(f"{path}.{key} is not a known key; allowed: {', '.join(CLASS_KEYS)}")
+        got: dict[str, Any] = {}
+        checks = {"name": text, "share": _share, "prompt_tokens": _lengths, "output_tokens": _lengths,
+                  "shared_prefix_tokens": non_negative_int, "prefix_hit_rate": _hit_rate}
+        for key, check in checks.items():
+            if item.get(key) is None:
+                continue
+            try:
+                got[key] = check(item[key], f"{path}.{key}")
+            except ScenarioError as exc:
+                problems.extend(exc.problems)
+        for key in ("prompt_tokens", "output_tokens"):
+            if item.get(key) is None:
+                problems.append(f"{path}.{key} is missing")
+        promise = item.get("slo", default_slo)
+        o = check_section(f"{path}.slo", promise, SLO_FIELDS, problems=problems)
+        if "prompt_tokens" in got and got.get("shared_prefix_tokens", 0) > got["prompt_tokens"].maximum:
+            problems.append(f"{path}.shared_prefix_tokens ({got['shared_prefix_tokens']}) must not exceed the "
+                            f"longest prompt ({got['prompt_tokens'].maximum:g} tokens)")
+        if "prompt_tokens" in got and "output_tokens" in got:
+            classes.append(WorkloadClass(
+                name=got.get("name", f"class {i + 1}"), share=got.get("share", 1.0), prompt=got["prompt_tokens"],
+                output=got["output_tokens"], shared_prefix_tokens=got.get("shared_prefix_tokens", 0),
+                prefix_hit_rate=got.get("prefix_hit_rate", 1.0), tpot_s=o.get("tpot"), ttft_s=o.get("ttft"),
+                percentile=o.get("percentile")))
+    names = [c.name for c in classes]
+    for name in {n for n in names if names.count(n) > 1}:
+        problems.append(f"workloads: the class name {name!r} is used twice; names must differ")
+    if problems:
+        raise ScenarioError(*problems)
+    total = sum(c.share for c in classes)
+    return tuple(WorkloadClass(c.name, c.share / total, c.prompt, c.output, c.shared_prefix_tokens,
+                               c.prefix_hit_rate, c.tpot_s, c.ttft_s, c.percentile) for c in classes)
+
+
+def _share(value: Any, path: str) -> float:
+    return positive(value, path)
+
+
+def _hit_rate(value: Any, path: str) -> float:
+    number = as_number(value, path)
+    if not 0 <= number <= 1:
+        raise ScenarioError(f"{path} must be in [0, 1] (the share of requests whose prompt starts with the "
+                            f"shared prefix), got {value!r}")
+    return number
+
+
+def classes_of(scenario: Any) -> tuple[WorkloadClass, ...]:
+    """The scenario's workload classes: its ``workloads:`` list, else one class of its single shape.
+
+    The single class has the workload's fixed lengths, a hit rate of 1 (every request shares the prefix,
+    as the single-shape model assumes) and the scenario's promises (``slo.percentile`` if given).
+    """
+    raw = scenario.raw.get("workloads") if scenario.raw else None
+    if raw is not None:
+        return parse_classes(raw, scenario.raw.get("slo"))
+    w, o = scenario.workload, scenario.slo
+    return (WorkloadClass("all", 1.0, Lengths("fixed", w.prompt_tokens), Lengths("fixed", w.output_tokens),
+                          w.shared_prefix_tokens, 1.0, o.tpot_s, o.ttft_s, o.percentile),)
+
+
+def mean_shape(classes: Sequence[WorkloadClass]) -> dict[str, int]:
+    """The one shape a single-shape evaluation of a mix uses: share-weighted mean prompt and answer [tokens]."""
+    prompt = sum(c.share * float(c.prompt.points().mean()) for c in classes)
+    output = sum(c.share * float(c.output.points().mean()) for c in classes)
+    return {"prompt_tokens": max(1, round(prompt)), "output_tokens": max(1, round(output))}
+
+
+@dataclass(frozen=True)
+class MixModel:
+    """The analytic model of a mix on one engine; arrays are per shape (``klass`` says whose).
+
+    ``weight`` [-] share of arrivals, ``prompt``/``output`` [tokens], ``prefill_tokens`` (uncached) [tokens],
+    ``prefill_s`` and ``prefill_compute_s`` [s] per shape; the rest are the mix's mean quantities.
+    """
+
+    classes: tuple[WorkloadClass, ...]
+    klass: np.ndarray
+    weight: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    prefill_tokens: np.ndarray
+    shape_prefill_s: np.ndarray
+    shape_prefill_compute_s: np.ndarray
+    model: StepModel
+    batch_max: float
+    prefill_s: float          # t_p, mean prefill per arrival [s]
+    prefill_compute_s: float  # c, mean arithmetic a prompt adds to a batched pass [s]
+    output_tokens: float      # A, mean answer [tokens]
+    context_tokens: float     # average context of a decoding sequence [tokens]
+    decode_step_s: float      # at batch_max [s]
+    ceiling_rps: float
+
+    @property
+    def pieces(self) -> tuple:
+        return self.model.pieces()
+
+    def class_rows(self, j: int) -> np.ndarray:
+        return np.flatnonzero(self.klass == j)
+
+    # --- the mean model at a load -------------------------------------------------------------------
+
+    def tpot_s(self, rate_rps: Any) -> np.ndarray:
+        """Mean TPOT at total load λ, the same for every class: ``analysis.tpot_at_rates_s`` on the mix [s]."""
+        lam = np.asarray(rate_rps, float)
+        tpot = tpot_at_rates_s(self.model, self.pieces, self.prefill_s, self.output_tokens, self.batch_max, lam)
+        return np.where(lam < self.ceiling_rps, tpot, np.inf)
+
+    def decode_step_at_s(self, rate_rps: Any) -> np.ndarray:
+        """Decode step at load λ: ``TPOT(λ) (1 - λ t_p)`` [s] (``slo.decode_step_from_tpot_s``)."""
+        return slo.decode_step_from_tpot_s(rate_rps, self.prefill_s, self.tpot_s(rate_rps))
+
+    def ttft_s(self, rate_rps: Any) -> np.ndarray:
+        """Mean TTFT of an average arrival at load λ [s]: ``t_p`` plus the wait of ``slo.ttft_at_rate_s``.
+
+        Prefills of mixed sizes make the pass in progress longer (length-biased), so the arrivals are given to
+        the TTFT model as their equivalent stream of equal prompts with the same mean and variance of work:
+        ``f λ`` prompts per second of ``β = Σ w t² / Σ w t`` each, ``f = t_p / β`` (one shape: ``f = 1``, the
+        single-shape model exactly).
+        """
+        lam = np.asarray(rate_rps, float)
+        f, beta = self.work_stream()
+        ttft = slo.ttft_at_rate_s(f * lam, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
+                                  self.decode_step_at_s(lam), self.output_tokens / f)
+        return ttft - beta + self.prefill_s
+
+    def work_stream(self) -> tuple[float, float]:
+        """(count factor ``f = (Σ w t)² / Σ w t²`` [-], size ``β = Σ w t² / Σ w t`` [s]) of the prefill work per
+        arrival: a Poisson stream of ``f λ`` prompts of ``β`` seconds has the mix's mean and variance of work."""
+        t, w = self.shape_prefill_s, self.weight
+        first, second = float(np.dot(w, t)), float(np.dot(w, t * t))
+        return first * first / second, second / first
+
+    def class_ttft_s(self, j: int, rate_rps: Any) -> np.ndarray:
+        """Mean TTFT of class j: the common wait plus its own prefill, ``TTFT(λ) - t_p + t_p,j`` [s]."""
+        return self.ttft_s(rate_rps) - self.prefill_s + self.class_prefill_s(j)
+
+    def class_prefill_s(self, j: int) -> float:
+        """Mean prefill of class j's requests (hits and misses, all lengths) [s]."""
+        rows = self.class_rows(j)
+        return float(np.dot(self.weight[rows], self.shape_prefill_s[rows]) / self.weight[rows].sum())
+
+    def in_flight(self, rate_rps: Any) -> np.ndarray:
+        """Sequences decoding at once, ``λ A TPOT(λ)`` (``slo.in_flight``) [requests]."""
+        return slo.in_flight(rate_rps, self.output_tokens, self.tpot_s(rate_rps))
+
+    def mean_goodput_rps(self, j: int | None = None) -> float:
+        """Largest total load whose *mean* TPOT and TTFT keep class j's promises (all classes if None).
+
+        ``slo.max_rate_for_tpot_rps`` and ``slo.max_rate_for_ttft_rps`` on the mix (class j's TTFT target less
+        the difference between its prefill and the mean prefill), capped by the ceiling (``slo.goodput_rps``).
+        """
+        if j is None:
+            return min(self.mean_goodput_rps(k) for k in range(len(self.classes)))
+        c = self.classes[j]
+        tpot = slo.max_rate_for_tpot_rps(c.tpot_s if c.tpot_s is not None else math.inf, self.prefill_s,
+                                         self.output_tokens, self.pieces)
+        f, beta = self.work_stream()
+        target = c.ttft_s - self.class_prefill_s(j) + beta if c.ttft_s is not None else math.inf
+        ttft = slo.max_rate_for_ttft_rps(target, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
+                                         self.output_tokens / f, self.pieces) / f
+        return float(slo.goodput_rps(self.ceiling_rps, tpot, ttft))
+
+
+def mix_model(scenario: Any, classes: Sequence[WorkloadClass] | None = None) -> MixModel:
+    """Compose the model layer's functions for a mix on ``scenario``'s model, GPU and serving settings."""
+    classes = tuple(classes if classes is not None else classes_of(scenario))
+    x = complete_inputs(scenario.inputs())
+    bs = float(x["block_size"])
+    rows: list[tuple[int, float, float, float, float]] = []  # class, weight, prompt, output, prefix tokens
+    for j, c in enumerate(classes):
+        prompts, outputs = c.prompt.points(), c.output.points()
+        for p in prompts:
+            for a in outputs:
+                w = c.share / (len(prompts) * len(outputs))
+                prefix = float(min(c.shared_prefix_tokens, p))
+                if c.prefix_hit_rate > 0 and prefix > 0:
+                    rows.append((j, w * c.prefix_hit_rate, p, a, prefix))
+                if c.prefix_hit_rate < 1 or prefix == 0:
+                    rows.append((j, w * (1.0 - c.prefix_hit_rate if prefix > 0 else 1.0), p, a, 0.0))
+    table = np.array([r for r in rows if r[1] > 0], dtype=float)
+    klass, weight, prompt, output, prefix = table.T
+    weight = weight / weight.sum()
+    decode_time = weight * output / np.dot(weight, output)
+    context = float(np.dot(decode_time, prompt + output / 2.0))
+    model, kv_gpu = step_model(x, np.asarray(context))
+    pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"],
+                             x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]) + x["reserved_bytes"])
+    blocks = memory.pool_blocks(pool, bs, kv_gpu)
+    alone = memory.max_requests_shared_prefix(blocks, prompt + output, prefix, bs, x["sliding_window"],
+                                              x["local_layer_fraction"])
+    with np.errstate(divide="ignore"):
+        fits = 1.0 / float(np.sum(decode_time / alone)) if np.all(alone > 0) else 0.0
+    batch = float(min(memory.floor_count(fits), float(x["max_num_seqs"])))
+    # A fully cached prompt still computes its last token to produce the first output (as analysis does).
+    prefill_tokens = np.maximum(prompt - memory.shared_blocks(prefix, bs) * bs, 1.0)
+    t_prefill = np.asarray(model.prefill_s(prefill_tokens), float)
+    c_prefill = np.asarray(model.prefill_compute_s(prefill_tokens), float)
+    t_p, a_mean = float(np.dot(weight, t_prefill)), float(np.dot(weight, output))
+    t_step = float(model.decode_terms(batch)[2])
+    ceiling = float(roofline.ceiling_rps(t_p, t_step, batch, a_mean))
+    return MixModel(classes, klass.astype(int), weight, prompt, output, prefill_tokens, t_prefill, c_prefill, model,
+                    batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling)
+
+
+__all__ = ["Lengths", "MixModel", "WorkloadClass", "classes_of", "mean_shape", "mix_model", "parse_classes"]
