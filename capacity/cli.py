@@ -33,6 +33,10 @@ EXTERNAL: dict[str, tuple[str, str, str, str]] = {
               "capacity.fleet_command", "add_fleet_command", "run_fleet"),
     "search": ("simulate engine settings to find the cheapest that keeps the promises",
                "capacity.search", "add_search_command", "run_search"),
+    "report": ("a customer report: one self-contained HTML file (or PDF)",
+               "capacity.report_command", "add_report_command", "run_report"),
+    "flags": ("the sizing as a serving engine's flags (vLLM, TensorRT-LLM, SGLang)",
+              "capacity.report_command", "add_flags_command", "run_flags"),
     "curve": ("curves and per-class sizing of a workload mix (concurrency, knee, classes, daily, guidance)",
               "capacity.curve_command", "add_curve_command", "run_curve"),
 }
@@ -59,6 +63,8 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
                     help="table (default, with units); json or csv report (base units: bytes, seconds, "
                          "requests/s); xlsx workbook with live formulas (needs -o)")
     ev.add_argument("-o", "--output", help="write to this file instead of standard output")
+    ev.add_argument("--units", choices=["base", "human"], default="base",
+                    help="csv only: base (B, s, full precision; default) or human (GB/GiB, ms, 4 digits)")
     sw = sub.add_parser("sweep", help="evaluate a scenario over a grid of inputs and write a table")
     sw.add_argument("scenario", help="scenario YAML file")
     sw.add_argument("--vary", action="append", default=[], metavar="KEY=START:STOP:STEPS", required=True,
@@ -69,6 +75,8 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     sw.add_argument("-o", "--output", help="write to this file (required for xlsx and parquet)")
     sw.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="progress bar on stderr (default: on a terminal, for sweeps of 200,000 rows or more)")
+    sw.add_argument("--units", choices=["base", "human"], default="base",
+                    help="csv only: base (default) or human (each header names its unit: pool_bytes [GB], ...)")
     si = sub.add_parser("simulate", help="simulate the scenario's serving engine request by request")
     si.add_argument("scenario", help="scenario YAML file (its simulation: block sets the run)")
     si.add_argument("--format", choices=["json", "csv"], default="json",
@@ -113,6 +121,8 @@ def render_json(results: Results) -> str:
 def _evaluate(args: argparse.Namespace) -> str | bytes:
     if args.format == "xlsx" and not args.output:
         raise ScenarioError("--format xlsx writes a binary workbook: give -o FILE.xlsx")
+    if args.units == "human" and args.format != "csv":
+        raise ScenarioError(f"--units human is for --format csv; {args.format} keeps its own units")
     from .scenario import load_scenario
 
     results = load_scenario(args.scenario).evaluate()
@@ -121,7 +131,7 @@ def _evaluate(args: argparse.Namespace) -> str | bytes:
         from .xlsx import workbook_bytes
 
         report = report_for(results)
-        return to_csv(report) if args.format == "csv" else workbook_bytes(report)
+        return to_csv(report, args.units) if args.format == "csv" else workbook_bytes(report)
     return render_json(results) if args.format == "json" else render_table(results)
 
 
@@ -138,10 +148,10 @@ def _sweep(args: argparse.Namespace) -> None:
     scenario = load_scenario(args.scenario)
     if args.output is None:
         sys.stdout.flush()
-        run_to(scenario, args.vary, fmt, sys.stdout.buffer, progress=args.progress)
+        run_to(scenario, args.vary, fmt, sys.stdout.buffer, progress=args.progress, units=args.units)
         return None
     with atomic_output(args.output) as sink:
-        run_to(scenario, args.vary, fmt, sink, output=args.output, progress=args.progress)
+        run_to(scenario, args.vary, fmt, sink, output=args.output, progress=args.progress, units=args.units)
     return None
 
 

@@ -44,3 +44,40 @@ SECTIONS: dict[str, list[str]] = {
     "Load": ["load_fraction", "tpot_at_load_s", "ttft_at_load_s"],
     "Cost": ["cost_per_million_tokens", "cost_per_million_tokens_at_ceiling"],
 }
+
+
+#: Base unit -> (human unit, factor to divide by) for exports in human units: one unit per kind, so a sweep's
+#: column keeps one unit on every row. Bytes follow the scenario's ``units`` (GB = 1e9 B or GiB = 2^30 B).
+HUMAN_UNITS: dict[str, tuple[str, float]] = {"s": ("ms", 1e-3), "B/s": ("GB/s", 1e9), "FLOP/s": ("TFLOP/s", 1e12)}
+
+
+def human_unit(unit: str, binary: bool = False) -> tuple[str, float]:
+    """The human unit of a base unit and the factor a base value is divided by: B -> GB (1e9) or GiB (2^30),
+    s -> ms, B/s -> GB/s, FLOP/s -> TFLOP/s; any other unit stays (factor 1)."""
+    if unit == "B":
+        return ("GiB", 2.0**30) if binary else ("GB", 1e9)
+    return HUMAN_UNITS.get(unit, (unit, 1.0))
+
+
+#: Byte counts per token or per value stay in bytes in human units (131,072 B, not 0.0001311 GB).
+SMALL_BYTES = frozenset({"kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_value"})
+
+
+def human_unit_of(key: str, unit: str, binary: bool = False) -> tuple[str, float]:
+    """``human_unit`` for quantity ``key``, except the per-token and per-value byte counts (``SMALL_BYTES``)."""
+    return (unit, 1.0) if key in SMALL_BYTES else human_unit(unit, binary)
+
+
+def human_number(value: float, significant: int = 4) -> float:
+    """``value`` rounded to ``significant`` digits, whole numbers kept whole: 60.908206 -> 60.91, 40.264 -> 40.26,
+    123456.7 -> 123457. Non-finite values pass through."""
+    if not math.isfinite(value) or value == 0:
+        return value
+    digits = max(0, significant - 1 - math.floor(math.log10(abs(value))))
+    return round(value, digits)
+
+
+def to_human(value: float, unit: str, binary: bool = False) -> tuple[float, str]:
+    """A base-unit value in its human unit, rounded by ``human_number``: (60908206489.6, 'B') -> (60.91, 'GB')."""
+    name, factor = human_unit(unit, binary)
+    return human_number(value / factor), name

@@ -22,7 +22,10 @@ _COUNT_SLACK = 1e-9
 
 @scalar_out
 def floor_count(x: ArrayLike) -> np.ndarray:
-    """floor(x) for a count computed from floats, tolerant of rounding error (relative 1e-9); never below 0."""
+    """floor(x) for a count computed from floats, tolerant of rounding error (relative 1e-9); never below 0.
+
+    Excel: ``=MAX(0,INT(x+1E-9*MAX(ABS(x),1)))``.
+    """
     x = np.asarray(x, dtype=float)
     return np.maximum(np.floor(x + _COUNT_SLACK * np.maximum(np.abs(x), 1.0)), 0.0)
 
@@ -61,7 +64,9 @@ def pool_bytes(gpu_memory_bytes: ArrayLike, memory_utilization: ArrayLike, weigh
 def pool_blocks(pool_bytes: ArrayLike, block_size: ArrayLike, kv_bytes_per_token: ArrayLike) -> np.ndarray:
     """Blocks the pool holds: ``floor(pool_bytes / (block_size * kv_bytes_per_token))`` [blocks].
 
-    Excel: ``=MAX(0,FLOOR(pool_bytes/(block_size*kv_bytes_per_token),1))``. 56 GiB / 2 MiB = 28,672 (essay 000).
+    56 GiB / 2 MiB = 28,672 (essay 000). The floor is ``floor_count``'s (tolerant of rounding error):
+    Excel: ``=MAX(0,INT(pool_bytes/(block_size*kv_bytes_per_token)
+    +1E-9*MAX(ABS(pool_bytes/(block_size*kv_bytes_per_token)),1)))``.
     """
     return floor_count(np.asarray(pool_bytes, float) / (np.asarray(block_size, float) * np.asarray(
         kv_bytes_per_token, float)))
@@ -73,6 +78,8 @@ def max_requests_contiguous(pool_bytes: ArrayLike, max_model_len: ArrayLike,
     """Requests that fit when each reserves ``max_model_len`` tokens up front [requests].
 
     ``floor(pool_bytes / (max_model_len * kv_bytes_per_token))``. 56 GiB / 4 GiB = 14 (essay 000).
+    Excel: ``=MAX(0,INT(pool_bytes/(max_model_len*kv_bytes_per_token)
+    +1E-9*MAX(ABS(pool_bytes/(max_model_len*kv_bytes_per_token)),1)))``.
     """
     return floor_count(np.asarray(pool_bytes, float) / (np.asarray(max_model_len, float) * np.asarray(
         kv_bytes_per_token, float)))
@@ -84,7 +91,8 @@ def max_requests_paged(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, bl
     """Requests that fit when blocks are allocated on demand: ``floor(pool_blocks / blocks_for(tokens, bs))``.
 
     With sliding-window layers the blocks per request are ``windowed_blocks``.
-    Excel: ``=FLOOR(pool_blocks/CEILING(tokens/block_size,1),1)``. 28,672 / 113 = 253 (essay 000).
+    28,672 / 113 = 253 (essay 000). Blocks are whole numbers, so a plain floor is exact.
+    Excel (no sliding window): ``=INT(pool_blocks/CEILING(tokens_per_request/block_size,1))``.
     """
     return floor_count(np.asarray(pool_blocks, float) / request_blocks(tokens_per_request, block_size,
                                                                          sliding_window, local_fraction))
@@ -103,6 +111,7 @@ def shared_blocks(prefix_tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray
     """Blocks of a shared prefix that are stored once: ``floor(prefix_tokens / block_size)``.
 
     Only full blocks are shareable; a partly filled last prefix block stays private.
+    Excel: ``=INT(prefix_tokens/block_size)``.
     """
     return np.floor(np.asarray(prefix_tokens, float) / np.asarray(block_size, float))
 
@@ -123,6 +132,7 @@ def private_blocks(tokens_per_request: ArrayLike, prefix_tokens: ArrayLike, bloc
     """Blocks each request owns alone: ``blocks_for(tokens - shared_blocks * bs, bs)``.
 
     1,800 tokens with a 1,200-token prefix in blocks of 16: ceil(600 / 16) = 38 (essay 000).
+    Excel: ``=CEILING((tokens_per_request-INT(prefix_tokens/block_size)*block_size)/block_size,1)``.
     """
     bs = np.asarray(block_size, float)
     return blocks_for(np.asarray(tokens_per_request, float) - shared_blocks(prefix_tokens, bs) * bs, bs)
@@ -135,7 +145,9 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
     """Requests that fit when a common prefix is stored once [requests].
 
     ``floor((pool_blocks - shared_blocks) / private_blocks)``. (28,672 - 75) / 38 = 752 (essay 000).
-    Excel: ``=FLOOR((pool_blocks-FLOOR(prefix/bs,1))/CEILING((tokens-FLOOR(prefix/bs,1)*bs)/bs,1),1)``.
+    Excel (no sliding window; never fewer than paged): ``=MAX(IF(pool_blocks>=INT(prefix_tokens/block_size),
+    INT((pool_blocks-INT(prefix_tokens/block_size))/CEILING((tokens_per_request-INT(prefix_tokens/block_size)
+    *block_size)/block_size,1)),0),INT(pool_blocks/CEILING(tokens_per_request/block_size,1)))``.
     Local (sliding-window) layers hold at most the window of the prefix and of each request's private
     tokens. Keeping the prefix is optional (an engine evicts unreferenced cached blocks): once local layers
     have slid past it, holding it would cost blocks and save none, so sharing never fits fewer than paging.
@@ -155,7 +167,10 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
 
 @scalar_out
 def weight_bytes(params: ArrayLike, bytes_per_weight: ArrayLike) -> np.ndarray:
-    """Weight memory: ``params * bytes_per_weight`` [B]. 8e9 params in fp16 = 16 GB (essay 001)."""
+    """Weight memory: ``params * bytes_per_weight`` [B]. 8e9 params in fp16 = 16 GB (essay 001).
+
+    Excel: ``=params*bytes_per_weight``.
+    """
     return np.asarray(params, float) * np.asarray(bytes_per_weight, float)
 
 

@@ -24,6 +24,7 @@ from ._numeric import finite_or_none
 from .analysis import INPUT_DEFAULTS, INPUTS, RESULTS
 from .csv_safe import neutralise
 from .errors import ScenarioError
+from .formatting import human_number, human_unit_of
 from .scenario import Results, Scenario
 from .specs import BYTES_PER_WEIGHT, GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS
 
@@ -320,12 +321,32 @@ def csv_rows(report: Report) -> list[tuple[str, str, Value, str, str]]:
     return rows
 
 
-def to_csv(report: Report) -> str:
-    """The report as CSV, readable by pandas and Excel as is (UTF-8, header row, CRLF per RFC 4180)."""
+def human_rows(report: Report) -> list[tuple[str, str, Value, str, str]]:
+    """``csv_rows`` in human units: bytes in GB or GiB (the scenario's ``units``), seconds in ms, B/s in GB/s,
+    FLOP/s in TFLOP/s, each value rounded to 4 significant digits (whole numbers kept whole); the unit column
+    says which. Per-token and per-value bytes stay in B."""
+    binary = report.scenario.units == "GiB"
+    out: list[tuple[str, str, Value, str, str]] = []
+    for section, quantity, value, unit, source in csv_rows(report):
+        if section == "report" and quantity == "byte_units":
+            source = "GiB = 2^30 B, GB = 1e9 B; values below in human units (see the unit column), 4 digits"
+        elif section in ("input", "result") and isinstance(value, float) and math.isfinite(value):
+            name, factor = human_unit_of(quantity, unit, binary)
+            value, unit = human_number(value / factor), name
+        out.append((section, quantity, value, unit, source))
+    return out
+
+
+def to_csv(report: Report, units: str = "base") -> str:
+    """The report as CSV, readable by pandas and Excel as is (UTF-8, header row, CRLF per RFC 4180).
+
+    ``units``: "base" (B, s, B/s, full precision: for machines) or "human" (``human_rows``: for people)."""
+    if units not in ("base", "human"):
+        raise ScenarioError(f"units must be base or human, got {units!r}")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
-    for section, quantity, value, unit, source in csv_rows(report):
+    for section, quantity, value, unit, source in (csv_rows(report) if units == "base" else human_rows(report)):
         writer.writerow([section, neutralise(quantity), csv_cell(value), neutralise(unit), neutralise(source)])
     return buffer.getvalue()
 
@@ -337,6 +358,6 @@ def report_for(scenario_or_results: Scenario | Results, date: str | None = None)
     return build_report(results, date)
 
 
-__all__ = ["Quantity", "Report", "assumptions", "binding", "build_report", "csv_rows", "flat_inputs", "neutralise",
-           "report_for", "scenario_from_report_json", "scenario_mapping", "to_csv", "to_json",
+__all__ = ["Quantity", "Report", "assumptions", "binding", "build_report", "csv_rows", "flat_inputs", "human_rows",
+           "neutralise", "report_for", "scenario_from_report_json", "scenario_mapping", "to_csv", "to_json",
            "to_json_dict", "today_iso", "unset_inputs"]

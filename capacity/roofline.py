@@ -22,7 +22,7 @@ def decode_memory_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: A
                     kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike) -> np.ndarray:
     """Memory term of a decode step: ``(W + B * c * kv_bytes_per_token) / BW`` [s].
 
-    Excel: ``=(weight_bytes+batch*context*kv_bytes_per_token)/bandwidth``.
+    Excel: ``=(weight_bytes+batch*context_tokens*kv_bytes_per_token)/bandwidth``.
     Essay 001: (16 GB + 328 * 1,150 * 131,072 B) / 2 TB/s = 32.7 ms.
     """
     return (_f(weight_bytes) + _f(batch) * _f(context_tokens) * _f(kv_bytes_per_token)) / _f(bandwidth)
@@ -30,7 +30,10 @@ def decode_memory_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: A
 
 @scalar_out
 def decode_compute_s(batch: ArrayLike, params: ArrayLike, flops: ArrayLike) -> np.ndarray:
-    """Compute term of a decode step: ``B * 2N / F`` [s]. Essay 001: 328 * 16 GFLOP / 150 TFLOP/s = 35.0 ms."""
+    """Compute term of a decode step: ``B * 2N / F`` [s]. Essay 001: 328 * 16 GFLOP / 150 TFLOP/s = 35.0 ms.
+
+    Excel: ``=batch*2*params/flops``.
+    """
     return _f(batch) * 2.0 * _f(params) / _f(flops)
 
 
@@ -38,7 +41,11 @@ def decode_compute_s(batch: ArrayLike, params: ArrayLike, flops: ArrayLike) -> n
 def decode_step_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: ArrayLike,
                   kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike, params: ArrayLike, flops: ArrayLike,
                   step_overhead_s: ArrayLike) -> np.ndarray:
-    """One decode iteration: ``max(t_mem, t_compute) + o`` [s]. Essay 001: max(32.7, 35.0) + 3 = 38.0 ms."""
+    """One decode iteration: ``max(t_mem, t_compute) + o`` [s]. Essay 001: max(32.7, 35.0) + 3 = 38.0 ms.
+
+    Excel: ``=MAX((weight_bytes+batch*context_tokens*kv_bytes_per_token)/bandwidth,batch*2*params/flops)
+    +step_overhead_s``.
+    """
     return pass_s(decode_memory_s(weight_bytes, batch, context_tokens, kv_bytes_per_token, bandwidth),
                   decode_compute_s(batch, params, flops), 0.0, _f(step_overhead_s))
 
@@ -95,7 +102,7 @@ def prefill_s(weight_bytes: ArrayLike, prompt_tokens: ArrayLike, params: ArrayLi
               flops: ArrayLike, step_overhead_s: ArrayLike) -> np.ndarray:
     """Prefill of P uncached prompt tokens, run alone: ``max(W / BW, P * 2N / F) + o`` [s].
 
-    Excel: ``=MAX(weight_bytes/bandwidth,prompt*2*params/flops)+overhead``.
+    Excel: ``=MAX(weight_bytes/bandwidth,prompt_tokens*2*params/flops)+step_overhead_s``.
     Essay 001: max(8 ms, 1,000 * 16 GFLOP / 150 TFLOP/s) + 3 ms = 109.7 ms.
     """
     return np.maximum(_f(weight_bytes) / _f(bandwidth), _f(prompt_tokens) * 2.0 * _f(params) / _f(flops)) + _f(
@@ -105,7 +112,10 @@ def prefill_s(weight_bytes: ArrayLike, prompt_tokens: ArrayLike, params: ArrayLi
 @scalar_out
 def gpu_time_per_request_s(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
                            output_tokens: ArrayLike) -> np.ndarray:
-    """GPU time one request costs at batch B: ``t_prefill + A * t_step(B) / B`` [s]. Essay 001: 144.4 ms."""
+    """GPU time one request costs at batch B: ``t_prefill + A * t_step(B) / B`` [s]. Essay 001: 144.4 ms.
+
+    Excel: ``=prefill_s+output_tokens*decode_step_s/batch``.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         return _f(prefill_s) + _f(output_tokens) * _f(decode_step_s) / _f(batch)
 
@@ -125,7 +135,10 @@ def ceiling_rps(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike
 @scalar_out
 def decode_share(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike,
                  output_tokens: ArrayLike) -> np.ndarray:
-    """Share of GPU time spent decoding at the ceiling: ``(A t_step / B) / per_request`` [-]. Essay 001: 0.24."""
+    """Share of GPU time spent decoding at the ceiling: ``(A t_step / B) / per_request`` [-]. Essay 001: 0.24.
+
+    Excel: ``=IF(batch>0,(output_tokens*decode_step_s/batch)/(prefill_s+output_tokens*decode_step_s/batch),0)``.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         decode = _f(output_tokens) * _f(decode_step_s) / _f(batch)
         share = decode / (_f(prefill_s) + decode)
@@ -137,6 +150,7 @@ def tpot_at_ceiling_s(decode_step_s: ArrayLike, decode_share: ArrayLike) -> np.n
     """Time per output token users see at the ceiling: ``t_step(B_max) / decode_share`` [s].
 
     Essay 001: 38.0 ms / 0.24 = 158 ms. Infinite when nothing fits (decode_share 0).
+    Excel (#N/A for infinite): ``=IF(decode_share>0,decode_step_s/decode_share,NA())``.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(_f(decode_share) > 0, _f(decode_step_s) / _f(decode_share), np.inf)
@@ -144,7 +158,10 @@ def tpot_at_ceiling_s(decode_step_s: ArrayLike, decode_share: ArrayLike) -> np.n
 
 @scalar_out
 def single_stream_tokens_per_s(bandwidth: ArrayLike, weight_bytes: ArrayLike) -> np.ndarray:
-    """Upper bound for one stream: ``BW / W`` [tokens/s]. Essay 001: 2 TB/s / 16 GB = 125 tokens/s."""
+    """Upper bound for one stream: ``BW / W`` [tokens/s]. Essay 001: 2 TB/s / 16 GB = 125 tokens/s.
+
+    Excel: ``=bandwidth/weight_bytes``.
+    """
     return _f(bandwidth) / _f(weight_bytes)
 
 
@@ -153,5 +170,6 @@ def critical_batch(weight_bytes: ArrayLike, params: ArrayLike, bandwidth: ArrayL
     """Tokens per step where reading the weights and the arithmetic take equal time: ``W F / (2 N BW)`` [tokens].
 
     For 2-byte weights this is F / BW: 150 TFLOP/s / 2 TB/s = 75 tokens (essay 001). KV reads are ignored.
+    Excel: ``=weight_bytes*flops/(2*params*bandwidth)``.
     """
     return _f(weight_bytes) * _f(flops) / (2.0 * _f(params) * _f(bandwidth))

@@ -36,6 +36,10 @@ def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens:
     """TPOT at load λ, the smallest fixed point of ``TPOT = t_step(λ A TPOT) / (1 - λ t_p)`` [s].
 
     ``max_i a_i / (1 - λ t_p - λ A m_i)``; infinite when a denominator is <= 0 (decode cannot keep up).
+    ``pieces`` = ((a_mem, m_mem), (a_comp, m_comp)) of ``StepModel.pieces``. Excel (#N/A for infinite; pieces with
+    a > 0): ``=IF(MIN(1-arrival_rate*prefill_s-arrival_rate*output_tokens*m_mem,1-arrival_rate*prefill_s
+    -arrival_rate*output_tokens*m_comp)>0,MAX(a_mem/(1-arrival_rate*prefill_s-arrival_rate*output_tokens*m_mem),
+    a_comp/(1-arrival_rate*prefill_s-arrival_rate*output_tokens*m_comp)),NA())``.
     """
     worst = None
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -61,7 +65,9 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
                           pieces: tuple) -> np.ndarray:
     """Largest λ with ``TPOT(λ) <= T``: ``min_i (T - a_i) / (T t_p + m_i A T)``, at least 0 [requests/s].
 
-    Infinite when there is no TPOT promise (T = inf). Excel: ``=MAX(0,MIN((T-a1)/(T*t_p+m1*A*T),(T-a2)/(...)))``.
+    Infinite when there is no TPOT promise (T = inf). ``pieces`` as in ``tpot_at_rate_s``.
+    Excel: ``=MAX(0,MIN((tpot_slo_s-a_mem)/(tpot_slo_s*prefill_s+m_mem*output_tokens*tpot_slo_s),
+    (tpot_slo_s-a_comp)/(tpot_slo_s*prefill_s+m_comp*output_tokens*tpot_slo_s)))``.
     Essay 001: (50 - 11) ms / (50 ms * 109.7 ms + 75.4 us * 300 * 50 ms) = 5.9 requests/s.
     """
     t, t_p, a_tokens = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens)
@@ -189,6 +195,11 @@ def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: A
     formula reads low (12% on essay 001, 26% for 4,000-token prompts).
     Essay 001 at 5.9 requests/s (85% of the ceiling): s = 17.7 ms, L_p = 179.5 ms, L* = 122.3 ms,
     TTFT = 109.7 + (0.5 + 0.629) x 122.3 = 248 ms.
+    Excel (#N/A for infinite; decode_step_s > 0): ``=IF(arrival_rate>=ceiling_rps,NA(),
+    IF((arrival_rate*prefill_compute_s)>=1,NA(),prefill_s+(0.5+arrival_rate*prefill_compute_s)*MIN(arrival_rate
+    *prefill_s*(prefill_s-prefill_compute_s+prefill_compute_s/(1-(arrival_rate*prefill_compute_s)^2))
+    +arrival_rate*output_tokens*decode_step_s^2,decode_step_s+arrival_rate*prefill_s*MAX(prefill_s
+    -prefill_compute_s+prefill_compute_s/(1-(arrival_rate*prefill_compute_s)^2)-decode_step_s,0))))``.
     """
     lam = _f(arrival_rate)
     ttft = ttft_queue_s(lam, prefill_s, prefill_compute_s, decode_step_s, output_tokens)
@@ -208,6 +219,8 @@ def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_r
 
     0 when the prefill alone exceeds D; the ceiling when even the load just below it keeps the promise;
     infinite when there is no TTFT promise. TTFT rises with λ, so bisection on [0, ceiling] finds the bound.
+    Excel: none in one cell (a root solve: TTFT(λ) = D is a degree-6 polynomial on each piece); the XLSX
+    report's Solver sheet repeats the library's iterations row by row (docs/reports.md).
     """
     d = _f(ttft_slo_s)
     finite = np.isfinite(d)
@@ -249,13 +262,17 @@ def goodput_rps(ceiling_rps: ArrayLike, max_rate_for_tpot_rps: ArrayLike,
     """Largest load meeting every promise and the batch limit: ``min(ceiling, λ_TPOT, λ_TTFT)`` [requests/s].
 
     Essay 001: min(6.9, 5.9, no TTFT promise) = 5.9 requests/s.
+    Excel: ``=MAX(0,MIN(ceiling_rps,max_rate_for_tpot_rps,max_rate_for_ttft_rps))``.
     """
     return np.maximum(np.minimum(_f(ceiling_rps), np.minimum(_f(max_rate_for_tpot_rps), _f(max_rate_for_ttft_rps))),
                       0.0)
 
 
 def in_flight(arrival_rate: ArrayLike, output_tokens: ArrayLike, tpot_s: ArrayLike) -> np.ndarray:
-    """Conversations decoding at once by Little's law: ``λ A TPOT(λ)`` [requests]. Essay 001: 5.9 * 300 * 50 ms = 88."""
+    """Conversations decoding at once by Little's law: ``λ A TPOT(λ)`` [requests]. Essay 001: 5.9 * 300 * 50 ms = 88.
+
+    Excel: ``=IF(arrival_rate>0,arrival_rate*output_tokens*tpot_s,0)``.
+    """
     with np.errstate(invalid="ignore"):
         return np.where(_f(arrival_rate) > 0, _f(arrival_rate) * _f(output_tokens) * _f(tpot_s), 0.0)
 
@@ -265,7 +282,7 @@ def cost_per_million_tokens(price_per_hour: ArrayLike, gpus: ArrayLike, rate_rps
     """Cost of a million output tokens: ``price_per_hour * gpus / (λ A 3600) * 1e6`` [currency].
 
     Infinite when the rate is 0. Essay 001 at $2/h and 5.9 requests/s of 300 tokens: $0.31.
-    Excel: ``=price_per_hour*gpu_count/(goodput_rps*output_tokens*3600)*1e6``.
+    Excel: ``=price_per_hour*gpus/(rate_rps*output_tokens*3600)*1e6``.
     """
     tokens_per_hour = _f(rate_rps) * _f(output_tokens) * 3600.0
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -38,8 +38,9 @@ import numpy as np
 
 from . import checks
 from .analysis import INPUTS, LABELS, RESULTS
-from .csv_safe import neutralise
+from .csv_safe import frame_to_csv, neutralise
 from .errors import ScenarioError, show
+from .formatting import human_number, human_unit_of
 from .frame import evaluate_arrays
 from .report import INPUT_PATHS, flat_inputs, today_iso
 from .scenario import Scenario
@@ -322,16 +323,43 @@ class Progress:
         self.stream.flush()
 
 
+def human_table(table: pd.DataFrame, binary: bool = False) -> pd.DataFrame:
+    """The sweep in human units, one unit per column named in its header (``pool_bytes [GB]``, ``decode_step_s
+    [ms]``, ``goodput_rps [requests/s]``), values rounded to 4 significant digits (``formatting.human_number``)."""
+    import pandas as pd
+
+    out = {}
+    for name, unit in units_of(list(table.columns)).items():
+        column = table[name]
+        if unit and pd.api.types.is_numeric_dtype(column):
+            human, factor = human_unit_of(name, unit, binary)
+            values = column.astype(float) / factor
+            column = values.map(lambda v: v if pd.isna(v) else human_number(v))
+            present = column.dropna()
+            if len(present) and (present == present.round()).all() and (present.abs() < 2**53).all():
+                column = column.astype("Int64")
+            unit = human
+        out[f"{name} [{unit}]" if unit else name] = column
+    return pd.DataFrame(out)
+
+
 def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chunk_rows: int = CHUNK_ROWS,
-                progress: Progress | None = None) -> int:
-    """Evaluate ``grid`` chunk by chunk and write it to ``sink`` as ``fmt``; returns the rows written."""
+                progress: Progress | None = None, human: bool = False, binary: bool = False) -> int:
+    """Evaluate ``grid`` chunk by chunk and write it to ``sink`` as ``fmt``; returns the rows written.
+
+    ``human`` (csv only): each chunk in human units (``human_table``, GiB-based when ``binary``)."""
     if fmt == "xlsx":
         sink.write(to_xlsx_bytes(_frame(grid), meta))
         return grid.rows
     schema = arrow_schema(grid, meta if fmt == "parquet" else None)
     batches = record_batches(grid, schema, chunk_rows)
     written = 0
-    if fmt == "csv":
+    if fmt == "csv" and human:
+        for batch in batches:
+            text = frame_to_csv(human_table(_labelled(batch.to_pandas()), binary))
+            sink.write((text if not written else text.split("\n", 1)[1]).encode("utf-8"))
+            written += _tick(progress, batch)
+    elif fmt == "csv":
         sink.write((",".join(_csv_quote(neutralise(name)) for name in schema.names) + "\n").encode("utf-8"))
         for batch in batches:
             sink.write(csv_text(batch))
@@ -420,9 +448,14 @@ def _frame(grid: Grid) -> pd.DataFrame:
 
     schema = arrow_schema(grid)
     table = pa.Table.from_batches(list(record_batches(grid, schema)), schema=schema)
-    frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    return _labelled(table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get))
+
+
+def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text columns (labels, problem) as Python strings with None for missing."""
     for name in (*LABELS, "problem"):
-        frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
+        if name in frame.columns:
+            frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
     return frame
 
 
@@ -457,12 +490,67 @@ def to_xlsx_bytes(table: pd.DataFrame, meta: dict[str, Any]) -> bytes:
         units.write_string(row, 0, name, bold if row == 0 else None)
         units.write_string(row, 1, unit, bold if row == 0 else None)
         units.write_string(row, 2, "meaning" if row == 0 else meanings.get(name, "why the row is invalid, if it is"))
+    add_sweep_chart(wb, table)
     about = wb.add_worksheet("About")
     for row, (name, value) in enumerate(meta.items()):
         about.write_string(row, 0, name, bold)
         about.write_string(row, 1, value if isinstance(value, str) else json.dumps(value))
     wb.close()
     return buffer.getvalue()
+
+
+#: Results the sweep chart plots against the varied input, when the sweep has them.
+CHART_RESULTS = ("goodput_rps", "ceiling_rps")
+
+
+def varied_inputs(table: pd.DataFrame) -> list[str]:
+    """Input columns that take more than one value in the sweep, in column order."""
+    return [name for name in INPUTS if name in table.columns and table[name].nunique(dropna=True) > 1]
+
+
+def add_sweep_chart(wb: Any, table: pd.DataFrame, max_series: int = 12) -> None:
+    """A ``Chart`` sheet: goodput (and the ceiling, for a one-input sweep) against the first varied input, one
+    line per value of the second varied input (up to ``max_series``). The plotted numbers are written beside the
+    chart as a pivot of the Sweep sheet's rows, so the chart reads the workbook's own cells."""
+    import pandas as pd
+
+    varied = varied_inputs(table)
+    plotted = [key for key in CHART_RESULTS if key in table.columns]
+    if not varied or not plotted or len(table) < 2:
+        return
+    x_key, group = varied[0], (varied[1] if len(varied) > 1 else None)
+    rows = table[table.get("problem", pd.Series("", index=table.index)).fillna("") == ""]
+    if group is None:
+        pivot = rows.groupby(x_key)[plotted].first()
+        labels = [(key, key) for key in plotted]
+    else:
+        values = sorted(rows[group].dropna().unique())[:max_series]
+        pivot = rows[rows[group].isin(values)].pivot_table(index=x_key, columns=group, values=plotted[0],
+                                                             aggfunc="first")
+        labels = [(value, f"{group} = {value:g}") for value in values]
+    sheet = wb.add_worksheet("Chart")
+    bold = wb.add_format({"bold": True})
+    sheet.write_string(0, 0, x_key, bold)
+    for col, (_, label) in enumerate(labels, 1):
+        sheet.write_string(0, col, label, bold)
+    for row, (x, values) in enumerate(pivot.iterrows(), 1):
+        sheet.write_number(row, 0, float(x))
+        for col, (key, _) in enumerate(labels, 1):
+            value = values.get(key)
+            if value is not None and not pd.isna(value):
+                sheet.write_number(row, col, float(value))
+    chart = wb.add_chart({"type": "scatter", "subtype": "straight_with_markers"})
+    last = len(pivot)
+    for col, (_, label) in enumerate(labels, 1):
+        chart.add_series({"name": label, "categories": ["Chart", 1, 0, last, 0],
+                          "values": ["Chart", 1, col, last, col]})
+    unit = RESULTS[plotted[0]][0]
+    chart.set_title({"name": f"{plotted[0] if group else 'goodput and ceiling'} vs {x_key}"})
+    chart.set_x_axis({"name": f"{x_key} [{INPUTS[x_key][0]}]"})
+    chart.set_y_axis({"name": f"{plotted[0] if group else 'requests/s'} [{unit}]"})
+    chart.set_size({"width": 720, "height": 420})
+    sheet.insert_chart(1, len(labels) + 2, chart)
+
 
 
 # --- refusing, before any work, what would not fit -------------------------------------------------------------
@@ -551,13 +639,16 @@ def sweep_meta(scenario: Scenario, specs: list[str], date: str | None = None) ->
 
 
 def run_to(scenario: Scenario, specs: list[str], fmt: str, sink: IO[bytes], output: str | Path | None = None,
-           date: str | None = None, progress: bool | None = None, chunk_rows: int = CHUNK_ROWS) -> int:
+           date: str | None = None, progress: bool | None = None, chunk_rows: int = CHUNK_ROWS,
+           units: str = "base") -> int:
     """Check the grid fits (``check_room``), then evaluate and write it to ``sink`` in chunks; returns rows.
 
     ``progress``: None shows a bar on stderr when it is a terminal and the grid has ``PROGRESS_MIN_ROWS`` rows.
     """
     if fmt not in FORMATS:
         raise ScenarioError(f"--format {fmt!r} is not a sweep format; use one of {', '.join(FORMATS)}")
+    if units not in ("base", "human") or (units == "human" and fmt != "csv"):
+        raise ScenarioError(f"--units {units} is for csv output (base or human); {fmt} keeps base units")
     if fmt == "parquet":
         try:
             import pyarrow.parquet  # noqa: F401
@@ -568,16 +659,19 @@ def run_to(scenario: Scenario, specs: list[str], fmt: str, sink: IO[bytes], outp
     show = progress if progress is not None else (grid.rows >= PROGRESS_MIN_ROWS and sys.stderr.isatty())
     bar = Progress(grid.rows) if show else None
     try:
-        return write_sweep(grid, fmt, sink, sweep_meta(scenario, specs, date), chunk_rows, bar)
+        return write_sweep(grid, fmt, sink, sweep_meta(scenario, specs, date), chunk_rows, bar,
+                           human=units == "human", binary=scenario.units == "GiB")
     finally:
         if bar is not None:
             bar.close()
 
 
-def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None = None) -> bytes:
-    """Run the sweep and render it as ``fmt`` (csv, xlsx, parquet or json), in memory."""
+def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None = None,
+                units: str = "base") -> bytes:
+    """Run the sweep and render it as ``fmt`` (csv, xlsx, parquet or json), in memory; ``units="human"``: csv
+    with each column in its human unit (``human_table``)."""
     buffer = io.BytesIO()
-    run_to(scenario, specs, fmt, buffer, date=date, progress=False)
+    run_to(scenario, specs, fmt, buffer, date=date, progress=False, units=units)
     return buffer.getvalue()
 
 

@@ -66,6 +66,8 @@ def commands(path: str, bench: str) -> dict[str, list[str]]:
         "search": ["search", path, "--tp", "1", "--max-num-seqs", "64", "--max-batched-tokens", "2048", "--chunked",
                    "off", "--requests", "50", "--workers", "1"],
         "curve": ["curve", path, "--kind", "classes", "--format", "json"],
+        "report": ["report", path],
+        "flags": ["flags", path, "--engine", "all", "--format", "json"],
     }
 
 
@@ -127,7 +129,7 @@ def _files(tmp: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "curve", "search"]
+SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "curve", "search", "report", "flags"]
 
 
 def test_the_suite_covers_every_subcommand():

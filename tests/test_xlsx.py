@@ -7,6 +7,7 @@ import functools
 import io
 import math
 import random
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -39,12 +40,19 @@ SPEC_KEYS = ("kv_bytes_per_token pool_bytes pool_blocks blocks_per_request max_r
 
 
 def named_cells(wb: openpyxl.Workbook) -> dict[str, openpyxl.cell.Cell]:
-    """Each workbook-level defined name -> the one cell it refers to."""
+    """Each workbook-level defined name -> the one cell it refers to; for an input whose name converts human units to
+    base units (``=IF(ISBLANK(Inputs!$B$7),...,Inputs!$B$7*1000000000)``), the editable human-unit cell."""
     cells = {}
     for name, defined in wb.defined_names.items():
-        sheet, ref = defined.attr_text.split("!")
-        cells[name] = wb[sheet.strip("'")][ref.replace("$", "")]
+        sheet, ref = re.search(r"'?(\w+)'?!(\$[A-Z]+\$\d+)", defined.attr_text).groups()
+        cells[name] = wb[sheet][ref.replace("$", "")]
     return cells
+
+
+def base_cells(wb: openpyxl.Workbook) -> dict[str, openpyxl.cell.Cell]:
+    """Each input -> its cell in base units (the Inputs sheet's "value in base units" column, the library's value)."""
+    sheet = wb["Inputs"]
+    return {row[0].value: row[5] for row in sheet.iter_rows(min_row=2) if row[0].value in INPUTS}
 
 
 def matches(got: object, want: object) -> bool:
@@ -76,15 +84,22 @@ def essay001_book():
     return report, openpyxl.load_workbook(io.BytesIO(workbook_bytes(report)))
 
 
-def test_inputs_carry_defined_names_in_base_units(essay001_book):
+def test_inputs_are_edited_in_human_units_and_named_in_base_units(essay001_book):
     _, wb = essay001_book
-    cells = named_cells(wb)
-    for key in INPUTS:
+    cells, base = named_cells(wb), base_cells(wb)
+    human = {"s": "ms", "B": "GB", "B/s": "GB/s", "FLOP/s": "TFLOP/s"}  # essay 001 is in decimal GB
+    for key, (unit, _) in INPUTS.items():
         assert cells[key].parent.title == "Inputs"
-        assert cells[key].offset(column=-1).value == key and cells[key].offset(column=1).value == INPUTS[key][0]
-    assert cells["gpu_memory_bytes"].value == 80e9  # "80 GB", decimal
-    assert cells["tpot_slo_s"].value == 0.05 and cells["step_overhead_s"].value == 0.003
+        assert cells[key].offset(column=-1).value == key
+        assert cells[key].offset(column=1).value == (unit if key == "kv_bytes_per_value" else human.get(unit, unit))
+    assert cells["gpu_memory_bytes"].value == 80 and base["gpu_memory_bytes"].value == 80e9  # "80 GB", decimal
+    assert cells["tpot_slo_s"].value == 50 and base["tpot_slo_s"].value == 0.05  # "50 ms"
+    assert cells["step_overhead_s"].value == 3 and cells["bandwidth"].value == 2000 and cells["flops"].value == 150
     assert cells["ttft_slo_s"].value is None and cells["max_num_seqs"].value is None  # unset: blank
+    assert wb.defined_names["gpu_memory_bytes"].attr_text == (
+        "IF(ISBLANK(Inputs!$B$8),Inputs!$B$8,IF(Inputs!$B$8=Inputs!$G$8,Inputs!$F$8,Inputs!$B$8*1000000000))")
+    assert wb.defined_names["tpot_slo_s"].attr_text.endswith("Inputs!$B$22/1000))")
+    assert wb.defined_names["prompt_tokens"].attr_text == "Inputs!$B$18"  # tokens: no conversion
 
 
 def test_results_are_formulas_over_the_names(essay001_book):
@@ -110,8 +125,10 @@ def test_cached_values_equal_the_library(key):
 
 def test_essay_000_cached_numbers_are_the_essays():
     report = report_for(all_scenarios()["essay-000-paging"])
-    cells = named_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report)), data_only=True))
-    assert cells["pool_bytes"].value == 56 * 2**30 and cells["gpu_memory_bytes"].value == 80 * 2**30  # GiB
+    wb = openpyxl.load_workbook(io.BytesIO(workbook_bytes(report)), data_only=True)
+    cells = named_cells(wb)
+    assert cells["pool_bytes"].value == 56 * 2**30 and base_cells(wb)["gpu_memory_bytes"].value == 80 * 2**30
+    assert cells["gpu_memory_bytes"].value == 80 and cells["gpu_memory_bytes"].offset(column=1).value == "GiB"
     assert (cells["pool_blocks"].value, cells["max_requests_contiguous"].value, cells["max_requests_paged"].value,
             cells["max_requests_shared_prefix"].value) == (28_672, 14, 253, 752)
     assert cells["cost_per_million_tokens"].value == "#N/A"  # no price in the essay
@@ -125,7 +142,7 @@ def test_report_sheet_and_injection_in_the_name_stays_text():
     assert name_cell.data_type == "s" and name_cell.value.startswith("=HYPERLINK")  # a string cell, not a formula
     labels = [row[0].value for row in sheet.iter_rows()]
     assert {"tool", "date", "binding resource", "assumption 1"} <= set(labels)
-    assert wb.sheetnames == ["Report", "Inputs", "Results", "Solver"]
+    assert wb.sheetnames == ["Summary", "Report", "Inputs", "Results", "Solver"]
 
 
 def test_unwritable_path_raises_and_leaves_nothing(tmp_path):
@@ -283,7 +300,7 @@ def test_inputs_are_written_to_the_last_bit():
     cells = named_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report))))
     assert cells["arrival_rate"].value == 0.30000000000000004
     for s in [s for key, s in solver_scenarios().items() if key.startswith("random-")][:4]:
-        cells = named_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report_for(s)))))
+        cells = base_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report_for(s)))))
         assert all(cells[k].value == value for k, value in flat_inputs(s).items() if math.isfinite(value)
                    and not (k == "arrival_rate" and value == 0))
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import openpyxl
@@ -113,15 +114,17 @@ def test_recalculated_essay_numbers(recalculated):
     assert round(cells["decode_step_s"].value * 1e3, 1) == 38.0 and cells["goodput_limit"].value == "tpot"
 
 
-#: Input edits: (scenario id, new memory_utilization, new prompt_tokens, new TPOT promise in s or None to clear it).
+#: Input edits, typed as a user types them in the Inputs sheet's human units: (scenario id, new memory_utilization,
+#: new prompt_tokens, new TPOT promise in ms or None to clear it). The library gets ms / 1000, the spreadsheet's
+#: own conversion.
 EDITS = [
-    ("essay-001-sale-day", 0.80, 1500, 0.080),
-    ("essay-000-paging", 0.70, 1500, 0.100),  # essay 000 at utilisation 0.70: 181 paged requests; TPOT newly set
+    ("essay-001-sale-day", 0.80, 1500, 80),
+    ("essay-000-paging", 0.70, 1500, 100),  # essay 000 at utilisation 0.70: 181 paged requests; TPOT newly set
     ("capped-batch", 0.95, 900, None),  # clearing the TPOT promise leaves the TTFT promise
-    ("chat-llama-3.1-8b-h100", 0.85, 2000, 0.030),
-    ("ttft-bound-70b", 0.92, 3000, 0.060),
-    ("mla-moe-deepseek-v3", 0.88, 2500, 0.080),  # MoE: the Solver sheet's bisections recompute
-    ("window-pipeline-gemma-2", 0.80, 3000, 0.050),
+    ("chat-llama-3.1-8b-h100", 0.85, 2000, 30),
+    ("ttft-bound-70b", 0.92, 3000, 60),
+    ("mla-moe-deepseek-v3", 0.88, 2500, 80),  # MoE: the Solver sheet's bisections recompute
+    ("window-pipeline-gemma-2", 0.80, 3000, 50),
 ]
 
 
@@ -137,7 +140,8 @@ def test_edited_inputs_recalculate_as_the_library_on_the_changed_scenario(tmp_pa
         path = tmp_path / f"edited-{key}.xlsx"
         wb.save(path)  # openpyxl keeps the formulas and drops every cached value
         changed = scenario.with_changes(serving={"memory_utilization": utilisation},
-                                        workload={"prompt_tokens": prompt}, slo={"tpot_s": tpot})
+                                        workload={"prompt_tokens": prompt},
+                                        slo={"tpot_s": None if tpot is None else tpot / 1000})
         expected[path.name] = report_for(changed)
         files.append(path)
     converted = recalculate(files, tmp_path / "out", profile)
@@ -175,13 +179,13 @@ def test_libreoffice_recalculates_the_solver_scenarios_as_the_library(recalculat
     assert differences(path, report) == {}
 
 
-#: Edits of the promises, the load and the serving options: (scenario id, TTFT promise in s or None, arrival rate or
-#: None, chunked-prefill budget, KV link in B/s or None, output tokens).
+#: Edits of the promises, the load and the serving options, in the Inputs sheet's human units: (scenario id, TTFT
+#: promise in ms or None, arrival rate or None, chunked-prefill budget, KV link in GB/s or None, output tokens).
 OPTION_EDITS = [
-    ("essay-001-sale-day", 0.2, 4.0, 512, 50e9, 300),  # a TTFT promise appears and binds; a load; a small budget
+    ("essay-001-sale-day", 200, 4.0, 512, 50, 300),  # a TTFT promise appears and binds; a load; a small budget
     ("ttft-bound-70b", None, 0.7, 4096, None, 400),  # the TTFT promise cleared
-    ("long-context-mixtral-h200", 0.12, 2.0, 2048, 25e9, 500),  # MoE: TTFT bound and the MoE TPOT solves
-    ("ttft-binds-options", 0.9, None, 8192, 10e9, 150),  # the load cleared: the load's solves stand down
+    ("long-context-mixtral-h200", 120, 2.0, 2048, 25, 500),  # MoE: TTFT bound and the MoE TPOT solves
+    ("ttft-binds-options", 900, None, 8192, 10, 150),  # the load cleared: the load's solves stand down
 ]
 
 
@@ -197,8 +201,10 @@ def test_edited_promises_load_and_options_recalculate_as_the_library(tmp_path, p
         cells["output_tokens"].value = output
         path = tmp_path / f"options-{key}.xlsx"
         wb.save(path)
-        changed = scenario.with_changes(slo={"ttft_s": ttft}, workload={"arrival_rate": rate, "output_tokens": output},
-                                        serving={"max_batched_tokens": budget, "kv_transfer_bandwidth": link})
+        changed = scenario.with_changes(slo={"ttft_s": None if ttft is None else ttft / 1000},
+                                        workload={"arrival_rate": rate, "output_tokens": output},
+                                        serving={"max_batched_tokens": budget,
+                                                 "kv_transfer_bandwidth": None if link is None else link * 1e9})
         expected[path.name] = report_for(changed)
         files.append(path)
     converted = recalculate(files, tmp_path / "out", profile)
@@ -208,3 +214,70 @@ def test_edited_promises_load_and_options_recalculate_as_the_library(tmp_path, p
     assert cells["goodput_limit"].value == "ttft" and round(cells["max_rate_for_ttft_rps"].value, 2) == 4.93
     cells = named_cells(openpyxl.load_workbook(converted["options-long-context-mixtral-h200.xlsx"], data_only=True))
     assert cells["max_rate_for_ttft_rps"].value < cells["ceiling_rps"].value and cells["moe_model"].value is True
+
+
+# --- human units: the Summary sheet and edits of converted inputs -------------------------------------------------
+
+#: Edits of inputs the Inputs sheet shows converted: (scenario id, GPU memory in GB or GiB as the scenario's units,
+#: bandwidth in GB/s, step overhead in ms, arrival rate in requests/s).
+HUMAN_EDITS = [
+    ("essay-001-sale-day", 96, 2400, 4, 12.0),  # decimal GB; a load appears, so the fleet is sized
+    ("essay-000-paging", 64, 1600, 2, 5.0),  # binary units: GiB
+    ("chat-llama-3.1-8b-h100", 141, 2500, 1.5, 40.0),
+]
+
+
+def test_edits_in_human_units_recalculate_as_the_library_and_the_summary_sizes_the_fleet(tmp_path, profile):
+    """Memory typed in GB (or GiB), bandwidth in GB/s and overhead in ms: the defined names convert (x 1E9,
+    x 1073741824, / 1000) and LibreOffice's results equal the library's on the scenario with those values. The
+    Summary's fleet equals ``fleet_for_load``: replicas = ceil(load / goodput), GPUs, $/h and $/month (x 730)."""
+    from capacity.fleet import fleet_for_load
+
+    files, expected = [], {}
+    for key, memory, bandwidth, overhead, rate in HUMAN_EDITS:
+        scenario = all_scenarios()[key]
+        wb = openpyxl.load_workbook(io.BytesIO(workbook_bytes(report_for(scenario))))
+        cells = named_cells(wb)
+        cells["gpu_memory_bytes"].value, cells["bandwidth"].value = memory, bandwidth
+        cells["step_overhead_s"].value, cells["arrival_rate"].value = overhead, rate
+        path = tmp_path / f"human-{key}.xlsx"
+        wb.save(path)
+        gib = scenario.units == "GiB"
+        gpu = replace(scenario.gpu, memory_bytes=memory * (1073741824 if gib else 1e9), bandwidth=bandwidth * 1e9,
+                      bandwidth_efficiency=1.0)  # the sheet's bandwidth is the effective one
+        changed = replace(scenario, gpu=gpu).with_changes(serving={"step_overhead_s": overhead / 1000},
+                                                           workload={"arrival_rate": rate})
+        expected[path.name] = report_for(changed)
+        files.append(path)
+    converted = recalculate(files, tmp_path / "out", profile)
+    for name, report in expected.items():
+        assert differences(converted[name], report) == {}, name
+        cells = named_cells(openpyxl.load_workbook(converted[name], data_only=True))
+        fleet = fleet_for_load(report.results, report.scenario.workload.arrival_rate)
+        assert cells["fleet_replicas"].value == fleet.replicas and cells["fleet_gpus"].value == fleet.gpus, name
+        if fleet.cost_per_hour is None:
+            assert cells["fleet_cost_per_hour"].value == "#N/A"
+        else:
+            assert cells["fleet_cost_per_hour"].value == pytest.approx(fleet.cost_per_hour, rel=1e-12)
+            assert cells["fleet_cost_per_month"].value == pytest.approx(fleet.cost_per_hour * 730, rel=1e-12)
+        summary = openpyxl.load_workbook(converted[name], data_only=True)["Summary"]
+        shown = {row[3].value: row[1].value for row in summary.iter_rows(min_row=8) if row[3].value}
+        binary = report.scenario.units == "GiB"
+        assert shown["pool_bytes"] == pytest.approx(report.results["pool_bytes"] / (2**30 if binary else 1e9),
+                                                    rel=1e-12)
+        assert shown["decode_step_s"] == pytest.approx(report.results["decode_step_s"] * 1000, rel=1e-12)
+    cells = named_cells(openpyxl.load_workbook(converted["human-essay-001-sale-day.xlsx"], data_only=True))
+    assert cells["fleet_gpus"].value == fleet_for_load(expected["human-essay-001-sale-day.xlsx"].results, 12.0).gpus
+
+
+def test_untouched_workbook_summary_matches_the_library(recalculated):
+    """Recalculated with no edit, the Summary's fleet for the scenario's own arrival rate is the library's."""
+    from capacity.fleet import fleet_for_load
+
+    report, path = recalculated["chat-llama-3.1-8b-h100"]
+    cells = named_cells(openpyxl.load_workbook(path, data_only=True))
+    fleet = fleet_for_load(report.results, report.scenario.workload.arrival_rate)
+    assert (cells["fleet_replicas"].value, cells["fleet_gpus"].value) == (fleet.replicas, fleet.gpus)
+    assert cells["fleet_cost_per_month"].value == pytest.approx(fleet.cost_per_hour * 730, rel=1e-12)
+    report, path = recalculated["essay-001-sale-day"]  # no arrival rate: no fleet
+    assert named_cells(openpyxl.load_workbook(path, data_only=True))["fleet_replicas"].value == "#N/A"

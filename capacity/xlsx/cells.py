@@ -57,7 +57,15 @@ class Formats:
         self.input = wb.add_format({"bg_color": "#FFF2CC", "border": 1, "border_color": "#BFBFBF"})
         self.input_int = wb.add_format({"bg_color": "#FFF2CC", "border": 1, "border_color": "#BFBFBF",
                                         "num_format": "#,##0"})
+        self.input_number = wb.add_format({"bg_color": "#FFF2CC", "border": 1, "border_color": "#BFBFBF",
+                                           "num_format": "#,##0.0########"})
         self.value = wb.add_format({})
+        self.human = wb.add_format({"num_format": "#,##0.000"})
+        self.money = wb.add_format({"num_format": "$#,##0.00"})
+        self.big = wb.add_format({"bold": True, "font_size": 12, "num_format": "#,##0.00"})
+        self.big_count = wb.add_format({"bold": True, "font_size": 12, "num_format": "#,##0"})
+        self.big_money = wb.add_format({"bold": True, "font_size": 12, "num_format": "$#,##0.00"})
+        self.big_text = wb.add_format({"bold": True, "font_size": 12})
         self.count = wb.add_format({"num_format": "#,##0"})
         self.wrap = wb.add_format({"text_wrap": True, "valign": "top"})
 

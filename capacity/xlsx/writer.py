@@ -11,12 +11,13 @@ import xlsxwriter
 from .._numeric import finite_or_none
 from ..analysis import INTERMEDIATES, RESULTS, analyse
 from ..files import write_atomic
-from ..formatting import SECTIONS
+from ..formatting import SECTIONS, human_unit_of
 from ..report import Report, Value, flat_inputs, unset_inputs
 from ..solve import SolveTrace
 from .cells import Exact, Formats, Worksheet, cached, header, is_count
 from .formulas import FORMULAS
 from .solver import write_solver_sheet
+from .summary import write_summary_sheet
 
 
 def library_run(report: Report) -> tuple[dict[str, Value | bool], dict[str, SolveTrace]]:
@@ -79,25 +80,85 @@ def _write_report_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report) -> 
         ws.write_string(r, 1, text)  # write_string: a name starting with "=" stays text, never a formula
 
 
+#: Inputs sheet columns: the editable value in human units (B), its unit (C), the value in base units (F) and, hidden,
+#: the human value as written (G).
+INPUT_VALUE, INPUT_BASE, INPUT_WRITTEN = 1, 5, 6
+
+
+def input_conversion(key: str, unit: str, binary: bool) -> tuple[str, str, float]:
+    """(human unit, Excel operator and factor that turn the human value into base units, the factor): bytes x 1E9
+    (GB) or x 1073741824 (GiB), B/s x 1E9 (GB/s), FLOP/s x 1E12 (TFLOP/s), seconds / 1000 (ms); per-value
+    bytes and every other unit stay (x 1). Division for ms keeps "40 ms" the nearest double to 0.04 s, as the
+    scenario file reads it."""
+    human, factor = human_unit_of(key, unit, binary)
+    if factor == 1:
+        return human, "", 1.0
+    if factor < 1:
+        return human, f"/{round(1 / factor):d}", factor
+    return human, f"*{factor:.17g}".replace("e+", "E"), factor
+
+
+def input_name_formula(row: int, op: str) -> str:
+    """The defined name of an input: its cell, converted to base units. An unedited cell gives the library's exact
+    base value (column F); an edited one its human value converted (``op``); a blank cell stays a blank reference,
+    so ``ISBLANK(name)`` still means "not set"."""
+    value = f"Inputs!$B${row}"
+    if not op:
+        return f"={value}"
+    return (f"=IF(ISBLANK({value}),{value},IF({value}=Inputs!$G${row},Inputs!$F${row},{value}{op}))")
+
+
 def _write_inputs_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report) -> None:
     ws = wb.add_worksheet("Inputs", worksheet_class=Worksheet)
-    header(ws, f, (("quantity", 26), ("value", 20), ("unit", 12), ("source", 60), ("meaning", 60)))
+    header(ws, f, (("quantity", 26), ("value (edit)", 16), ("unit", 10), ("source", 50), ("meaning", 50),
+                   ("value in base units", 22), ("as written", 4)))
+    ws.set_column(INPUT_WRITTEN, INPUT_WRITTEN, None, None, {"hidden": True})
     unset = unset_inputs(report.scenario)
+    binary = report.scenario.units == "GiB"
     for row, q in enumerate(report.inputs, 1):
+        human, op, factor = input_conversion(q.key, q.unit, binary)
         ws.write_string(row, 0, q.key)
         if q.key in unset or q.value is None:
-            ws.write_blank(row, 1, None, f.input)
+            ws.write_blank(row, INPUT_VALUE, None, f.input)
+            ws.write_blank(row, INPUT_BASE, None)
         else:
-            ws.write_number(row, 1, Exact(q.value), f.input_int if float(q.value).is_integer() else f.input)
-        ws.write_string(row, 2, q.unit)
+            shown = Exact(q.value * round(1 / factor) if factor < 1 else q.value / factor)
+            ws.write_number(row, INPUT_VALUE, shown, f.input_int if float(shown).is_integer() else f.input_number)
+            ws.write_number(row, INPUT_BASE, Exact(q.value), f.count if float(q.value).is_integer() else f.value)
+            if op:
+                ws.write_number(row, INPUT_WRITTEN, shown)
+        ws.write_string(row, 2, human)
         ws.write_string(row, 3, q.source)
-        ws.write_string(row, 4, q.meaning)
-        wb.define_name(q.key, f"=Inputs!$B${row + 1}")
+        ws.write_string(row, 4, q.meaning if not op else f"{q.meaning} (in {human}; base unit {q.unit})")
+        wb.define_name(q.key, input_name_formula(row + 1, op))
 
 
-def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, Value | bool]) -> None:
+def to_human_formula(reference: str, key: str, unit: str, binary: bool) -> tuple[str, str]:
+    """(Excel formula of ``reference`` in its human unit, that unit): ``pool_bytes/1E9`` GB, ``decode_step_s*1000``
+    ms; a unit without a human form is the reference itself."""
+    human, factor = human_unit_of(key, unit, binary)
+    if factor == 1:
+        return f"={reference}", human
+    if factor < 1:
+        return f"={reference}*{round(1 / factor):d}", human
+    return f"={reference}/{factor:.17g}", human
+
+
+def human_value(value: object, key: str, unit: str, binary: bool) -> object:
+    """A library value in its human unit, as ``to_human_formula`` computes it (text, bools and None pass through)."""
+    if value is None or isinstance(value, (str, bool, np.bool_)):
+        return value
+    number = finite_or_none(value)
+    if number is None:
+        return None
+    factor = human_unit_of(key, unit, binary)[1]
+    return number * round(1 / factor) if factor < 1 else number / factor
+
+
+def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, Value | bool], binary: bool) -> None:
     ws = wb.add_worksheet("Results", worksheet_class=Worksheet)
-    header(ws, f, (("quantity", 34), ("value", 20), ("unit", 12), ("meaning", 70)))
+    header(ws, f, (("quantity", 34), ("value", 20), ("unit", 12), ("meaning", 70), ("in human units", 16),
+                   ("unit", 10)))
     row = 1
     for section, keys in result_layout():
         row += 1
@@ -112,6 +173,10 @@ def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, 
                              cached(values.get(key)))
             ws.write_string(row, 2, unit)
             ws.write_string(row, 3, meaning)
+            formula, human = to_human_formula(f"B{row + 1}", key, unit, binary)
+            ws.write_formula(row, 4, formula, f.count if is_count(key, unit) and human == unit else f.human,
+                             cached(human_value(values.get(key), key, unit, binary)))
+            ws.write_string(row, 5, human)
             wb.define_name(key, f"=Results!$B${row + 1}")
             row += 1
 
@@ -125,9 +190,11 @@ def workbook_bytes(report: Report) -> bytes:
     formats = Formats(wb)
     intermediates, traces = library_run(report)
     values: dict[str, Value | bool] = {**{q.key: q.value for q in report.outputs}, **intermediates}
+    binary = report.scenario.units == "GiB"
+    write_summary_sheet(wb, formats, report, values)
     _write_report_sheet(wb, formats, report)
     _write_inputs_sheet(wb, formats, report)
-    _write_results_sheet(wb, formats, values)
+    _write_results_sheet(wb, formats, values, binary)
     write_solver_sheet(wb, formats, traces, values)
     wb.close()
     return buffer.getvalue()
