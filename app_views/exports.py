@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from capacity.customer_report import customer_report_html
 from capacity.files import safe_filename
 from capacity.report import report_for, to_csv, to_json
 from capacity.scenario import Results
@@ -19,6 +20,7 @@ EXPORTS: dict[str, tuple[Callable[[Results], Any], str, str]] = {
     "Report (XLSX, live formulas)": (lambda r: workbook_bytes(report_for(r)), ".xlsx",
                                      "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
     "Report (JSON)": (lambda r: to_json(report_for(r)), ".json", "application/json"),
+    "Customer report (HTML)": (customer_report_html, ".html", "text/html"),
 }
 
 
