@@ -18,39 +18,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+from gpu_microbench import graph_time_s  # same directory: one timer for both scripts
 
 DEV, DT = torch.device("cuda"), torch.bfloat16
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP, VOCAB = 32, 4096, 32, 8, 128, 14336, 128256
-
-
-def graph_time_s(fn, replays: int = 5) -> float:
-    """Median seconds of ``fn`` replayed from a CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    del graph
-    return statistics.median(times)
 
 
 class Weights:
@@ -112,7 +87,7 @@ def main(path: str) -> None:
     result = {"date": dt.date.today().isoformat(), "device": torch.cuda.get_device_properties(0).name,
               "torch": torch.__version__, "model": "llama-3-8b shapes, random bf16 weights, no rotary",
               "weight_bytes": wt.bytes(), "kv_bytes_per_token": 2 * LAYERS * KV_HEADS * HEAD_DIM * 2,
-              "method": "one CUDA graph per shape, median of 5 replays; benchmarks/gpu_decode_step.py",
+              "method": "one CUDA graph per shape (gpu_microbench.graph_time_s), median of 5 replays",
               "decode": [], "prefill": []}
     with torch.inference_mode():
         for context in (512, 2048):
@@ -124,14 +99,14 @@ def main(path: str) -> None:
                           for _ in range(LAYERS)]
                 tokens = torch.randint(0, VOCAB, (batch,), device=DEV)
                 t = graph_time_s(lambda tokens=tokens, caches=caches, context=context:
-                                 decode_step(wt, tokens, caches, context))
+                                 decode_step(wt, tokens, caches, context), inner=1, replays=5)
                 result["decode"].append({"batch": batch, "context": context, "seconds": t})
                 print(f"decode B={batch} c={context}: {t * 1e3:.2f} ms", flush=True)
                 del caches
                 torch.cuda.empty_cache()
         for p in (128, 512, 2048, 8192):
             tokens = torch.randint(0, VOCAB, (p,), device=DEV)
-            t = graph_time_s(lambda tokens=tokens: prefill(wt, tokens))
+            t = graph_time_s(lambda tokens=tokens: prefill(wt, tokens), inner=1, replays=5)
             result["prefill"].append({"prompt_tokens": p, "seconds": t})
             print(f"prefill P={p}: {t * 1e3:.2f} ms", flush=True)
     with open(path, "w") as fh:
