@@ -407,6 +407,16 @@ def choose(doc: dict[str, Any], kind: str, name: str, keep: set[str] = frozenset
     doc[kind] = fresh
     if kind == "model" and "max_model_len" not in keep and name != CUSTOM:
         _delete(doc, ("serving", "max_model_len"))  # the new model's context window applies
+    if "name" not in keep:  # a name the user did not type names the sizing, not the preset it started from
+        doc["name"] = sizing_name(doc)
+
+
+def sizing_name(doc: Mapping[str, Any]) -> str:
+    """``model on GPU`` from the mapping's catalog (or custom) names: what downloads and links are named after."""
+    def named(kind: str) -> str:
+        section = doc.get(kind)
+        return str(section.get("name", kind) if isinstance(section, Mapping) else section)
+    return f"{named('model')} on {named('gpu')}"[:NAME_MAX]
 
 
 #: Model keys a custom model copies from the catalog entry it starts from (architecture beyond the widgets).
@@ -528,7 +538,7 @@ def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[d
             if key is not None:
                 section = doc.get(field.key) if isinstance(doc.get(field.key), dict) else {}
                 if section.get("name") != key:
-                    choose(doc, field.key, key)
+                    choose(doc, field.key, key, keep={"name"} if "name" in params else set())
             continue
         if field.key in ("weight_dtype", "kv_dtype", "block_size"):
             allowed = {"weight_dtype": DTYPES, "kv_dtype": KV_DTYPES, "block_size": BLOCK_SIZES}[field.key]

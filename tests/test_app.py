@@ -359,3 +359,15 @@ def test_the_ttft_promise_sits_at_its_value_on_the_log_axis():
     label = next(a for a in figure["layout"]["annotations"] if a.get("yref") == "y2")
     assert line["y0"] == 200.0 and label["y"] == np.log10(200.0)
     assert figure["layout"]["yaxis2"]["type"] == "log"
+
+
+def test_a_new_model_or_gpu_renames_the_sizing_unless_the_user_named_it():
+    # Issue 13: downloads and links were named after the landing preset after the model and GPU changed.
+    at = start()
+    preset_name = at.session_state["doc"]["name"]
+    at.sidebar.selectbox(key="model").select("llama-3-70b").run()
+    at.sidebar.selectbox(key="gpu").select("h100-sxm").run()
+    assert saved(at)["name"] == "llama-3-70b on h100-sxm" != preset_name
+    at.sidebar.text_input(key="name").input("ACME pilot").run()
+    at.sidebar.selectbox(key="gpu").select("h200").run()
+    assert saved(at)["name"] == "ACME pilot"
