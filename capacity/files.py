@@ -78,49 +78,15 @@ def _signals_raise() -> Iterator[None]:
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically; ScenarioError naming the path if it cannot be written."""
-    shown = clean_line(str(path), 120)
-    try:
-        target = Path(os.path.realpath(path))  # through symlinks: the link stays, its target is written
-        existing = target.stat() if target.exists() else None
-    except (OSError, ValueError) as exc:
-        raise ScenarioError(f"cannot write {shown}: {getattr(exc, 'strerror', None) or exc}") from None
-    if existing is not None and stat.S_ISDIR(existing.st_mode):
-        raise ScenarioError(f"cannot write {shown}: it is a directory")
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        _write_in_place(target, data, shown)  # /dev/stdout, a FIFO, a terminal: never replace the node
-        return
-    mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask()
-    tmp: str | None = None
-    with _signals_raise():
-        try:
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                os.fchmod(fh.fileno(), mode)
-                fh.write(data)
-            os.replace(tmp, target)
-            tmp = None
-        except OSError as exc:
-            raise ScenarioError(f"cannot write {shown}: {exc.strerror or exc}") from None
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-
-
-def _write_in_place(target: Path, data: bytes, shown: str) -> None:
-    try:  # non-blocking open: a FIFO nobody reads is refused (ENXIO), not waited on
-        fd = os.open(target, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-    except OSError as exc:
-        raise ScenarioError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    """Write ``data`` to ``path`` atomically (``atomic_output``); ScenarioError naming the path if it cannot be
+    written."""
+    with atomic_output(path) as fh:
+        fh.write(data)
 
 
 @contextlib.contextmanager
 def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
-    """A binary file to stream into, for output too large to hold (``write_atomic`` for a stream): the same
+    """A binary file to stream into, for output too large to hold (``write_atomic`` writes through it): the same
     target rules (through symlinks, a directory refused, a FIFO or terminal written in place, the mode kept),
     and a regular file is renamed onto ``path`` only when the block completes (removed on any error or
     SIGTERM). ScenarioError naming the path if it cannot be written."""
