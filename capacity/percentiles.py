@@ -65,13 +65,17 @@ def tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray) -> np.n
     before = float(mix.in_flight(rate_rps)) / 2.0  # sequences that arrived before the window, still decoding
     prompts = np.full(np.broadcast_shapes(q.shape, steps.shape), np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for a, m in mix.pieces:
+        for a, m in mix.pieces_at(rate_rps):
             own = float(m) * mix.output_tokens * q / (2.0 * window * factor)  # step growth per prompt arrived
             prompts = np.minimum(prompts, (q - float(a) - float(m) * before) / (beta / steps + own))
     # a negative count: the decode step alone is longer than q, so no request is that fast
     cdf = np.where(prompts >= 0, gammaincc(np.floor(np.maximum(prompts, 0.0)) + 1.0, rate_rps * window * factor), 0.0)
-    v = mix.weight[rows] / mix.weight[rows].sum()
-    return cdf @ v
+    return cdf @ _within(mix, rows)
+
+
+def _within(mix: MixModel, rows: np.ndarray) -> np.ndarray:
+    """Shares of the shapes ``rows`` within their class (summing to 1) [-]."""
+    return mix.weight[rows] / mix.weight[rows].sum()
 
 
 def residual_wait(mix: MixModel, rate_rps: float) -> tuple[float, float, float, float]:
@@ -98,8 +102,7 @@ def ttft_cdf(mix: MixModel, j: int, rate_rps: float, ttft_s: np.ndarray) -> np.n
         decode = np.where(s > 0, np.minimum(r / s, 1.0), 1.0)
         prefill = np.where(theta > 0, 1.0 - np.exp(-r / theta), 1.0)
     cdf = np.where(x >= mix.shape_prefill_s[rows], (1.0 - busy) * decode + busy * prefill, 0.0)
-    v = mix.weight[rows] / mix.weight[rows].sum()
-    return cdf @ v
+    return cdf @ _within(mix, rows)
 
 
 def _quantile(cdf, lo: float, hi: float, p: float, points: int = 400) -> float:
@@ -124,27 +127,28 @@ def _quantile(cdf, lo: float, hi: float, p: float, points: int = 400) -> float:
     return b
 
 
-def tpot_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
-    """The p-quantile (p in (0, 1)) of class j's TPOT at total load λ [s]; inf at or past the ceiling."""
+def _quantile_at_load(mix: MixModel, rate_rps: float, p: float, cdf, lo, mean_s) -> float:
+    """The p-quantile of a latency whose CDF at load λ is ``cdf`` [s], searched on ``[lo(), lo() + 200 mean_s()]``
+    (callables: evaluated only below the ceiling); inf at or past the ceiling or where the mean is infinite."""
     if not 0 <= rate_rps < mix.ceiling_rps:
         return math.inf
-    mean = float(mix.tpot_s(rate_rps))
+    mean = float(mean_s())
     if not math.isfinite(mean):
         return math.inf
-    s = float(mix.decode_step_at_s(rate_rps))
-    return _quantile(lambda q: tpot_cdf(mix, j, rate_rps, q), 0.5 * s, s + 200.0 * mean, p)
+    low = lo()
+    return _quantile(cdf, low, low + 200.0 * mean, p)
+
+
+def tpot_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
+    """The p-quantile (p in (0, 1)) of class j's TPOT at total load λ [s]; inf at or past the ceiling."""
+    return _quantile_at_load(mix, rate_rps, p, lambda q: tpot_cdf(mix, j, rate_rps, q),
+                             lambda: 0.5 * float(mix.decode_step_at_s(rate_rps)), lambda: mix.tpot_s(rate_rps))
 
 
 def ttft_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
     """The p-quantile (p in (0, 1)) of class j's TTFT at total load λ [s]; inf at or past the ceiling."""
-    if not 0 <= rate_rps < mix.ceiling_rps:
-        return math.inf
-    mean = float(mix.ttft_s(rate_rps))
-    if not math.isfinite(mean):
-        return math.inf
-    rows = mix.class_rows(j)
-    lo = float(mix.shape_prefill_s[rows].min())
-    return _quantile(lambda x: ttft_cdf(mix, j, rate_rps, x), lo, lo + 200.0 * mean, p)
+    return _quantile_at_load(mix, rate_rps, p, lambda x: ttft_cdf(mix, j, rate_rps, x),
+                             lambda: float(mix.shape_prefill_s[mix.class_rows(j)].min()), lambda: mix.ttft_s(rate_rps))
 
 
 def class_latency(mix: MixModel, j: int, rate_rps: float, quantiles: tuple[float, ...] = QUANTILES) -> dict:
