@@ -83,6 +83,8 @@ class SimulationConfig:
     turns: int = 1  # requests per multi-turn session (1: independent requests; simulator/workloads.py)
     think_time_s: float = 10.0  # mean gap between a session's turns (exponential) [s]
     turn_tokens: LengthDist | None = None  # new user tokens of each later turn; None: the prompt distribution
+    cpu_offload_bytes: float = 0.0  # KV offload: CPU memory per GPU for evicted prefix blocks [B]; 0: none
+    offload_bandwidth: float = 0.0  # host link the blocks load back over [B/s] (allocator.py, offload.py)
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -112,6 +114,16 @@ def _time(value: Any, path: str) -> float:
     if seconds < 0:
         raise ScenarioError(f"{path} must be >= 0, got {show(value)}")
     return seconds
+
+
+def _quantity(kind: str) -> Callable[[Any, str], float]:
+    def check(value: Any, path: str) -> float:
+        number = parse_quantity(value, kind, path)
+        if not number > 0 or not math.isfinite(number):
+            raise ScenarioError(f"{path} must be > 0 and finite, got {show(value)}")
+        return number
+
+    return check
 
 
 def _text(value: Any, path: str) -> str:
@@ -193,6 +205,8 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "turns": (positive_int, "turns"),
     "think_time": (_time, "think_time_s"),
     "turn_tokens": (length_dist, "turn_tokens"),
+    "cpu_offload": (_quantity("bytes"), "cpu_offload_bytes"),
+    "offload_bandwidth": (_quantity("bandwidth"), "offload_bandwidth"),
 }
 
 
@@ -246,6 +260,9 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
     if weights is not None and len(weights) != len(values.get("priorities", (0,))):
         problems.append(f"simulation.priority_weights has {len(weights)} entries but simulation.priorities has "
                         f"{len(values.get('priorities', (0,)))}")
+    if values.get("cpu_offload_bytes") and not values.get("offload_bandwidth"):
+        problems.append("simulation.offload_bandwidth is missing: cpu_offload needs the host link's bandwidth "
+                        "(e.g. \"50 GB/s\" for PCIe 5.0 x16)")
     prompt = values["prompt_tokens"]
     too_long = prefix_problem(values["shared_prefix_tokens"], prompt, "simulation.shared_prefix_tokens")
     if explicit_prefix and too_long:
