@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -176,8 +177,9 @@ class MixModel:
     decode_step_s: float      # at batch_max [s]
     ceiling_rps: float
 
-    @property
+    @cached_property
     def pieces(self) -> tuple:
+        """The decode step's linear pieces ``((a_mem, m_mem), (a_comp, m_comp))`` (``StepModel.pieces``)."""
         return self.model.pieces()
 
     def pieces_at(self, rate_rps: float) -> tuple:

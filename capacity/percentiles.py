@@ -54,6 +54,16 @@ def tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray) -> np.n
 
     One-token answers have no TPOT and are left out, as the simulator leaves them out.
     """
+    return _tpot_cdf(mix, j, rate_rps, tpot_s, _tpot_state(mix, rate_rps))
+
+
+def _tpot_state(mix: MixModel, rate_rps: float) -> tuple[float, tuple]:
+    """What the TPOT distribution at load λ needs once: sequences that arrived before a request's window and are
+    still decoding, ``B̄ / 2`` [requests], and the step's pieces around the batch (``MixModel.pieces_at``)."""
+    return float(mix.in_flight(rate_rps)) / 2.0, mix.pieces_at(rate_rps)
+
+
+def _tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray, state: tuple[float, tuple]) -> np.ndarray:
     q = np.asarray(tpot_s, float)[:, None]
     rows = mix.class_rows(j)
     rows = rows[mix.output[rows] > 1]
@@ -62,10 +72,10 @@ def tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray) -> np.n
     factor, beta = mix.work_stream()
     steps = mix.output[rows] - 1.0
     window = mix.shape_prefill_s[rows] + steps * q
-    before = float(mix.in_flight(rate_rps)) / 2.0  # sequences that arrived before the window, still decoding
+    before, pieces = state
     prompts = np.full(np.broadcast_shapes(q.shape, steps.shape), np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for a, m in mix.pieces_at(rate_rps):
+        for a, m in pieces:
             own = float(m) * mix.output_tokens * q / (2.0 * window * factor)  # step growth per prompt arrived
             prompts = np.minimum(prompts, (q - float(a) - float(m) * before) / (beta / steps + own))
     # a negative count: the decode step alone is longer than q, so no request is that fast
@@ -94,9 +104,13 @@ def residual_wait(mix: MixModel, rate_rps: float) -> tuple[float, float, float, 
 
 def ttft_cdf(mix: MixModel, j: int, rate_rps: float, ttft_s: np.ndarray) -> np.ndarray:
     """``P(TTFT <= x)`` for requests of class j at total load λ, at each x of ``ttft_s`` [-] (see module doc)."""
+    return _ttft_cdf(mix, j, ttft_s, residual_wait(mix, rate_rps))
+
+
+def _ttft_cdf(mix: MixModel, j: int, ttft_s: np.ndarray, wait: tuple[float, float, float, float]) -> np.ndarray:
     x = np.asarray(ttft_s, float)[:, None]
     rows = mix.class_rows(j)
-    busy, s, theta, rho = residual_wait(mix, rate_rps)
+    busy, s, theta, rho = wait
     r = np.maximum(x - mix.shape_prefill_s[rows], 0.0) / (1.0 + 2.0 * rho)
     with np.errstate(divide="ignore", invalid="ignore"):
         decode = np.where(s > 0, np.minimum(r / s, 1.0), 1.0)
@@ -141,13 +155,19 @@ def _quantile_at_load(mix: MixModel, rate_rps: float, p: float, cdf, lo, mean_s)
 
 def tpot_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
     """The p-quantile (p in (0, 1)) of class j's TPOT at total load λ [s]; inf at or past the ceiling."""
-    return _quantile_at_load(mix, rate_rps, p, lambda q: tpot_cdf(mix, j, rate_rps, q),
+    if not 0 <= rate_rps < mix.ceiling_rps:
+        return math.inf
+    state = _tpot_state(mix, rate_rps)
+    return _quantile_at_load(mix, rate_rps, p, lambda q: _tpot_cdf(mix, j, rate_rps, q, state),
                              lambda: 0.5 * float(mix.decode_step_at_s(rate_rps)), lambda: mix.tpot_s(rate_rps))
 
 
 def ttft_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
     """The p-quantile (p in (0, 1)) of class j's TTFT at total load λ [s]; inf at or past the ceiling."""
-    return _quantile_at_load(mix, rate_rps, p, lambda x: ttft_cdf(mix, j, rate_rps, x),
+    if not 0 <= rate_rps < mix.ceiling_rps:
+        return math.inf
+    wait = residual_wait(mix, rate_rps)
+    return _quantile_at_load(mix, rate_rps, p, lambda x: _ttft_cdf(mix, j, x, wait),
                              lambda: float(mix.shape_prefill_s[mix.class_rows(j)].min()), lambda: mix.ttft_s(rate_rps))
 
 
