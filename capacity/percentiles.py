@@ -238,6 +238,12 @@ def sizing(scenario: Any) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def sized_per_class(scenario: Any) -> bool:
+    """Whether a scenario asks for the per-class sizing: it lists ``workloads:`` classes or names a percentile."""
+    raw = scenario.raw or {}
+    return raw.get("workloads") is not None or scenario.slo.percentile is not None
+
+
 def validation(scenario: Any, fractions: tuple[float, ...] = (0.5, 0.8), requests: int = 20_000, seed: int = 0,
                warmup: float = 0.2) -> pd.DataFrame:
     """Analytic quantiles against the simulator's, per class, at shares of the mix's ceiling.
@@ -269,4 +275,4 @@ def validation(scenario: Any, fractions: tuple[float, ...] = (0.5, 0.8), request
 
 
 __all__ = ["QUANTILES", "class_latency", "keeps_promise", "percentile_goodput_rps", "sizing", "tpot_cdf",
-           "residual_wait", "tpot_quantile_s", "ttft_cdf", "ttft_quantile_s", "validation"]
+           "residual_wait", "sized_per_class", "tpot_quantile_s", "ttft_cdf", "ttft_quantile_s", "validation"]
