@@ -104,19 +104,23 @@ def concurrency_chart(curve: pd.DataFrame) -> dict:
     lines = (("paged blocks", "max_requests_paged"), ("with the shared prefix", "max_requests_shared_prefix"))
     data = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": curve["context_tokens"].tolist(),
              "y": curve[column].tolist()} for name, column in lines]
-    return _figure(data, "Conversations that fit against context", "tokens per request (log)",
-                   "conversations per replica (log)", xaxis={"type": "log", "title": {"text": "tokens per request"}},
-                   yaxis={"type": "log", "title": {"text": "conversations per replica"}})
+    ticks = curve["context_tokens"].tolist()
+    return _figure(data, "Conversations that fit against context", "tokens per request", "conversations per replica",
+                   xaxis={"type": "log", "title": {"text": "tokens per request (log scale)"}, "tickvals": ticks,
+                          "ticktext": [f"{t:,}" for t in ticks]},
+                   yaxis={"type": "log", "title": {"text": "conversations per replica (log scale)"}, "dtick": 1,
+                          "tickformat": ","})
 
 
 def knee_chart(curve: pd.DataFrame, at: pd.Series, classes: list[str]) -> dict:
     data = [{"type": "scatter", "mode": "lines", "name": f"{c} p99 TPOT", "x": curve["output_tokens_per_s"].tolist(),
              "y": (curve[f"{c}_p99_tpot_s"] * 1e3).tolist()} for c in classes]
-    data.append({"type": "scatter", "mode": "lines", "name": "mean end-to-end / 100", "line": {"dash": "dot"},
-                 "x": curve["output_tokens_per_s"].tolist(), "y": (curve["mean_e2e_s"] * 10).tolist()})
+    data.append({"type": "scatter", "mode": "lines", "name": "mean end-to-end (s, right)", "line": {"dash": "dot"},
+                 "x": curve["output_tokens_per_s"].tolist(), "y": curve["mean_e2e_s"].tolist(), "yaxis": "y2"})
     marks = [("x", float(at["output_tokens_per_s"]), "#dc2626", "dash",
               f"knee: {at['rate_rps']:,.2f} req/s ({at['load_fraction']:.0%} of the ceiling)", "y")]
-    return _figure(data, "Throughput against latency", "output tokens/s per replica", "ms", marks)
+    return _figure(data, "Throughput against latency", "output tokens/s per replica", "p99 TPOT (ms)", marks,
+                   yaxis2={"title": {"text": "mean end-to-end (s)"}, "overlaying": "y", "side": "right"})
 
 
 def daily_chart(plan: DailyPlan, mean_plan: DailyPlan) -> dict:
@@ -194,8 +198,8 @@ def render(st_: Any, ctx: Context) -> None:
                                f"${summary['peak_cost_per_day']:,.2f} provisioned for the peak."))
         st_.plotly_chart(daily_chart(plan, mean_plan), width="stretch")
         st_.caption(plain(f"The day: rate(h) from {peak / factor:,.2f} requests/s at midnight to {peak:,.2f} at noon "
-                          f"(a cosine; an assumption to replace with measured rates, `capacity curve --kind daily "
-                          f"--profile`), each hour's replicas at {goodput:,.2f} requests/s each with "
+                          f"(a cosine; an assumption to replace with measured rates: capacity curve --kind daily "
+                          f"--profile), each hour's replicas at {goodput:,.2f} requests/s each with "
                           f"{ctx.headroom:.0%} headroom."))
 
     st_.markdown("##### Operating guidance")
