@@ -19,8 +19,8 @@ from capacity.units import parse_quantity
 
 #: The GPUs and models issue 14 asks for, by catalog key (present) or by the name the catalog's `missing` list
 #: gives the reason under (absent).
-NEW_GPUS = ["b300", "mi355x", "gb200", "mi325x", "gaudi3", "l40", "rtx-4090", "h20"]
-EXPLAINED_GPUS = ["rtx-5090", "a10g"]
+NEW_GPUS = ["b300", "mi355x", "gb200", "mi325x", "gaudi3", "l40", "rtx-4090", "rtx-5090", "h20"]
+EXPLAINED_GPUS = ["a10g"]
 NEW_MODELS = ["llama-3.3-70b", "llama-4-scout", "llama-4-maverick", "qwen3-32b", "qwen3-235b-a22b", "deepseek-r1",
               "gpt-oss-20b", "gpt-oss-120b", "gemma-3-27b", "phi-4", "mistral-small-24b"]
 #: Numeric GPU fields: each one an issue-14 entry carries is commented on its own line with the source's words.
