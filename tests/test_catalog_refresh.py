@@ -184,3 +184,43 @@ def test_mxfp4_weights_use_fp4_tensor_cores_only_where_the_gpu_has_them():
         scenario = Scenario.from_dict({"model": "gpt-oss-20b", "gpu": gpu,
                                        "workload": {"prompt_tokens": 100, "output_tokens": 10}})
         assert scenario.gpu.flops == parse_quantity(catalog.gpu(gpu)[key], "flops"), gpu
+
+
+CONFIGS = catalog.CATALOG_DIR.parent.parent / "tests" / "data" / "configs"
+#: Catalog key -> the config.json keys it copies (the first one present).
+CONFIG_KEYS = {"layers": ("num_hidden_layers",), "attention_heads": ("num_attention_heads",),
+               "kv_heads": ("num_key_value_heads",), "hidden_size": ("hidden_size",), "vocab_size": ("vocab_size",),
+               "intermediate_size": ("intermediate_size",), "max_position_embeddings": ("max_position_embeddings",),
+               "num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+               "experts_per_token": ("num_experts_per_tok",), "moe_intermediate_size": ("moe_intermediate_size",),
+               "kv_lora_rank": ("kv_lora_rank",), "qk_rope_head_dim": ("qk_rope_head_dim",),
+               "first_dense_layers": ("first_k_dense_replace",), "tie_word_embeddings": ("tie_word_embeddings",)}
+
+
+@pytest.mark.parametrize("key", ["llama-3.3-70b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-r1", "gpt-oss-120b",
+                                 "gpt-oss-20b", "llama-4-scout", "llama-4-maverick"])
+def test_catalog_entry_matches_its_config_fixture(key):
+    """The catalog's architecture numbers are the ones the byte-for-byte config.json copy holds."""
+    from capacity.hf_config import load_config
+
+    entry = catalog.model(key)
+    raw = json.loads((CONFIGS / f"{key}.json").read_text(encoding="utf-8"))
+    text = raw.get("text_config") or raw
+    compared = 0
+    for field, names in CONFIG_KEYS.items():
+        value = next((text[name] for name in names if name in text), None)
+        if value is not None:
+            assert entry[field] == value, (key, field, entry[field], value)
+            compared += 1
+    assert compared >= 8
+    if entry.get("attention") == "mla":
+        return
+    assert entry["head_dim"] == (text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"])
+    imported = load_config(CONFIGS / f"{key}.json")
+    if "layer_types" in text:  # gpt-oss: the importer and the catalog count the same sliding layers
+        assert entry["sliding_window"] == text["sliding_window"] == imported["sliding_window"]
+        assert entry["local_layers"] == text["layer_types"].count("sliding_attention") == imported["local_layers"]
+    elif "attention_chunk_size" in text:  # llama-4: chunked layers, read as a window of the chunk size
+        assert entry["sliding_window"] == text["attention_chunk_size"] == 8192
+    else:
+        assert "sliding_window" not in entry and not text.get("sliding_window")
