@@ -137,11 +137,12 @@ def gpu_family(name: str) -> str | None:
     return None
 
 
-#: Decode-bandwidth efficiency, FLOP/s efficiency [-] and step overhead [s] per GPU family, fitted (log-error
-#: least squares, ``capacity.calibration.fit_factors``) on the published timing points of
-#: validation/measurements.yaml with the engine profiles applied (``python validation/validate.py --fit``
-#: prints this table, the points and sources behind each row, and the leave-one-source-out errors).
-#: A family without points of its own takes the "all" row, fitted on every point pooled.
+#: Bandwidth and FLOP/s efficiency plateaus e_max [-] (of the curves above) and step overhead [s] per GPU family,
+#: fitted (log-error least squares, ``capacity.calibration.fit_factors``) on the published timing points of
+#: validation/measurements.yaml with the engine profiles and curves applied (``python validation/validate.py
+#: --fit`` prints this table). A family's own overhead is fitted only from points of >= 2 sources; otherwise
+#: it is the "all" row's (validate.fit_families). A family without points takes the "all" row, fitted on
+#: every point pooled.
 FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {
     "ada": (0.627, 0.354, 3.44e-04),  # 6 points, 1 sources, in-sample MAPE 28.6%
     "ampere": (0.762, 0.586, 2.91e-03),  # 11 points, 2 sources, in-sample MAPE 14.0%
