@@ -103,6 +103,7 @@ def test_growth_tracker_counts_blocks_like_brute_force(block_size, lengths, step
         return sum(math.ceil((c + g) / block_size) for c in kept)
 
     assert tracker.total(step) == brute(step)
+    assert tracker.next_step_blocks(step) == brute(step + 1) - brute(step)
     k, grow = tracker.steps_affordable(step, available, ahead)
     assert grow == brute(step + k) - brute(step) <= available
     assert k == ahead or brute(step + k + 1) - brute(step) > available

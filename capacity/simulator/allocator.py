@@ -154,13 +154,14 @@ class GrowthTracker:
     tree over the ``bs`` residues, so ``total(G)`` costs O(log bs) whatever the batch.
     """
 
-    __slots__ = ("block_size", "count", "u_sum", "tree")
+    __slots__ = ("block_size", "count", "u_sum", "tree", "residues")
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
         self.count = 0
         self.u_sum = 0
         self.tree = [0] * (block_size + 1)
+        self.residues = [0] * block_size  # sequences per residue v, for next_step_blocks in O(1)
 
     def _update(self, residue: int, delta: int) -> None:
         i = residue + 1
@@ -177,16 +178,34 @@ class GrowthTracker:
         return total
 
     def add(self, c: int) -> None:
-        u, v = divmod(c + self.block_size - 1, self.block_size)
+        bs = self.block_size
+        u, v = divmod(c + bs - 1, bs)
         self.count += 1
         self.u_sum += u
-        self._update(v, 1)
+        self.residues[v] += 1
+        tree, i = self.tree, v + 1  # _update(v, 1), inline: once per request
+        while i <= bs:
+            tree[i] += 1
+            i += i & -i
 
     def remove(self, c: int) -> None:
-        u, v = divmod(c + self.block_size - 1, self.block_size)
+        bs = self.block_size
+        u, v = divmod(c + bs - 1, bs)
         self.count -= 1
         self.u_sum -= u
-        self._update(v, -1)
+        self.residues[v] -= 1
+        tree, i = self.tree, v + 1  # _update(v, -1), inline
+        while i <= bs:
+            tree[i] -= 1
+            i += i & -i
+
+    def next_step_blocks(self, step: int) -> int:
+        """``total(step + 1) - total(step)``: the sequences whose next token opens a block, ``(c + step) % bs == 0``.
+
+        ``ceil((c + G) / bs)`` grows at ``G + 1`` exactly when ``bs`` divides ``c + G``; with ``c + bs - 1 = bs u + v``
+        that is ``v = bs - 1 - (G mod bs)``.
+        """
+        return self.residues[-1 - step % self.block_size]
 
     def total(self, step: int) -> int:
         """Blocks held by all tracked sequences at decode step ``step``: ``sum ceil((c_i + step) / bs)``."""
