@@ -183,8 +183,8 @@ class GrowthTracker:
         self.count += 1
         self.u_sum += u
         self.residues[v] += 1
-        tree, i = self.tree, v + 1  # _update(v, 1), inline: once per request
-        while i <= bs:
+        tree, i = self.tree, v + 1  # _update(v, 1), inline: once per request (bs 1: total never reads the tree)
+        while i <= bs and bs > 1:
             tree[i] += 1
             i += i & -i
 
@@ -195,7 +195,7 @@ class GrowthTracker:
         self.u_sum -= u
         self.residues[v] -= 1
         tree, i = self.tree, v + 1  # _update(v, -1), inline
-        while i <= bs:
+        while i <= bs and bs > 1:
             tree[i] -= 1
             i += i & -i
 
@@ -216,8 +216,15 @@ class GrowthTracker:
     def steps_affordable(self, step: int, available: int, limit: int) -> tuple[int, int]:
         """Largest ``k <= limit`` with ``total(step + k) - total(step) <= available``, and those new blocks.
 
-        ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit.
+        ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit. With blocks of
+        one token every sequence takes one block per step: ``count k`` blocks, so ``k = available // count``.
         """
+        if self.block_size == 1:
+            count = self.count
+            if count * limit <= available:
+                return limit, count * limit
+            k = available // count
+            return k, k * count
         base = self.total(step)
         grow = self.total(step + limit) - base
         if grow <= available:
