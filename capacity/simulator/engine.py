@@ -241,23 +241,21 @@ class Engine:
     def finish_due(self) -> None:
         """Complete every decoding request whose last token came at step ``G`` (the hot path, kept inline)."""
         heap, decoding, step, alloc, growth = self.finish_heap, self.decoding, self.step, self.alloc, self.growth
-        bs, now, hi, finish, pop = self.block_size, self.now, len(self.windows.gap_s), self.finish, heapq.heappop
-        seg, recording = self.segments, self.tokens is not None
-        seg_rid, seg_lo, seg_hi, seg_first = seg.rid.append, seg.lo.append, seg.hi.append, seg.first_s.append
+        bs, now, hi, seg = self.block_size, self.now, len(self.windows.gap_s), self.segments
         ctx_const = self.ctx_const
-        while heap and heap[0][0] <= step:
-            _, _, epoch, r = pop(heap)
+        while heap and heap[0][0] <= step:  # usually one finish per call: few names bound before the loop
+            _, _, epoch, r = heapq.heappop(heap)
             rid = r.rid
             if epoch != r.epoch or rid not in decoding:
                 continue
             r.generated = r.output_tokens
-            if recording:
-                self.close_segment(r)
+            if self.tokens is None:
+                seg.rid.append(rid)
+                seg.lo.append(r.seg_window)
+                seg.hi.append(hi)
+                seg.first_s.append(r.seg_first_s)
             else:
-                seg_rid(rid)
-                seg_lo(r.seg_window)
-                seg_hi(hi)
-                seg_first(r.seg_first_s)
+                self.close_segment(r)
             c = r.growth_c
             if growth is None:
                 alloc.free += r.private_blocks
@@ -268,7 +266,7 @@ class Engine:
                 alloc.release_prefix(r.prefix_id, r.prefix_blocks)
             del decoding[rid]
             ctx_const -= c
-            finish[rid] = now
+            self.finish[rid] = now
             if r.preemptions:
                 self.complete(r)
         self.ctx_const = ctx_const
