@@ -145,6 +145,10 @@ class BlockAllocator:
                                f"evictable {self.evictable}, pool {self.pool_blocks}")
 
 
+#: Largest block [tokens] whose growth over ``k`` steps is summed from per-residue counts (above: Fenwick queries).
+RESIDUE_SUM_LIMIT = 256
+
+
 class GrowthTracker:
     """Blocks held by decoding sequences whose contexts all grow by one token per decode step.
 
@@ -213,26 +217,42 @@ class GrowthTracker:
         wrapped = self.count - self._below(self.block_size - b) if b else 0
         return self.u_sum + self.count * a + wrapped
 
+    def grown(self, step: int, k: int) -> int:
+        """``total(step + k) - total(step)``: blocks the tracked sequences open over ``k`` steps from ``step``.
+
+        A sequence opens a block at each step ``j`` with ``bs | c + j``: ``k // bs`` whole turns, plus one if
+        its residue is among the ``r = k mod bs`` residues ``bs - 1 - (step + t) mod bs``, ``t < r`` (a cyclic
+        run of the per-residue counts, summed in C). Past ``RESIDUE_SUM_LIMIT`` tokens a block, two Fenwick
+        queries instead.
+        """
+        bs = self.block_size
+        if bs > RESIDUE_SUM_LIMIT:
+            return self.total(step + k) - self.total(step)
+        turns, r = divmod(k, bs)
+        grow = self.count * turns
+        if r:
+            residues = self.residues
+            start = (bs - step - r) % bs
+            end = start + r
+            grow += sum(residues[start:end]) if end <= bs else sum(residues[start:]) + sum(residues[:end - bs])
+        return grow
+
     def steps_affordable(self, step: int, available: int, limit: int) -> tuple[int, int]:
         """Largest ``k <= limit`` with ``total(step + k) - total(step) <= available``, and those new blocks.
 
         ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit. With blocks of
         one token every sequence takes one block per step: ``count k`` blocks, so ``k = available // count``.
         """
-        if self.block_size == 1:
-            count = self.count
-            if count * limit <= available:
-                return limit, count * limit
-            k = available // count
-            return k, k * count
-        base = self.total(step)
-        grow = self.total(step + limit) - base
+        grow = self.grown(step, limit)
         if grow <= available:
             return limit, grow
+        if self.block_size == 1:
+            k = available // self.count
+            return k, k * self.count
         lo, hi, grow_lo = 0, limit, 0  # total(step + lo) fits, total(step + hi) does not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            grow = self.total(step + mid) - base
+            grow = self.grown(step, mid)
             if grow <= available:
                 lo, grow_lo = mid, grow
             else:

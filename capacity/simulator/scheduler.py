@@ -183,7 +183,7 @@ def _unchunked_iteration(e: Engine) -> bool:
 def _chunked_iteration(e: Engine) -> bool:
     """One iteration of all decodes plus prompt chunks within the token budget; a decode window if no chunk."""
     if e.growth is not None:
-        while e.decoding and e.growth.steps_affordable(e.step, e.alloc.available, 1)[0] == 0:
+        while e.decoding and e.growth.next_step_blocks(e.step) > e.alloc.available:  # one step does not fit
             e.preempt_one()
         e.reserved_growth = e.growth.next_step_blocks(e.step)
     room = e.config.max_batched_tokens - len(e.decoding)
