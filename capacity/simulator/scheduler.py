@@ -91,11 +91,8 @@ def _run_unchunked(e: Engine) -> None:
             new_blocks = 0
             if growth is not None:
                 k, new_blocks = growth.steps_affordable(step, alloc.free + alloc.evictable, k)
-                if k == 0:
-                    e.preempt_one()
-                    k = -1
-            if k < 0:
-                pass
+            if k == 0:  # (blocks on demand only: otherwise k >= 1) the pool cannot take one step
+                e.preempt_one()
             elif not inline:
                 e.run_decode(k, new_blocks)
             else:
