@@ -52,17 +52,20 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
     """
     if config.replicas > 1:
         replica = assign(table, config)
+        analytic = scenario.evaluate()  # the replicas are identical: one analytic evaluation serves them all
         parts = []
         for r in range(config.replicas):
             index = np.flatnonzero(replica == r)
-            parts.append((index, _simulate_one(scenario, config, subset(table, index))))
+            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic)))
         return merge(parts)
     return _simulate_one(scenario, config, table)
 
 
-def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable) -> SimulationResult:
-    """One replica's engine over ``table``."""
-    analytic = scenario.evaluate()
+def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable,
+                  analytic: Any = None) -> SimulationResult:
+    """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, when the caller has it)."""
+    if analytic is None:
+        analytic = scenario.evaluate()
     pool_blocks = int(analytic["pool_blocks"])
     batch_max = max(1, int(analytic["batch_max"]))
     if config.policy == "static":

@@ -183,6 +183,10 @@ class BlockAllocator:
                                f"evictable {self.evictable}, pool {self.pool_blocks}")
 
 
+#: Largest block [tokens] whose growth over ``k`` steps is summed from per-residue counts (above: Fenwick queries).
+RESIDUE_SUM_LIMIT = 256
+
+
 class GrowthTracker:
     """Blocks held by decoding sequences whose contexts all grow by one token per decode step.
 
@@ -192,13 +196,14 @@ class GrowthTracker:
     tree over the ``bs`` residues, so ``total(G)`` costs O(log bs) whatever the batch.
     """
 
-    __slots__ = ("block_size", "count", "u_sum", "tree")
+    __slots__ = ("block_size", "count", "u_sum", "tree", "residues")
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
         self.count = 0
         self.u_sum = 0
         self.tree = [0] * (block_size + 1)
+        self.residues = [0] * block_size  # sequences per residue v, for next_step_blocks in O(1)
 
     def _update(self, residue: int, delta: int) -> None:
         i = residue + 1
@@ -215,16 +220,34 @@ class GrowthTracker:
         return total
 
     def add(self, c: int) -> None:
-        u, v = divmod(c + self.block_size - 1, self.block_size)
+        bs = self.block_size
+        u, v = divmod(c + bs - 1, bs)
         self.count += 1
         self.u_sum += u
-        self._update(v, 1)
+        self.residues[v] += 1
+        tree, i = self.tree, v + 1  # _update(v, 1), inline: once per request (bs 1: total never reads the tree)
+        while i <= bs and bs > 1:
+            tree[i] += 1
+            i += i & -i
 
     def remove(self, c: int) -> None:
-        u, v = divmod(c + self.block_size - 1, self.block_size)
+        bs = self.block_size
+        u, v = divmod(c + bs - 1, bs)
         self.count -= 1
         self.u_sum -= u
-        self._update(v, -1)
+        self.residues[v] -= 1
+        tree, i = self.tree, v + 1  # _update(v, -1), inline
+        while i <= bs and bs > 1:
+            tree[i] -= 1
+            i += i & -i
+
+    def next_step_blocks(self, step: int) -> int:
+        """``total(step + 1) - total(step)``: the sequences whose next token opens a block, ``(c + step) % bs == 0``.
+
+        ``ceil((c + G) / bs)`` grows at ``G + 1`` exactly when ``bs`` divides ``c + G``; with ``c + bs - 1 = bs u + v``
+        that is ``v = bs - 1 - (G mod bs)``.
+        """
+        return self.residues[-1 - step % self.block_size]
 
     def total(self, step: int) -> int:
         """Blocks held by all tracked sequences at decode step ``step``: ``sum ceil((c_i + step) / bs)``."""
@@ -232,19 +255,42 @@ class GrowthTracker:
         wrapped = self.count - self._below(self.block_size - b) if b else 0
         return self.u_sum + self.count * a + wrapped
 
+    def grown(self, step: int, k: int) -> int:
+        """``total(step + k) - total(step)``: blocks the tracked sequences open over ``k`` steps from ``step``.
+
+        A sequence opens a block at each step ``j`` with ``bs | c + j``: ``k // bs`` whole turns, plus one if
+        its residue is among the ``r = k mod bs`` residues ``bs - 1 - (step + t) mod bs``, ``t < r`` (a cyclic
+        run of the per-residue counts, summed in C). Past ``RESIDUE_SUM_LIMIT`` tokens a block, two Fenwick
+        queries instead.
+        """
+        bs = self.block_size
+        if bs > RESIDUE_SUM_LIMIT:
+            return self.total(step + k) - self.total(step)
+        turns, r = divmod(k, bs)
+        grow = self.count * turns
+        if r:
+            residues = self.residues
+            start = (bs - step - r) % bs
+            end = start + r
+            grow += sum(residues[start:end]) if end <= bs else sum(residues[start:]) + sum(residues[:end - bs])
+        return grow
+
     def steps_affordable(self, step: int, available: int, limit: int) -> tuple[int, int]:
         """Largest ``k <= limit`` with ``total(step + k) - total(step) <= available``, and those new blocks.
 
-        ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit.
+        ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit. With blocks of
+        one token every sequence takes one block per step: ``count k`` blocks, so ``k = available // count``.
         """
-        base = self.total(step)
-        grow = self.total(step + limit) - base
+        grow = self.grown(step, limit)
         if grow <= available:
             return limit, grow
+        if self.block_size == 1:
+            k = available // self.count
+            return k, k * self.count
         lo, hi, grow_lo = 0, limit, 0  # total(step + lo) fits, total(step + hi) does not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            grow = self.total(step + mid) - base
+            grow = self.grown(step, mid)
             if grow <= available:
                 lo, grow_lo = mid, grow
             else:

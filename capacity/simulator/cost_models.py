@@ -30,6 +30,8 @@ from ..analysis import complete_inputs, step_model
 from ..scenario import Scenario
 from .config import SimulationConfig
 
+_pass_s = roofline.pass_s  # one forward pass from its memory, compute and all-reduce terms (the model layer's)
+
 
 class CostModel(Protocol):
     """What the engine asks of a cost model. Times in seconds, contexts in tokens."""
@@ -200,18 +202,28 @@ class RooflineCost:
         if self.moe_weights_s is not None or self.local_fraction:
             return (self.decode_run_s(batch, context_tokens, steps), self.step_s(batch, context_tokens, 0),
                     self.step_s(batch, context_tokens + batch * (steps - 1), 0))
-        # dense, no window (the common case, kept inline: the engine calls this once per window)
-        a = self.weights_s + self.kv_s_per_token * context_tokens
-        m = self.kv_s_per_token * batch
+        # dense, no window (the common case, kept inline: the engine calls this once per window). ``first`` and
+        # ``last`` are ``step_s(batch, S, 0)`` and ``step_s(batch, S + B (k - 1), 0)``: the same pass, its terms
+        # already at hand (memory a, compute c, all-reduce), so ``pass_s`` is called on them directly.
+        kv = self.kv_s_per_token
+        a = self.weights_s + kv * context_tokens
+        m = kv * batch
         c = self.decode_compute_s * batch + self.compute_fixed_s
-        e = self.fixed_s + self.comm_s_per_token * batch
-        first, last = self.step_s(batch, context_tokens, 0), self.step_s(batch, context_tokens + batch * (steps - 1), 0)
+        comm = self.comm_s_per_token * batch
+        e = self.fixed_s + comm
+        first = _pass_s(a, c, comm, self.fixed_s)
+        last = first if steps == 1 else \
+            _pass_s(self.weights_s + kv * (context_tokens + batch * (steps - 1)), c, comm, self.fixed_s)
         if a >= c:
             return steps * (a + e) + m * steps * (steps - 1) / 2.0, first, last
         return _sum_max_linear(a, m, c, 0, steps) + steps * e, first, last
 
     def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
-        a, m, kink, _, _ = self._pieces(batch, context_tokens)
+        if self.moe_weights_s is None and not self.local_fraction:  # dense, no window: ``_pieces`` inline
+            kv = self.kv_s_per_token
+            a, m, kink = self.weights_s + kv * context_tokens, kv * batch, math.inf
+        else:
+            a, m, kink, _, _ = self._pieces(batch, context_tokens)
         c = self.decode_compute_s * batch + self.compute_fixed_s
         e = self.fixed_s + self.comm_s_per_token * batch
         if a >= c:
