@@ -709,9 +709,11 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     """TPOT at arrival rates λ, the smallest fixed point of ``TPOT = t_step(λ A TPOT) / (1 - λ t_p)`` [s].
 
     Dense models in closed form from the pieces (``slo.tpot_at_rate_s``); MoE row by row on the step itself
-    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and the
-    search goes up to that (10^4 s at least, 10^12 s at most: beyond, it is no answer). ``moe``: whether to
-    solve row by row (default: where any row is MoE); ``trace``: the row solve's ``solve.SolveTrace``.
+    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and a
+    fixed point exists where one lies below that (10^4 s at least, 10^12 s at most: beyond, it is no answer). The
+    search goes no higher than the pieces' closed form (every expert read: a step at least the MoE one, so a
+    fixed point at least its smallest). ``moe``: whether to solve row by row (default: where any row is MoE);
+    ``trace``: the row solve's ``solve.SolveTrace``.
     """
     lam = _f(rates)
     if not (bool(np.any(model.moe)) if moe is None else moe):
@@ -720,8 +722,10 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
         longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
                            LONGEST_TPOT_S)
     # One replica at many rates (the load curves): its one row of args broadcasts to every rate.
+        upper = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
     step, args = model.row_steps()
-    return slo.tpot_at_rate_rows(step, lam, prefill_s, output_tokens, longest, trace=trace, step_args=args)
+    return slo.tpot_at_rate_rows(step, lam, prefill_s, output_tokens, longest, trace=trace, step_args=args,
+                                 upper_s=upper)
 
 
 #: Least upper end of the MoE TPOT fixed-point search [s].

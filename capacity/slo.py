@@ -113,13 +113,14 @@ def _row_steps(step_rows, step_args: tuple | None, shape: tuple[int, ...]):
 
 def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
                       longest_s: ArrayLike = 1e4, trace: SolveTrace | None = None,
-                      step_args: tuple | None = None) -> np.ndarray:
+                      step_args: tuple | None = None, upper_s: ArrayLike | None = None) -> np.ndarray:
     """Smallest fixed point of ``TPOT (1 - λ t_p) = step(λ A TPOT)`` per row (Chandrupatla's method) [s]; inf where
     there is none below ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
 
     The fixed point is where ``s (1 - λ t_p) - t_step(λ A s)`` turns positive (once, for a step time concave
     or linear in the batch); the answer is the last s below it, as the bisection's, to 2.5e-13 relative.
-    ``step_rows`` and ``step_args`` as in ``max_rate_for_tpot_rows``.
+    ``step_rows`` and ``step_args`` as in ``max_rate_for_tpot_rows``. ``upper_s``: a TPOT at least the smallest
+    fixed point where finite (the closed form of a larger step, ``tpot_at_rate_s``), which narrows the search.
     """
     lam_in, t_p, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
     shape = np.broadcast_shapes(lam_in.shape, t_p.shape, a.shape, np.shape(longest_s))
@@ -134,6 +135,8 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
             return s * share_ - step(lam_ * a_ * s, *rows_)
 
     top = np.array(longest_s)
+    if upper_s is not None:  # no finite bound (decode cannot keep up at the larger step): the longest
+        top = np.fmin(top, np.where(_f(upper_s) < np.inf, upper_s, np.nan))
     everywhere = tuple(np.broadcast_to(_f(r), shape).reshape(-1) for r in rows)
     found = (step(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), *everywhere).reshape(shape)
              <= longest_s * share) & (share > 0)

@@ -76,3 +76,36 @@ def test_moe_read_terms_are_the_weight_read_of_every_token_count():
     assert np.array_equal(plain, with_terms)
     # One token reads the shared weights and k experts: W (N - E p_e + k p_e) / N = W N_a / N.
     assert plain[1] == pytest.approx(w * na / n, rel=1e-12)
+
+
+def test_moe_tpot_search_below_the_every_expert_closed_form_finds_the_same_fixed_point():
+    """``analysis.tpot_at_rates_s`` searches the MoE TPOT fixed point no higher than the pieces' closed form (every
+    expert read): the same smallest fixed point as the search from 10^4 s, within the solver's tolerance."""
+    from capacity import slo
+    from capacity.analysis import tpot_at_rates_s
+
+    rng = np.random.default_rng(6)
+    n = 200
+    x = complete_inputs({
+        "layers": 32.0, "kv_heads": 8.0, "head_dim": 128.0, "kv_bytes_per_value": 2.0, "params": 46.7e9,
+        "active_params": 12.9e9, "weight_bytes": 93.4e9, "gpu_memory_bytes": 141e9, "bandwidth": 4.0e12,
+        "flops": 8e14, "gpu_count": 2.0, "price_per_hour": 2.0, "memory_utilization": 0.9, "block_size": 16.0,
+        "max_model_len": 8192.0, "step_overhead_s": 0.002, "max_num_seqs": np.inf, "prompt_tokens": 1000.0,
+        "output_tokens": 300.0, "shared_prefix_tokens": 0.0, "arrival_rate": 0.0, "tpot_slo_s": 0.05,
+        "ttft_slo_s": np.inf, "experts": 8.0, "experts_per_token": 2.0})
+    model, _ = step_model(x, 1150.0)
+    pieces = model.pieces()
+    prefill = float(model.prefill_s(1000.0))
+    rates = rng.uniform(0.0, 8.0, n)
+    narrowed = tpot_at_rates_s(model, pieces, prefill, 300.0, 1e4, rates, True)
+    step, args = model.row_steps()
+    wide = slo.tpot_at_rate_rows(step, rates, prefill, 300.0, 1e4, step_args=args)
+    closed = slo.tpot_at_rate_s(rates, prefill, 300.0, pieces)
+    finite = np.isfinite(wide)
+    assert finite.sum() > n // 2 and np.array_equal(finite, np.isfinite(narrowed))
+    assert np.allclose(narrowed[finite], wide[finite], rtol=2 * solve.RTOL, atol=0.0)
+    assert np.all(narrowed[finite] <= closed[finite])  # the closed form bounds the MoE fixed point from above
+    # Each answer is the last TPOT below the fixed point: s (1 - λ t_p) - t_step(λ A s) <= 0 there.
+    s = narrowed[finite]
+    lam = rates[finite]
+    assert np.all(s * (1 - lam * prefill) - model.rows(np.zeros(s.size, dtype=np.intp)).step_s(lam * 300.0 * s) <= 0)
