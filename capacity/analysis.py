@@ -258,6 +258,7 @@ class StepModel:
     half_bytes: np.ndarray        # bandwidth curve: bytes per pass at half the plateau, all layers [B]
     half_tokens: np.ndarray       # FLOP/s curve: tokens per pass at half the plateau [tokens]
     all_dense: bool = False       # no row is MoE: every pass reads all weights
+    read_terms: tuple | None = None  # memory.moe_read_terms of the rows, where computed once for many step times
 
     @property
     def moe(self) -> np.ndarray:
@@ -278,7 +279,7 @@ class StepModel:
         if self.all_dense:
             return self.weight_bytes / self.tensor_parallel
         return memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
-                                        self.experts_per_token, tokens) / self.tensor_parallel
+                                        self.experts_per_token, tokens, self.read_terms) / self.tensor_parallel
 
     def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
         """All-reduce time of a pass over ``tokens`` tokens: latency + tokens x time per token [s]."""
@@ -323,6 +324,28 @@ class StepModel:
         """Step time of rows ``rows`` at batches ``batch`` (one per row) [s]; what the row-wise solvers call."""
         return self.rows(rows).step_s(batch)
 
+    def row_steps(self) -> tuple[Callable[..., np.ndarray], tuple[np.ndarray, ...]]:
+        return self._row_steps
+
+    @cached_property
+    def _row_steps(self) -> tuple[Callable[..., np.ndarray], tuple[np.ndarray, ...]]:
+        """``(step, args)`` with ``step(batch, *args)`` the step time of the rows whose ``args`` are given, for the
+        row-wise solvers (``slo.*_rows``): ``args`` are every array field per row (broadcast together)
+        and ``memory.moe_read_terms`` of the rows; a solver compacts them as rows converge, so no evaluation
+        gathers the model again (``step_rows``) or recomputes what does not depend on the batch."""
+        all_dense = self.all_dense
+        shape = np.broadcast_shapes(*(np.shape(getattr(self, name)) for name in _ARRAY_FIELDS))
+        table = tuple(row.reshape(shape) for row in self._table)
+        fields = dict(zip(_ARRAY_FIELDS, table, strict=True))
+        terms = memory.moe_read_terms(fields["params"], fields["active_params"], fields["experts"],
+                                      fields["experts_per_token"])
+        count = len(_ARRAY_FIELDS)
+
+        def step(batch: ArrayLike, *args: np.ndarray) -> np.ndarray:
+            return StepModel(*args[:count], all_dense=all_dense, read_terms=args[count:]).step_s(batch)
+
+        return step, (*table, *terms)
+
     def prefill_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + o + comm``."""
         p = _f(prompt_tokens)
@@ -354,7 +377,7 @@ class StepModel:
 
 
 #: The array fields of ``StepModel``, in order.
-_ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name != "all_dense")
+_ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name not in ("all_dense", "read_terms"))
 
 
 def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
@@ -498,8 +521,9 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     pieces = model.pieces()
     # The row solves run for dense rows too where intermediates are asked for (the workbook shows them).
     rows = every or intermediates
-    rate_rows = (slo.max_rate_for_tpot_rows(model.step_rows, x["tpot_slo_s"], t_prefill_gpu, a_tokens, ceiling,
-                                            trace=traces.get("solver_rate_tpot_rps")) if rows else None)
+    rate_rows = (slo.max_rate_for_tpot_rows(model.row_steps()[0], x["tpot_slo_s"], t_prefill_gpu, a_tokens, ceiling,
+                                            trace=traces.get("solver_rate_tpot_rps"), step_args=model.row_steps()[1])
+                 if rows else None)
     rate_tpot = rate_rows if every else slo.max_rate_for_tpot_rps(x["tpot_slo_s"], t_prefill_gpu, a_tokens, pieces)
     if mixed:
         n = rate_tpot.shape[0]
@@ -510,8 +534,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             return np.broadcast_to(_f(a), (n,))[moe]
 
         rate_tpot = np.array(rate_tpot)
-        rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.step_rows, pick(x["tpot_slo_s"]), pick(t_prefill_gpu),
-                                                    pick(a_tokens), pick(ceiling))
+        rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.row_steps()[0], pick(x["tpot_slo_s"]), pick(t_prefill_gpu),
+                                                    pick(a_tokens), pick(ceiling), step_args=sub.row_steps()[1])
     rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     c_prefill = model.prefill_compute_s(prefill_tokens)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces,
@@ -702,9 +726,11 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     """TPOT at arrival rates λ, the smallest fixed point of ``TPOT = t_step(λ A TPOT) / (1 - λ t_p)`` [s].
 
     Dense models in closed form from the pieces (``slo.tpot_at_rate_s``); MoE row by row on the step itself
-    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and the
-    search goes up to that (10^4 s at least, 10^12 s at most: beyond, it is no answer). ``moe``: whether to
-    solve row by row (default: where any row is MoE); ``trace``: the row solve's ``solve.SolveTrace``.
+    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and a
+    fixed point exists where one lies below that (10^4 s at least, 10^12 s at most: beyond, it is no answer). The
+    search goes no higher than the pieces' closed form (every expert read: a step at least the MoE one, so a
+    fixed point at least its smallest). ``moe``: whether to solve row by row (default: where any row is MoE);
+    ``trace``: the row solve's ``solve.SolveTrace``.
     """
     lam = _f(rates)
     if not (bool(np.any(model.moe)) if moe is None else moe):
@@ -712,10 +738,11 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
                            LONGEST_TPOT_S)
-    step_rows = model.step_rows
-    if model._table.shape[1] == 1:  # one replica at many rates (the load curves): every row is that replica's
-        step_rows = lambda batch, rows: model.step_rows(batch, np.zeros_like(rows))  # noqa: E731
-    return slo.tpot_at_rate_rows(step_rows, lam, prefill_s, output_tokens, longest, trace=trace)
+    # One replica at many rates (the load curves): its one row of args broadcasts to every rate.
+        upper = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
+    step, args = model.row_steps()
+    return slo.tpot_at_rate_rows(step, lam, prefill_s, output_tokens, longest, trace=trace, step_args=args,
+                                 upper_s=upper)
 
 
 #: Least upper end of the MoE TPOT fixed-point search [s].

@@ -258,20 +258,29 @@ def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, experts_per
 
 @scalar_out
 def weight_bytes_read(weight_bytes: ArrayLike, params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
-                      experts_per_token: ArrayLike, tokens: ArrayLike) -> np.ndarray:
+                      experts_per_token: ArrayLike, tokens: ArrayLike, terms: tuple | None = None) -> np.ndarray:
     """Weight bytes one forward pass over ``tokens`` tokens reads [B].
 
     Dense models read all of W. For MoE with E experts, top-k routing, N total and N_a active params:
     expert params per expert p_e = (N - N_a) / (E - k), shared params N - E p_e, and a pass reads
     ``W * (N - E p_e + p_e * distinct(tokens)) / N`` where distinct is ``expected_distinct_experts``.
+    ``terms``: ``moe_read_terms`` of these rows, where a caller reads them at many token counts.
     """
     w, n = np.asarray(weight_bytes, float), np.asarray(params, float)
     e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
-    moe = is_moe(e, k)
-    per_expert = expert_params(params, active_params, e, k)
+    moe, per_expert, always = moe_read_terms(n, active_params, e, k) if terms is None else terms
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = (n - e * per_expert + per_expert * expected_distinct_experts(tokens, e, k)) / n
+        share = (always + per_expert * expected_distinct_experts(tokens, e, k)) / n
     return np.where(moe, w * share, w)
+
+
+def moe_read_terms(params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
+                   experts_per_token: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``weight_bytes_read`` needs of a model whatever the tokens: (``is_moe``, ``expert_params`` p_e [params],
+    the params every pass reads ``N - E p_e`` [params])."""
+    n, e = np.asarray(params, float), np.asarray(experts, float)
+    per_expert = expert_params(n, active_params, e, experts_per_token)
+    return is_moe(e, experts_per_token), per_expert, n - e * per_expert
 
 
 def is_moe(experts: ArrayLike, experts_per_token: ArrayLike) -> np.ndarray:
