@@ -1,7 +1,9 @@
 """Import a model from a Hugging Face ``config.json``: architecture fields and a parameter count.
 
-Supported families: llama, mistral, qwen2, qwen3, gemma/gemma2/gemma3 text, mixtral, qwen2_moe/qwen3_moe,
-deepseek_v2/v3 (MLA). Parameters are counted from the weight shapes the config implies:
+Supported families: llama, llama4 text (MoE on every ``interleave_moe_layer_step``-th layer, one shared
+expert, dense layers ``intermediate_size_mlp`` wide, chunked attention as a window), mistral, qwen2, qwen3,
+gemma/gemma2/gemma3 text, mixtral, qwen2_moe/qwen3_moe, deepseek_v2/v3 (MLA). Parameters are counted from
+the weight shapes the config implies:
 
     embed V H + layers * (attention + MLP + norms) + final norm H + (untied lm_head V H)
 
@@ -84,10 +86,15 @@ def _head_dim(c: dict[str, Any]) -> int:
     return int(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
 
 
+def _llama4(c: dict[str, Any]) -> bool:
+    return str(c.get("model_type", "")).startswith("llama4")
+
+
 def _experts(c: dict[str, Any]) -> tuple[int, int, int]:
-    """(routed experts, experts per token, shared experts)."""
+    """(routed experts, experts per token, shared experts). Every Llama 4 MoE layer holds one shared expert
+    (transformers ``Llama4TextMoe.shared_expert``), which its config does not state."""
     routed = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
-    shared = c.get("n_shared_experts") or (1 if c.get("shared_expert_intermediate_size") else 0)
+    shared = c.get("n_shared_experts") or (1 if c.get("shared_expert_intermediate_size") or _llama4(c) else 0)
     return int(routed), int(c.get("num_experts_per_tok") or 0), int(shared)
 
 
@@ -121,12 +128,13 @@ def param_counts(config: dict[str, Any]) -> tuple[int, int]:
         _need(c, "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
     routed, top_k, shared = _experts(c)
-    dense_mlp = 3 * h * c["intermediate_size"]
+    # Llama 4's dense layers are intermediate_size_mlp wide; its experts intermediate_size.
+    dense_mlp = 3 * h * (c.get("intermediate_size_mlp") or c["intermediate_size"])
     expert_width = c.get("moe_intermediate_size") or c["intermediate_size"]
     shared_width = c.get("shared_expert_intermediate_size") or expert_width * max(shared, 0)
     first_dense = c.get("first_k_dense_replace", 0) or 0
     mlp_only = set(c.get("mlp_only_layers") or [])
-    step = c.get("decoder_sparse_step", 1) or 1
+    step = c.get("decoder_sparse_step") or c.get("interleave_moe_layer_step") or 1
     total = active = 0
     for i in range(layers):
         base = _attention_params(c) + _norms_per_layer(c)
@@ -163,7 +171,12 @@ def model_from_config(config: dict[str, Any], name: str = "imported model") -> d
     if c.get("max_position_embeddings"):
         model["max_position_embeddings"] = c["max_position_embeddings"]
     window = c.get("sliding_window")
-    if window and c.get("use_sliding_window", True):
+    if _llama4(c) and c.get("attention_chunk_size"):
+        # Chunked attention on the RoPE layers (no_rope_layers[i] == 1; by default 3 of every 4), global on the
+        # rest: a token attends to at most a chunk, so a window of the chunk size bounds those layers' cache.
+        rope = c.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(c["num_hidden_layers"])]
+        model.update(sliding_window=c["attention_chunk_size"], local_layers=sum(1 for r in rope if r))
+    elif window and c.get("use_sliding_window", True):
         types = c.get("layer_types")
         if types:
             model.update(sliding_window=window, local_layers=sum(t == "sliding_attention" for t in types))

@@ -39,6 +39,36 @@ def test_deepseek_v3_param_count_is_671b_without_the_mtp_layer():
     assert round(total / 1e9) == 671 and round(active / 1e9) == 38  # DeepSeek: 671B total, 37B activated
 
 
+def _llama4_counts(moe_layers: int, experts: int) -> tuple[int, int]:
+    """Llama 4 text by hand (H 5120, 40 query and 8 KV heads of 128, vocabulary 202,048, untied): attention
+    Q and O 5120 x 5120 each, K and V 5120 x 1024 each; two RMS norms; dense layers a gated MLP 16,384 wide
+    (intermediate_size_mlp); MoE layers a router 5120 x E, one shared expert and E routed ones 8,192 wide."""
+    h = 5120
+    attention_and_norms = 2 * h * h + 2 * h * 1024 + 2 * h
+    dense, expert = 3 * h * 16384, 3 * h * 8192
+    moe_fixed = h * experts + expert  # router and the shared expert, read for every token
+    ends = 2 * 202048 * h + h         # embeddings, lm_head, final norm
+    base = 48 * attention_and_norms + (48 - moe_layers) * dense + moe_layers * moe_fixed + ends
+    return base + moe_layers * experts * expert, base + moe_layers * expert  # top-1
+
+
+def test_llama_4_maverick_moe_on_every_other_layer_is_400b():
+    # interleave_moe_layer_step 2: 24 MoE layers of 128 experts; Meta's card: 400B total, 17B active.
+    config = json.loads((CONFIGS / "llama-4-maverick.json").read_text())
+    total, active = param_counts(config)
+    assert (total, active) == _llama4_counts(moe_layers=24, experts=128)
+    assert round(total / 1e9) == 401 and round(active / 1e9) == 17
+
+
+def test_llama_4_scout_and_its_chunked_attention():
+    # every layer MoE with 16 experts: 107.8B text parameters (Meta's 109B counts the vision encoder too), 17B active;
+    # chunks of 8,192 tokens on 3 of every 4 layers (the RoPE layers), global attention on the other 12.
+    text = (CONFIGS / "llama-4-scout.json").read_text()
+    assert param_counts(json.loads(text)) == _llama4_counts(moe_layers=48, experts=16)
+    model = model_from_text(text, "scout")
+    assert (model["sliding_window"], model["local_layers"], model["num_experts"]) == (8192, 36, 16)
+
+
 def test_config_missing_fields_are_named():
     with pytest.raises(ScenarioError, match="missing num_attention_heads, hidden_size"):
         model_from_text('{"num_hidden_layers": 32}')
