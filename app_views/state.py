@@ -422,7 +422,15 @@ def sizing_name(doc: Mapping[str, Any]) -> str:
     """``<model> on <n> x <GPU>`` (n = GPUs per replica, tensor x pipeline): the name of a sizing nobody named."""
     def named(kind: str) -> str:
         section = doc.get(kind)
-        return str(section.get("name", kind) if isinstance(section, Mapping) else section)
+        if not isinstance(section, Mapping):
+            return str(section)
+        if "name" in section:
+            return str(section["name"])
+        try:  # unnamed numbers: "8B model", "80 GiB GPU"
+            return (f"{float(section['params']) / 1e9:,.3g}B model" if kind == "model" else
+                    f"{section['memory']} GPU")
+        except (KeyError, TypeError, ValueError):
+            return f"custom {kind if kind == 'model' else 'GPU'}"
 
     gpu = doc.get("gpu") if isinstance(doc.get("gpu"), Mapping) else {}
     try:
