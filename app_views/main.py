@@ -13,7 +13,7 @@ import streamlit as st
 from app_views import sidebar
 from app_views.context import Context
 from app_views.exports import render_downloads
-from app_views.state import humanise, link_params, section_of, to_yaml
+from app_views.state import humanise, link_params, section_of, sizing_name, to_yaml
 from app_views.text import plain
 from app_views.views import VIEWS
 from capacity import Scenario, ScenarioError
@@ -96,7 +96,8 @@ def main() -> None:
         s = results.scenario
         ctx = Context(results=results, doc=doc, scenario_json=scenario_json, unit=s.units,
                       headroom=s.fleet.headroom, peak_factor=s.fleet.peak_factor)
-        st.caption(plain(f"{name}: {s.model.name} ({s.model.weight_dtype} weights, {s.model.kv_dtype} KV) on "
+        named = "" if name == sizing_name(doc) else f"{name}: "  # an automatic name would repeat the line
+        st.caption(plain(f"{named}{s.model.name} ({s.model.weight_dtype} weights, {s.model.kv_dtype} KV) on "
                          f"{s.gpu.gpus_per_replica} x {s.gpu.name}, bandwidth "
                          f"{s.gpu.effective_bandwidth / 1e12:,.2f} TB/s and {s.gpu.effective_flops / 1e12:,.0f} "
                          f"TFLOP/s effective per GPU; memory in {s.units}"))

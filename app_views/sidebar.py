@@ -197,10 +197,10 @@ def _slider(where: Any, key: str, lo: float, **kw: Any) -> None:
     where.slider(kw.pop("label", f.label), lo, f.hi, key=key, step=0.01, on_change=on_field, args=(key,), **kw)
 
 
-def _mark(where: Any, key: str, shown: str) -> None:
-    """An overridden catalog value: say so, show the catalog's, offer the way back."""
+def _mark(where: Any, key: str, shown: str, source: str = "the catalog's is") -> None:
+    """An overridden catalog value: say so, show the catalog's (or computed) value, offer the way back."""
     if key in overridden(doc()):
-        where.caption(f"✎ your value; the catalog's is {plain(shown)}")
+        where.caption(f"✎ your value; {source} {plain(shown)}")
         where.button("Use the catalog value", key=f"reset_{key}", on_click=on_reset, args=(key,),
                      width="stretch")
 
@@ -247,7 +247,7 @@ def draw() -> dict[str, Any]:
     c2.selectbox("KV dtype", KV_DTYPES, key="kv_dtype", on_change=on_field, args=("kv_dtype",))
     _number(sb, "weights_mem", label=f"weights ({unit})", format="%.2f",
             help="follows parameters x weight dtype unless you type your own")
-    _mark(sb, "weights_mem", f"{catalog_value(d, 'weights_mem'):,.2f} {unit}")
+    _mark(sb, "weights_mem", f"{catalog_value(d, 'weights_mem'):,.2f} {unit}", "parameters x weight dtype give")
     boxes["model"] = sb.container()
 
     sb.subheader("GPU")
