@@ -85,19 +85,24 @@ def main() -> None:
     print(f"floor agrees with evaluate_frame's goodput: worst relative difference {worst:.1e} "
           f"({'ok' if worst <= 1e-11 else 'NOT within 1e-11'})")
     times: dict[str, list[float]] = {"floor (goodput only)": [], "evaluate_arrays": [], "evaluate_frame": []}
+    cpu: dict[str, list[float]] = {name: [] for name in times}
     calls = {"floor (goodput only)": lambda: floor_goodput(x), "evaluate_arrays": lambda: evaluate_arrays(x),
              "evaluate_frame": lambda: evaluate_frame(df)}
     for _ in range(args.repeat):
         for name, call in calls.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             call()
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     med = {name: statistics.median(t) for name, t in times.items()}
-    base = med["floor (goodput only)"]
+    med_cpu = {name: statistics.median(t) for name, t in cpu.items()}
+    base, base_cpu = med["floor (goodput only)"], med_cpu["floor (goodput only)"]
+    # CPU time (this process, user + system) is what a busy machine inflates least: its ratio is the stable one.
     for name, t in med.items():
-        print(f"{name:22s} median {t:6.3f} s  ({args.rows / t:12,.0f} rows/s)  {t / base:5.2f}x the floor")
+        print(f"{name:22s} median {t:6.3f} s wall ({args.rows / t:11,.0f} rows/s) {t / base:5.2f}x the floor; "
+              f"{med_cpu[name]:6.3f} s CPU {med_cpu[name] / base_cpu:5.2f}x the floor")
     print(f"first call of evaluate_frame (cold): {first:.3f} s")
-    verdict = med["evaluate_frame"] <= 1.0 * args.rows / 1e6 and med["evaluate_frame"] <= 3 * base
+    verdict = med["evaluate_frame"] <= 1.0 * args.rows / 1e6 and med_cpu["evaluate_frame"] <= 3 * base_cpu
     print(f"target: <= 1 s per million and within 3x of the floor: {'met' if verdict else 'NOT met'}")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 import warnings
 from collections import deque
@@ -21,12 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from capacity.scenario import load_scenario
-from capacity.simulator import RooflineCost, simulate_table
-from capacity.simulator.config import config_from_scenario
-from capacity.simulator.workloads import RequestTable, generate
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's capacity, also when another copy is installed
 
-SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "sim-essay-001-analytic.yaml"
+from capacity.scenario import load_scenario  # noqa: E402
+from capacity.simulator import RooflineCost, simulate_table  # noqa: E402
+from capacity.simulator.config import config_from_scenario  # noqa: E402
+from capacity.simulator.workloads import RequestTable, generate  # noqa: E402
+
+SCENARIO = ROOT / "scenarios" / "sim-essay-001-analytic.yaml"
 
 
 def naive_continuous(table: RequestTable, cost: RooflineCost, pool_blocks: int, block_size: int,

@@ -39,8 +39,8 @@ def vary(steps: int) -> list[str]:
     return [f"serving.memory_utilization=0.5:0.95:{steps}", f"slo.tpot=20ms:200ms:{steps}"]
 
 
-def run_cli(fmt: str, steps: int, out_dir: str) -> tuple[float, float, int]:
-    """(wall s, peak RSS MB, file bytes) of one ``capacity sweep`` in a fresh process."""
+def run_cli(fmt: str, steps: int, out_dir: str) -> tuple[float, float, int, float]:
+    """(wall s, peak RSS MB, file bytes, CPU s) of one ``capacity sweep`` in a fresh process."""
     out = Path(out_dir) / f"sweep.{fmt}"
     args = [sys.executable, "-m", "capacity", "sweep", str(SCENARIO)]
     for spec in vary(steps):
@@ -54,7 +54,7 @@ def run_cli(fmt: str, steps: int, out_dir: str) -> tuple[float, float, int]:
         raise SystemExit(f"capacity sweep failed with status {status}")
     size = out.stat().st_size
     out.unlink()
-    return wall, usage.ru_maxrss / 1024, size
+    return wall, usage.ru_maxrss / 1024, size, usage.ru_utime + usage.ru_stime
 
 
 def pieces(steps: int) -> None:
@@ -69,8 +69,10 @@ def pieces(steps: int) -> None:
     batches = list(record_batches(grid, schema))
     evaluate = time.perf_counter() - start
     start = time.perf_counter()
+    done = 0
     for b in batches:
-        csv_text(b)
+        csv_text(b, grid.coords(done, done + b.num_rows))
+        done += b.num_rows
     ours = time.perf_counter() - start
     start = time.perf_counter()
     with pacsv.CSVWriter(io.BytesIO(), schema) as writer:
@@ -114,7 +116,7 @@ def main() -> None:
     rows = args.steps**2
     print(f"machine: {os.cpu_count()} CPUs visible, Python {sys.version.split()[0]}; grid {args.steps} x "
           f"{args.steps} = {rows:,} rows")
-    results: dict[str, list[tuple[float, float, int]]] = {f: [] for f in formats}
+    results: dict[str, list[tuple[float, float, int, float]]] = {f: [] for f in formats}
     with tempfile.TemporaryDirectory() as out_dir:
         for _ in range(args.repeat):
             for fmt in formats:
@@ -124,7 +126,8 @@ def main() -> None:
         wall = statistics.median(r[0] for r in runs)
         peak = max(r[1] for r in runs)
         each = ", ".join(f"{r[0]:.2f}" for r in runs)
-        print(f"capacity sweep -> {fmt:8s} median {wall:6.2f} s end to end (runs {each}), "
+        cpu = statistics.median(r[3] for r in runs)
+        print(f"capacity sweep -> {fmt:8s} median {wall:6.2f} s end to end, {cpu:6.2f} s CPU (runs {each}), "
               f"peak RSS {peak:,.0f} MB, file {runs[0][2] / 1e6:,.1f} MB; {rows / wall:,.0f} rows/s; target "
               f"<= {targets.get(fmt, float('nan')):g} s and <= 500 MB: "
               f"{'met' if wall <= targets.get(fmt, 0) and peak <= 500 else 'NOT met'}")

@@ -66,6 +66,9 @@ INPUTS: dict[str, tuple[str, str]] = {
                               "utilisation - weights - reserves"),
     "batched_prefill": ("-", "1: prompts share prefill passes of max_batched_tokens tokens (engine profiles); 0: one "
                              "pass per prompt"),
+    # Efficiency curves (engine profiles, capacity.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
+    "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
+    "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -74,7 +77,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
-    "kv_free_fraction": 0.0, "batched_prefill": 0.0,
+    "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
@@ -252,7 +255,10 @@ class StepModel:
     overhead: np.ndarray          # per step, all stages [s]
     comm_fixed: np.ndarray        # all-reduce latency per step [s]
     comm_per_token: np.ndarray    # all-reduce time per token in the step [s]
+    half_bytes: np.ndarray        # bandwidth curve: bytes per pass at half the plateau, all layers [B]
+    half_tokens: np.ndarray       # FLOP/s curve: tokens per pass at half the plateau [tokens]
     all_dense: bool = False       # no row is MoE: every pass reads all weights
+    read_terms: tuple | None = None  # memory.moe_read_terms of the rows, where computed once for many step times
 
     @property
     def moe(self) -> np.ndarray:
@@ -273,16 +279,22 @@ class StepModel:
         if self.all_dense:
             return self.weight_bytes / self.tensor_parallel
         return memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
-                                        self.experts_per_token, tokens) / self.tensor_parallel
+                                        self.experts_per_token, tokens, self.read_terms) / self.tensor_parallel
 
     def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
         """All-reduce time of a pass over ``tokens`` tokens: latency + tokens x time per token [s]."""
         return roofline.allreduce_s(self.comm_fixed, self.comm_per_token, tokens)
 
     def terms(self, weight_bytes: ArrayLike, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """(memory term, compute term) of a decode step over ``batch`` sequences reading ``weight_bytes`` [s]."""
-        t_mem = roofline.decode_memory_s(weight_bytes, batch, self.context, self.kv_gpu, self.bandwidth)
-        t_comp = roofline.decode_compute_s(batch, self.decode_params_per_gpu, self.flops)
+        """(memory term, compute term) of a decode step over ``batch`` sequences reading ``weight_bytes`` [s].
+
+        With efficiency curves (``roofline.curve_amount``) the step moves ``S + S_half`` bytes and ``B + T_half``
+        tokens at the plateau figures ``bandwidth`` and ``flops``; without them (halves 0) the essays' roofline.
+        """
+        t_mem = roofline.decode_memory_s(roofline.curve_amount(weight_bytes, self.half_bytes), batch, self.context,
+                                         self.kv_gpu, self.bandwidth)
+        t_comp = roofline.decode_compute_s(roofline.curve_amount(batch, self.half_tokens), self.decode_params_per_gpu,
+                                           self.flops)
         return t_mem, t_comp
 
     def decode_terms(self, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -312,11 +324,34 @@ class StepModel:
         """Step time of rows ``rows`` at batches ``batch`` (one per row) [s]; what the row-wise solvers call."""
         return self.rows(rows).step_s(batch)
 
+    def row_steps(self) -> tuple[Callable[..., np.ndarray], tuple[np.ndarray, ...]]:
+        return self._row_steps
+
+    @cached_property
+    def _row_steps(self) -> tuple[Callable[..., np.ndarray], tuple[np.ndarray, ...]]:
+        """``(step, args)`` with ``step(batch, *args)`` the step time of the rows whose ``args`` are given, for the
+        row-wise solvers (``slo.*_rows``): ``args`` are every array field per row (broadcast together)
+        and ``memory.moe_read_terms`` of the rows; a solver compacts them as rows converge, so no evaluation
+        gathers the model again (``step_rows``) or recomputes what does not depend on the batch."""
+        all_dense = self.all_dense
+        shape = np.broadcast_shapes(*(np.shape(getattr(self, name)) for name in _ARRAY_FIELDS))
+        table = tuple(row.reshape(shape) for row in self._table)
+        fields = dict(zip(_ARRAY_FIELDS, table, strict=True))
+        terms = memory.moe_read_terms(fields["params"], fields["active_params"], fields["experts"],
+                                      fields["experts_per_token"])
+        count = len(_ARRAY_FIELDS)
+
+        def step(batch: ArrayLike, *args: np.ndarray) -> np.ndarray:
+            return StepModel(*args[:count], all_dense=all_dense, read_terms=args[count:]).step_s(batch)
+
+        return step, (*table, *terms)
+
     def prefill_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + o + comm``."""
         p = _f(prompt_tokens)
-        base = roofline.prefill_s(self.weights_read(p), p, self.prefill_params_per_gpu, self.bandwidth, self.flops,
-                                  self.overhead)
+        base = roofline.prefill_s(roofline.curve_amount(self.weights_read(p), self.half_bytes),
+                                  roofline.curve_amount(p, self.half_tokens), self.prefill_params_per_gpu,
+                                  self.bandwidth, self.flops, self.overhead)
         return base + self.allreduce_s(p)
 
     def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
@@ -332,6 +367,9 @@ class StepModel:
         """
         mem0, comp0 = self.terms(self.weight_bytes / self.tensor_parallel, 0.0)
         mem1, comp1 = self.terms(0.0, 1.0)
+        if np.any(self.half_bytes) or np.any(self.half_tokens):  # the curves' fixed parts belong to the intercept
+            mem_fixed, comp_fixed = self.terms(0.0, 0.0)
+            mem1, comp1 = mem1 - mem_fixed, comp1 - comp_fixed
         fixed = self.overhead + self.comm_fixed
         a_mem, m_mem, a_comp, m_comp = np.broadcast_arrays(mem0 + fixed, mem1 + self.comm_per_token, comp0 + fixed,
                                                            comp1 + self.comm_per_token)
@@ -339,7 +377,7 @@ class StepModel:
 
 
 #: The array fields of ``StepModel``, in order.
-_ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name != "all_dense")
+_ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name not in ("all_dense", "read_terms"))
 
 
 def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
@@ -356,6 +394,7 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
         comm_fixed=roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"]),
         comm_per_token=roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
                                                       x["interconnect_bandwidth"]),
+        half_bytes=x["layers"] * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
         all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])))
     return model, kv_gpu
 
@@ -476,13 +515,15 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     ceiling = roofline.ceiling_rps(t_prefill_gpu, t_step, batch, a_tokens)
     share = roofline.decode_share(t_prefill_gpu, t_step, batch, a_tokens)
     tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, share)
-    single = roofline.single_stream_tokens_per_s(x["bandwidth"], model.weights_read(1.0))
+    single = roofline.single_stream_tokens_per_s(x["bandwidth"],
+                                                 roofline.curve_amount(model.weights_read(1.0), model.half_bytes))
 
     pieces = model.pieces()
     # The row solves run for dense rows too where intermediates are asked for (the workbook shows them).
     rows = every or intermediates
-    rate_rows = (slo.max_rate_for_tpot_rows(model.step_rows, x["tpot_slo_s"], t_prefill_gpu, a_tokens, ceiling,
-                                            trace=traces.get("solver_rate_tpot_rps")) if rows else None)
+    rate_rows = (slo.max_rate_for_tpot_rows(model.row_steps()[0], x["tpot_slo_s"], t_prefill_gpu, a_tokens, ceiling,
+                                            trace=traces.get("solver_rate_tpot_rps"), step_args=model.row_steps()[1])
+                 if rows else None)
     rate_tpot = rate_rows if every else slo.max_rate_for_tpot_rps(x["tpot_slo_s"], t_prefill_gpu, a_tokens, pieces)
     if mixed:
         n = rate_tpot.shape[0]
@@ -493,8 +534,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             return np.broadcast_to(_f(a), (n,))[moe]
 
         rate_tpot = np.array(rate_tpot)
-        rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.step_rows, pick(x["tpot_slo_s"]), pick(t_prefill_gpu),
-                                                    pick(a_tokens), pick(ceiling))
+        rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.row_steps()[0], pick(x["tpot_slo_s"]), pick(t_prefill_gpu),
+                                                    pick(a_tokens), pick(ceiling), step_args=sub.row_steps()[1])
     rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     c_prefill = model.prefill_compute_s(prefill_tokens)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces,
@@ -685,9 +726,11 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     """TPOT at arrival rates λ, the smallest fixed point of ``TPOT = t_step(λ A TPOT) / (1 - λ t_p)`` [s].
 
     Dense models in closed form from the pieces (``slo.tpot_at_rate_s``); MoE row by row on the step itself
-    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and the
-    search goes up to that (10^4 s at least, 10^12 s at most: beyond, it is no answer). ``moe``: whether to
-    solve row by row (default: where any row is MoE); ``trace``: the row solve's ``solve.SolveTrace``.
+    (``slo.tpot_at_rate_rows``): below the ceiling the batch fits, so TPOT is at most ``B_max / (λ A)``, and a
+    fixed point exists where one lies below that (10^4 s at least, 10^12 s at most: beyond, it is no answer). The
+    search goes no higher than the pieces' closed form (every expert read: a step at least the MoE one, so a
+    fixed point at least its smallest). ``moe``: whether to solve row by row (default: where any row is MoE);
+    ``trace``: the row solve's ``solve.SolveTrace``.
     """
     lam = _f(rates)
     if not (bool(np.any(model.moe)) if moe is None else moe):
@@ -695,10 +738,11 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
                            LONGEST_TPOT_S)
-    step_rows = model.step_rows
-    if model._table.shape[1] == 1:  # one replica at many rates (the load curves): every row is that replica's
-        step_rows = lambda batch, rows: model.step_rows(batch, np.zeros_like(rows))  # noqa: E731
-    return slo.tpot_at_rate_rows(step_rows, lam, prefill_s, output_tokens, longest, trace=trace)
+    # One replica at many rates (the load curves): its one row of args broadcasts to every rate.
+        upper = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
+    step, args = model.row_steps()
+    return slo.tpot_at_rate_rows(step, lam, prefill_s, output_tokens, longest, trace=trace, step_args=args,
+                                 upper_s=upper)
 
 
 #: Least upper end of the MoE TPOT fixed-point search [s].

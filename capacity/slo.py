@@ -79,35 +79,48 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
 
 
 def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                           ceiling_rps: ArrayLike, trace: SolveTrace | None = None) -> np.ndarray:
+                           ceiling_rps: ArrayLike, trace: SolveTrace | None = None,
+                           step_args: tuple | None = None) -> np.ndarray:
     """Largest λ with ``step(λ A T) <= T (1 - λ t_p)`` for a step time rising in the batch, per row [requests/s].
 
     The left side rises and the right side falls with λ, so the condition holds on [0, λ*]; used where MoE
     makes the weight read concave in the batch. ``step_rows(batch, rows)`` is the step time of rows ``rows``
-    (indices into the flattened arrays) at batches ``batch``. The bound is the root of
-    ``t_step(λ A T) - T (1 - λ t_p)`` (rising in λ) to 2.5e-13 relative, on the side that keeps the promise.
+    (indices into the flattened arrays) at batches ``batch``; with ``step_args`` (per-row arrays,
+    ``StepModel.row_steps``) it is ``step_rows(batch, *step_args)`` on the rows' args instead. The bound is the root
+    of ``t_step(λ A T) - T (1 - λ t_p)`` (rising in λ) to 2.5e-13 relative, on the side that keeps the promise.
     """
     t, t_p, a, ceiling = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens), _f(ceiling_rps)
     shape = np.broadcast_shapes(t.shape, t_p.shape, a.shape, ceiling.shape)
     finite = np.isfinite(t)
     hi = np.minimum(1.0 / t_p, np.maximum(ceiling, 0.0) * 2.0 + 1e-9)
-    ids = np.arange(math.prod(shape)).reshape(shape)
+    rows, step = _row_steps(step_rows, step_args, shape)
 
-    def excess(lam, rows, t_, t_p_, a_):
-        return step_rows(lam * a_ * t_, rows.astype(np.intp)) - t_ * (1.0 - lam * t_p_)
+    def excess(lam, t_, t_p_, a_, *rows_):
+        return step(lam * a_ * t_, *rows_) - t_ * (1.0 - lam * t_p_)
 
-    rate = largest_rate_meeting(excess, np.where(finite, 0.0, np.inf), hi, (ids, np.where(finite, t, 1.0), t_p, a),
+    rate = largest_rate_meeting(excess, np.where(finite, 0.0, np.inf), hi, (np.where(finite, t, 1.0), t_p, a, *rows),
                                 ratio=False, trace=trace)
     return np.where(finite, rate, np.inf)
 
 
+def _row_steps(step_rows, step_args: tuple | None, shape: tuple[int, ...]):
+    """(per-row solver args, ``step(batch, *args)``) for the row-wise solves: the row ids and ``step_rows``, or
+    ``step_args`` and ``step_rows`` as given."""
+    if step_args is not None:
+        return tuple(step_args), step_rows
+    return (np.arange(math.prod(shape)).reshape(shape),), lambda batch, ids: step_rows(batch, ids.astype(np.intp))
+
+
 def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
-                      longest_s: ArrayLike = 1e4, trace: SolveTrace | None = None) -> np.ndarray:
+                      longest_s: ArrayLike = 1e4, trace: SolveTrace | None = None,
+                      step_args: tuple | None = None, upper_s: ArrayLike | None = None) -> np.ndarray:
     """Smallest fixed point of ``TPOT (1 - λ t_p) = step(λ A TPOT)`` per row (Chandrupatla's method) [s]; inf where
     there is none below ``longest_s`` (10^4 s, or per row: below the ceiling TPOT is at most ``B_max / (λ A)``).
 
     The fixed point is where ``s (1 - λ t_p) - t_step(λ A s)`` turns positive (once, for a step time concave
     or linear in the batch); the answer is the last s below it, as the bisection's, to 2.5e-13 relative.
+    ``step_rows`` and ``step_args`` as in ``max_rate_for_tpot_rows``. ``upper_s``: a TPOT at least the smallest
+    fixed point where finite (the closed form of a larger step, ``tpot_at_rate_s``), which narrows the search.
     """
     lam_in, t_p, a = _f(arrival_rate), _f(prefill_s), _f(output_tokens)
     shape = np.broadcast_shapes(lam_in.shape, t_p.shape, a.shape, np.shape(longest_s))
@@ -115,16 +128,19 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
     known = np.isfinite(lam_in)
     lam = np.where(known, lam_in, 0.0)
     share = 1.0 - lam * t_p
-    ids = np.arange(math.prod(shape)).reshape(shape)
+    rows, step = _row_steps(step_rows, step_args, shape)
 
-    def excess(s, rows, lam_, a_, share_):
+    def excess(s, lam_, a_, share_, *rows_):
         with np.errstate(invalid="ignore", over="ignore"):
-            return s * share_ - step_rows(lam_ * a_ * s, rows.astype(np.intp))
+            return s * share_ - step(lam_ * a_ * s, *rows_)
 
     top = np.array(longest_s)
-    found = (step_rows(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), ids.reshape(-1)).reshape(shape)
+    if upper_s is not None:  # no finite bound (decode cannot keep up at the larger step): the longest
+        top = np.fmin(top, np.where(_f(upper_s) < np.inf, upper_s, np.nan))
+    everywhere = tuple(np.broadcast_to(_f(r), shape).reshape(-1) for r in rows)
+    found = (step(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), *everywhere).reshape(shape)
              <= longest_s * share) & (share > 0)
-    fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (ids, lam, a, share),
+    fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (lam, a, share, *rows),
                                  ratio=False, trace=trace)
     return np.where(found & known, fixed, np.inf)
 

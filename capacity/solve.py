@@ -67,14 +67,16 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
     rate = np.array(np.broadcast_to(hi, shape), dtype=float).reshape(-1)
     goal = np.broadcast_to(target, shape).reshape(-1)
     finite = np.isfinite(goal)
-    rows = slice(None) if finite.all() else np.flatnonzero(finite)
-    if finite.any():
-        flat = tuple(np.broadcast_to(_f(a), shape).reshape(-1)[rows] for a in args)
+    every = bool(finite.all())
+    if every or finite.any():
+        rows = slice(None) if every else np.flatnonzero(finite)
+        # Per-row arguments as flat arrays of the searched rows (one value for all rows stays a scalar): the solver
+        # compacts them with its state, so an evaluation touches only the rows still searching.
+        flat = tuple(_per_row(a, shape, rows) for a in args)
         top, want = rate[rows], goal[rows]
 
-        def excess(lam, idx):
-            value = latency(lam, *flat) if idx is None else latency(lam, *(a[idx] for a in flat))
-            goal = want if idx is None else want[idx]
+        def excess(lam, goal, *values):
+            value = latency(lam, *values)
             if ratio:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     return 1.0 - goal / value
@@ -88,12 +90,21 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
             lo, top = np.minimum(lo, top), np.minimum(up, top)
         if trace is not None:
             trace.top, trace.bottom = _one(top), _one(lo) if lo is not None else 0.0
-        rate[rows] = solve_rising(excess, top, lo, rtol=rtol, trace=trace)
+        rate[rows] = solve_rising(excess, top, lo, rtol=rtol, trace=trace, args=(want, *flat))
     if trace is not None:
-        trace.hi, trace.no_target, trace.answer = _one(hi), not bool(finite.all()), _one(rate)
+        trace.hi, trace.no_target, trace.answer = _one(hi), not every, _one(rate)
         if trace.no_target:
             trace.top, trace.bottom = trace.hi, 0.0
     return rate.reshape(shape)
+
+
+def _per_row(a: ArrayLike, shape: tuple[int, ...], rows: slice | np.ndarray) -> np.ndarray:
+    """``a`` broadcast to ``shape``, flattened, at ``rows``; a scalar stays a zero-dimensional array."""
+    a = _f(a)
+    if a.ndim == 0:
+        return a
+    flat = a.reshape(-1) if a.shape == shape else np.broadcast_to(a, shape).reshape(-1)
+    return flat[rows]
 
 
 def _one(x: ArrayLike) -> float:
@@ -102,7 +113,8 @@ def _one(x: ArrayLike) -> float:
 
 
 def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: float = RTOL,
-                 iterations: int = MAX_ITERATIONS, trace: SolveTrace | None = None) -> np.ndarray:
+                 iterations: int = MAX_ITERATIONS, trace: SolveTrace | None = None,
+                 args: tuple | None = None) -> np.ndarray:
     """Largest x in [lo, hi] with ``excess(x, rows) <= 0`` for a continuous excess rising in x (one per row).
 
     Chandrupatla's method (1997; inverse quadratic interpolation when the last three points allow it,
@@ -110,56 +122,103 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
     The answer is the bracket end with ``excess <= 0`` once the bracket is narrower than ``rtol x``, so the
     promise is always kept and the answer is within ``rtol`` of the exact bound. ``excess(x, rows)``
     evaluates the rows ``rows`` (None: all) at points ``x``; ``lo`` (default 0) starts the search from below.
+    With ``args`` (per-row arrays, or zero-dimensional ones for all rows) ``excess(x, *args)`` is called instead
+    with the args of the rows evaluated, compacted with the solver's state as rows converge (no gather per call).
     ``trace`` (one row): the ends, the start and every iteration (``SolveTrace``).
     """
     big = np.finfo(float).max
-    f_hi = excess(hi, None)
-    out = np.where(f_hi <= 0, hi, 0.0)
-    active = np.flatnonzero(~(f_hi <= 0))
+    if args is None:
+        def at(x, rows, values):
+            return excess(x, rows)
+    else:
+        def at(x, rows, values):
+            return excess(x, *values)
+        args = tuple(_f(a) for a in args)
+    f_hi = at(hi, None, args)
+    below = f_hi <= 0
+    out = np.where(below, hi, 0.0)
+    active = np.flatnonzero(~below)
+    values = None if args is None else _take(args, active)
     start = np.zeros(active.size) if lo is None else lo[active]
-    f_lo = excess(start, active)
+    f_lo = at(start, active, values)
     missed = f_lo > 0  # a lower bound that is not one (rounding): start from 0 there
     if lo is not None and missed.any():
         start[missed] = 0.0
-        f_lo[missed] = excess(start[missed], active[missed])
+        f_lo[missed] = at(start[missed], active[missed], None if values is None else _take(values, missed))
     keep = f_lo <= 0
     if trace is not None:
-        _trace_start(trace, excess, hi, lo, f_hi, start, f_lo, missed, big)
-    active = active[keep]
-    x1, f1 = start[keep], f_lo[keep]
-    x2, f2 = hi[active].copy(), np.minimum(f_hi[active], big)
-    x3, f3 = x2.copy(), f2.copy()
+        _trace_start(trace, lambda x, rows: at(x, rows, None if args is None else _take(args, rows)), hi, lo, f_hi,
+                     start, f_lo, missed, big)
+    if not keep.all():
+        active = active[keep]
+        values = None if values is None else _take(values, keep)
+        x1, f1 = start[keep], f_lo[keep]
+    else:
+        x1, f1 = start, f_lo
+    x2, f2 = hi[active], np.minimum(f_hi[active], big)
+    x3, f3 = x2, f2
     t = np.full(active.size, 0.5)
-    for _ in range(iterations):
-        if active.size == 0:
-            break
-        x = x1 + t * (x2 - x1)
-        fx = np.minimum(excess(x, active), big)
-        same = (fx <= 0) == (f1 <= 0)
-        x3, f3 = np.where(same, x1, x2), np.where(same, f1, f2)
-        x2, f2 = np.where(same, x2, x1), np.where(same, f2, f1)
-        x1, f1 = x, fx
-        width = np.abs(x2 - x1)
-        tol = rtol * np.maximum(x1, x2)
-        done = (width <= tol) | (fx == 0)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            xi, phi = (x1 - x2) / (x3 - x2), (f1 - f2) / (f3 - f2)
-            quadratic = (1.0 - np.sqrt(1.0 - xi) < phi) & (phi < np.sqrt(xi))
-            t_quadratic = f1 / (f2 - f1) * f3 / (f2 - f3) + (x3 - x1) / (x2 - x1) * f1 / (f3 - f1) * f2 / (f3 - f2)
-            least = 0.5 * tol / width
-            t = np.clip(np.where(quadratic, t_quadratic, 0.5), least, 1.0 - least)
-        t = np.where(np.isfinite(t), t, 0.5)
-        if trace is not None and active.size:
-            trace.steps.append({"x": float(x[0]), "f": float(fx[0]), **dict(zip(STATE, (
-                float(x1[0]), float(f1[0]), float(x2[0]), float(f2[0]), float(x3[0]), float(f3[0]), float(t[0]),
-                bool(done[0])), strict=True))})
-        if done.any():
-            kept = np.where(fx == 0, x1, np.where(f1 <= 0, x1, x2))
-            out[active[done]] = kept[done]
-            keep = ~done
-            active, x1, f1, x2, f2, x3, f3, t = (v[keep] for v in (active, x1, f1, x2, f2, x3, f3, t))
-    out[active] = np.where(f1 <= 0, x1, x2)
+    live, dead = None, 0  # rows still searching among those iterated (None: all), and how many are not
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for _ in range(iterations):
+            if active.size == 0:
+                break
+            x = x1 + t * (x2 - x1)
+            fx = np.minimum(at(x, active, values), big)
+            same = (fx <= 0) == (f1 <= 0)
+            x3, f3 = np.where(same, x1, x2), np.where(same, f1, f2)
+            x2, f2 = np.where(same, x2, x1), np.where(same, f2, f1)
+            x1, f1 = x, fx
+            width = np.abs(x2 - x1)
+            tol = rtol * np.maximum(x1, x2)
+            done = (width <= tol) | (fx == 0)
+            if trace is not None:
+                step = _next_t(x1, f1, x2, f2, x3, f3, tol, width)
+                trace.steps.append({"x": float(x[0]), "f": float(fx[0]), **dict(zip(STATE, (
+                    float(x1[0]), float(f1[0]), float(x2[0]), float(f2[0]), float(x3[0]), float(f3[0]),
+                    float(step[0]), bool(done[0])), strict=True))})
+            if live is not None:
+                done &= live
+            if done.any():
+                ended = np.flatnonzero(done)
+                out[active[ended]] = np.where((fx[ended] == 0) | (f1[ended] <= 0), x1[ended], x2[ended])
+                live = ~done if live is None else live & ~done
+                dead += ended.size
+                if dead == active.size:
+                    break
+                # Finished rows are dropped (the state and the args compacted) once they are a quarter of the
+                # rows iterated: until then they iterate along, ignored, which costs less than compacting each time.
+                if dead * COMPACT_SHARE >= active.size:
+                    active, x1, f1, x2, f2, x3, f3, tol, width = (
+                        v[live] for v in (active, x1, f1, x2, f2, x3, f3, tol, width))
+                    values = None if values is None else _take(values, live)
+                    live, dead = None, 0
+            t = _next_t(x1, f1, x2, f2, x3, f3, tol, width)
+        else:
+            rest = slice(None) if live is None else live
+            out[active[rest]] = np.where(f1[rest] <= 0, x1[rest], x2[rest])
     return out
+
+
+#: Finished rows are compacted away once they are at least this share (1 / COMPACT_SHARE) of the rows iterated.
+COMPACT_SHARE = 4
+
+
+def _next_t(x1: np.ndarray, f1: np.ndarray, x2: np.ndarray, f2: np.ndarray, x3: np.ndarray, f3: np.ndarray,
+            tol: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Chandrupatla's next step as a share of the bracket ``x1 -> x2``: inverse quadratic interpolation through
+    the last three points where they allow it, else 0.5 (bisection), at least ``tol / 2`` from either end."""
+    xi, phi = (x1 - x2) / (x3 - x2), (f1 - f2) / (f3 - f2)
+    quadratic = (1.0 - np.sqrt(1.0 - xi) < phi) & (phi < np.sqrt(xi))
+    t_quadratic = f1 / (f2 - f1) * f3 / (f2 - f3) + (x3 - x1) / (x2 - x1) * f1 / (f3 - f1) * f2 / (f3 - f2)
+    least = 0.5 * tol / width
+    t = np.clip(np.where(quadratic, t_quadratic, 0.5), least, 1.0 - least)
+    return np.where(np.isfinite(t), t, 0.5)
+
+
+def _take(values: tuple, rows: np.ndarray) -> tuple:
+    """The per-row arrays of ``values`` at ``rows`` (indices or a mask); zero-dimensional ones (all rows) unchanged."""
+    return tuple(v if v.ndim == 0 else v[rows] for v in values)
 
 
 def _trace_start(trace: SolveTrace, excess, hi: np.ndarray, lo: np.ndarray | None, f_hi: np.ndarray,

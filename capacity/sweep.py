@@ -170,6 +170,10 @@ class Grid:
         """Flat inputs of grid rows ``start`` to ``stop`` (default: all), from their grid indices."""
         return self.inputs_at(np.arange(start, self.rows if stop is None else stop))
 
+    def coords(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, ...]:
+        """Each grid row's index along each axis, for rows ``start`` to ``stop`` (row-major)."""
+        return np.unravel_index(np.arange(start, self.rows if stop is None else stop), self.shape)
+
     def inputs_at(self, index: np.ndarray) -> dict[str, np.ndarray]:
         """Flat inputs of the grid rows ``index`` (flat, row-major)."""
         n = index.size
@@ -362,7 +366,7 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
     elif fmt == "csv":
         sink.write((",".join(_csv_quote(neutralise(name)) for name in schema.names) + "\n").encode("utf-8"))
         for batch in batches:
-            sink.write(csv_text(batch))
+            sink.write(csv_text(batch, grid.coords(written, written + batch.num_rows)))
             written += _tick(progress, batch)
     elif fmt == "parquet":
         import pyarrow.parquet as pq
@@ -388,52 +392,109 @@ def _csv_quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\r\n') else text
 
 
-def csv_text(batch: pa.RecordBatch) -> memoryview:
+def csv_text(batch: pa.RecordBatch, coords: tuple[np.ndarray, ...] = ()) -> memoryview:
     """The CSV lines of one batch (no header): numbers in Arrow's shortest round-trip form (what
     ``pyarrow.csv`` writes), nulls empty, text cells neutralised against formula injection (``report.neutralise``)
     and quoted where they hold a delimiter. Text columns are dictionary-encoded (``record_batches``).
 
-    Each number is formatted once: a column constant over the batch is one scalar, a column with few distinct
-    values (it depends on few axes) is formatted per distinct value and gathered; then one Arrow kernel joins
-    the fields of every row, and the joined buffer is the CSV text (no copy through Python strings).
+    Each number is formatted once: a column constant over the batch is one scalar; a column that depends on one
+    grid axis only (``coords``: each row's index along each axis, ``Grid.coords``) is formatted once per value of
+    that axis; a column with few distinct values is formatted per distinct value. Neighbouring fields of one axis
+    (and constants) are joined per axis value first, then gathered once per row; one Arrow kernel joins the fields
+    of every row, and the joined buffer is the CSV text (no copy through Python strings).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = batch.num_rows
-    fields: list[Any] = []
+    firsts = [_first_rows(c) for c in coords]
+    # Fields: ("const", str), ("axis", axis, strings per axis value), ("row", strings per row).
+    fields: list[tuple] = []
     for col in batch.columns:
         if pa.types.is_dictionary(col.type):
             labels = pa.array([_csv_quote(neutralise(str(t))) for t in col.dictionary.to_pylist()], pa.string())
-            fields.append(pc.take(labels, col.indices))
+            fields.append(("row", pc.take(labels, col.indices)))
             continue
-        if col.null_count == 0 and n:
-            v = col.to_numpy()
-            if v[0] == v[-1] and np.all(v == v[0]):
-                fields.append(pc.cast(col.slice(0, 1), pa.string())[0])
-                continue
+        valid = None if col.null_count == 0 else np.asarray(col.is_valid())
+        bits = col.fill_null(0).to_numpy().view(np.int64) if n else np.zeros(0, np.int64)
+        if n and bits[0] == bits[-1] and np.all(bits == bits[0]) and (valid is None or valid.all() or not valid.any()):
+            fields.append(("const", "" if valid is not None and not valid[0] else pc.cast(col[0:1], pa.string())[0]
+                           .as_py()))
+            continue
+        axis = next((a for a, (c, first) in enumerate(zip(coords, firsts, strict=True))
+                     if _depends_only_on(bits, valid, c, first)), None)
+        if axis is not None:
+            present = firsts[axis] >= 0
+            strings = pc.cast(col.take(pa.array(np.where(present, firsts[axis], 0))), pa.string())
+            fields.append(("axis", axis, strings))
+            continue
         encoded = pc.dictionary_encode(col)
         if len(encoded.dictionary) * 8 <= n:
-            fields.append(pc.take(pc.cast(encoded.dictionary, pa.string()), encoded.indices))
+            fields.append(("row", pc.take(pc.cast(encoded.dictionary, pa.string()), encoded.indices)))
         else:
-            fields.append(pc.cast(col, pa.string()))
-    merged: list[Any] = []  # runs of constant fields become one scalar: fewer arguments for the join
+            fields.append(("row", pc.cast(col, pa.string())))
+    merged: list[tuple] = []  # neighbours of one kind (constants, one axis) joined first: fewer, longer fields
     for f in fields:
-        if merged and isinstance(f, pa.Scalar) and isinstance(merged[-1], pa.Scalar):
-            merged[-1] = pa.scalar(f"{merged[-1].as_py()},{f.as_py()}")
+        last = merged[-1] if merged else None
+        if last is None or last[0] == "row" or f[0] == "row":
+            merged.append(f)
+        elif last[0] == "const" and f[0] == "const":
+            merged[-1] = ("const", f"{last[1]},{f[1]}")
+        elif last[0] == "const":
+            merged[-1] = ("axis", f[1], _join(last[1], f[2]))
+        elif f[0] == "const":
+            merged[-1] = ("axis", last[1], _join(last[2], f[1]))
+        elif last[1] == f[1]:
+            merged[-1] = ("axis", f[1], _join(last[2], f[2]))
         else:
             merged.append(f)
-    if isinstance(merged[-1], pa.Scalar):
-        merged[-1] = pa.scalar(merged[-1].as_py() + "\n")
-        if len(merged) == 1:  # every field constant: one line, repeated
-            return memoryview(merged[0].as_py().encode("utf-8") * n)
+    if len(merged) == 1 and merged[0][0] == "const":  # every field constant: one line, repeated
+        return memoryview((merged[0][1] + "\n").encode("utf-8") * n)
+    parts: list[Any] = []
+    for f in merged:
+        if f[0] == "const":
+            parts.append(pa.scalar(f[1]))
+        elif f[0] == "axis":
+            parts.append(pc.take(f[2], coords[f[1]]))
+        else:
+            parts.append(f[1])
+    if isinstance(parts[-1], pa.Scalar):
+        parts[-1] = pa.scalar(parts[-1].as_py() + "\n")
     else:
-        merged[-1] = pc.binary_join_element_wise(merged[-1], "\n", "", null_handling="replace", null_replacement="")
-    lines = pc.binary_join_element_wise(*merged, ",", null_handling="replace", null_replacement="")
+        parts[-1] = pc.binary_join_element_wise(parts[-1], "\n", "", null_handling="replace", null_replacement="")
+    lines = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ",", null_handling="replace",
+                                                                         null_replacement="")
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
     return memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]]
+
+
+def _join(left: Any, right: Any) -> Any:
+    """``left,right`` element-wise (strings per axis value, or one constant string); nulls as empty fields."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    left, right = (pa.scalar(v) if isinstance(v, str) else v for v in (left, right))
+    return pc.binary_join_element_wise(left, right, ",", null_handling="replace", null_replacement="")
+
+
+def _first_rows(coord: np.ndarray) -> np.ndarray:
+    """For each value along one axis, the first row of the batch holding it (-1: none)."""
+    first = np.full(int(coord.max()) + 1 if coord.size else 0, -1, dtype=np.int64)
+    first[coord[::-1]] = np.arange(coord.size - 1, -1, -1)
+    return first
+
+
+def _depends_only_on(bits: np.ndarray, valid: np.ndarray | None, coord: np.ndarray, first: np.ndarray) -> bool:
+    """Whether every row holds the same value (bit for bit, null alike) as the first row of its axis value."""
+    probe = slice(None, None, max(1, coord.size // 64))  # most columns that depend on more fail on a sample
+    if not np.array_equal(bits[probe], bits[first[coord[probe]]]):
+        return False
+    rep = first[coord]
+    if not np.array_equal(bits, bits[rep]):
+        return False
+    return valid is None or bool(np.array_equal(valid, valid[rep]))
 
 
 def _tick(progress: Progress | None, batch: pa.RecordBatch) -> int:
@@ -576,7 +637,7 @@ def estimated_bytes(grid: Grid, fmt: str) -> int:
     batch = next(record_batches(grid, schema, index=index))
     buffer = io.BytesIO()
     if fmt == "csv":
-        buffer.write(csv_text(batch))
+        buffer.write(csv_text(batch, np.unravel_index(index, grid.shape)))
     elif fmt == "parquet":
         import pyarrow.parquet as pq
 

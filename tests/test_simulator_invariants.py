@@ -89,7 +89,8 @@ def test_invariants_hold_for_any_configuration(block_size, overrides):
 
 
 @settings(max_examples=200, deadline=None)
-@given(block_size=st.integers(1, 40), lengths=st.lists(st.integers(-500, 5000), min_size=0, max_size=30),
+@given(block_size=st.one_of(st.integers(1, 40), st.integers(250, 270)),  # residue sums, and Fenwick past 256
+       lengths=st.lists(st.integers(-500, 5000), min_size=0, max_size=30),
        step=st.integers(600, 10_000), ahead=st.integers(0, 500), available=st.integers(0, 400))
 def test_growth_tracker_counts_blocks_like_brute_force(block_size, lengths, step, ahead, available):
     tracker = GrowthTracker(block_size)
@@ -103,6 +104,8 @@ def test_growth_tracker_counts_blocks_like_brute_force(block_size, lengths, step
         return sum(math.ceil((c + g) / block_size) for c in kept)
 
     assert tracker.total(step) == brute(step)
+    assert tracker.next_step_blocks(step) == brute(step + 1) - brute(step)
+    assert tracker.grown(step, ahead) == brute(step + ahead) - brute(step)
     k, grow = tracker.steps_affordable(step, available, ahead)
     assert grow == brute(step + k) - brute(step) <= available
     assert k == ahead or brute(step + k + 1) - brute(step) > available

@@ -52,17 +52,20 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
     """
     if config.replicas > 1:
         replica = assign(table, config)
+        analytic = scenario.evaluate()  # the replicas are identical: one analytic evaluation serves them all
         parts = []
         for r in range(config.replicas):
             index = np.flatnonzero(replica == r)
-            parts.append((index, _simulate_one(scenario, config, subset(table, index))))
+            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic)))
         return merge(parts)
     return _simulate_one(scenario, config, table)
 
 
-def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable) -> SimulationResult:
-    """One replica's engine over ``table``."""
-    analytic = scenario.evaluate()
+def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable,
+                  analytic: Any = None) -> SimulationResult:
+    """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, when the caller has it)."""
+    if analytic is None:
+        analytic = scenario.evaluate()
     pool_blocks = int(analytic["pool_blocks"])
     batch_max = max(1, int(analytic["batch_max"]))
     if config.policy == "static":
@@ -73,6 +76,14 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
         offered = config.max_num_seqs or batch_max
     engine = Engine(table, config, cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
                     scenario.serving.max_model_len, slots, offered)
+    if config.cpu_offload_bytes:
+        from .. import memory
+        from ..offload import reload_s
+
+        kv = float(analytic["kv_bytes_per_token_per_gpu"])
+        bs = scenario.serving.block_size
+        engine.enable_offload(int(memory.pool_blocks(config.cpu_offload_bytes, bs, kv)),
+                              float(reload_s(bs, kv, config.offload_bandwidth)))
     (run_static if config.policy == "static" else run_continuous)(engine)
     engine.alloc.check()
     if engine.alloc.used:

@@ -9,6 +9,12 @@ for every request with that prefix (PagedAttention; vLLM automatic prefix cachin
 Prefix entries are reference-counted; when the last request using a prefix leaves,
 its blocks stay cached but become evictable, and allocation evicts unreferenced
 blocks in least-recently-used order only when no free block is left.
+
+KV offload (``cpu_blocks > 0``): evicted prefix blocks move to a CPU tier of that many
+blocks instead of vanishing (vLLM's CPU offload, LMCache). A prefix's CPU run continues
+its GPU blocks; when the CPU tier is full its least recently offloaded runs are dropped.
+A request that finds its prefix's missing blocks on the CPU loads them back (``cpu_hits``)
+instead of prefilling them again; the engine charges the transfer (``offload.reload_s``).
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ class BlockAllocator:
     prefixes: dict[int, PrefixEntry] = field(default_factory=dict)
     lru: OrderedDict[int, None] = field(default_factory=OrderedDict)
     hit_blocks: int = 0
+    cpu_blocks: int = 0  # KV offload: blocks the CPU tier holds (0: evicted blocks are dropped)
+    cpu: OrderedDict[int, int] = field(default_factory=OrderedDict)  # prefix -> blocks on the CPU, LRU order
+    cpu_used: int = 0
+    reloaded_blocks: int = 0
+    peak_cpu_prefixes: int = 0  # most prefixes the CPU tier held at once
 
     def __post_init__(self) -> None:
         self.free = self.pool_blocks
@@ -86,6 +97,8 @@ class BlockAllocator:
             entry = self.prefixes[oldest]
             evict = min(short, entry.blocks)
             entry.blocks -= evict  # the tail of a prefix goes first, so what stays is still a prefix
+            if self.cpu_blocks:
+                self.offload(oldest, evict)
             self.cached -= evict
             self.evictable -= evict
             self.free += evict
@@ -96,6 +109,26 @@ class BlockAllocator:
         if blocks > self.free:
             raise RuntimeError(f"KV pool overdrawn: {blocks} blocks wanted, {self.free} free")
         self.free -= blocks
+
+    def offload(self, prefix_id: int, blocks: int) -> None:
+        """Move ``blocks`` evicted from the tail of a prefix's GPU blocks to the front of its CPU run."""
+        run = self.cpu.pop(prefix_id, 0)
+        self.cpu_used -= run
+        run = min(run + blocks, self.cpu_blocks)
+        while self.cpu_used + run > self.cpu_blocks:
+            self.cpu_used -= self.cpu.popitem(last=False)[1]
+        self.cpu[prefix_id] = run
+        self.cpu_used += run
+        if len(self.cpu) > self.peak_cpu_prefixes:
+            self.peak_cpu_prefixes = len(self.cpu)
+
+    def cpu_hits(self, prefix_id: int, prefix_blocks: int) -> int:
+        """Blocks of this prefix a request would load back from the CPU: its CPU run, up to what the GPU lacks."""
+        run = self.cpu.get(prefix_id, 0)
+        if not run:
+            return 0
+        entry = self.prefixes.get(prefix_id)
+        return max(0, min(run, prefix_blocks - (entry.blocks if entry is not None else 0)))
 
     def acquire_prefix(self, prefix_id: int, prefix_blocks: int) -> int:
         """Reference a prefix for one request; allocate its missing blocks. Returns the blocks newly taken.
@@ -116,6 +149,9 @@ class BlockAllocator:
         hits = min(entry.blocks, prefix_blocks)
         self.hit_blocks += hits
         missing = prefix_blocks - entry.blocks
+        if missing > 0 and prefix_id in self.cpu:  # loaded back: the run returns to the GPU (what is past it goes)
+            self.reloaded_blocks += min(self.cpu[prefix_id], missing)
+            self.cpu_used -= self.cpu.pop(prefix_id)
         entry.refs += 1
         if missing > 0:
             entry.refs += 1  # pin while evicting so ``take`` cannot evict this very prefix
@@ -140,9 +176,15 @@ class BlockAllocator:
 
     def check(self) -> None:
         """Raise if the counts are inconsistent (used by tests and at the end of every run)."""
+        if not (0 <= self.cpu_used <= self.cpu_blocks and self.cpu_used == sum(self.cpu.values())):
+            raise RuntimeError(f"inconsistent CPU tier: {self.cpu_used} blocks used of {self.cpu_blocks}")
         if not (0 <= self.free <= self.pool_blocks and 0 <= self.evictable <= self.cached <= self.pool_blocks):
             raise RuntimeError(f"inconsistent KV pool: free {self.free}, cached {self.cached}, "
                                f"evictable {self.evictable}, pool {self.pool_blocks}")
+
+
+#: Largest block [tokens] whose growth over ``k`` steps is summed from per-residue counts (above: Fenwick queries).
+RESIDUE_SUM_LIMIT = 256
 
 
 class GrowthTracker:
@@ -154,13 +196,14 @@ class GrowthTracker:
     tree over the ``bs`` residues, so ``total(G)`` costs O(log bs) whatever the batch.
     """
 
-    __slots__ = ("block_size", "count", "u_sum", "tree")
+    __slots__ = ("block_size", "count", "u_sum", "tree", "residues")
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
         self.count = 0
         self.u_sum = 0
         self.tree = [0] * (block_size + 1)
+        self.residues = [0] * block_size  # sequences per residue v, for next_step_blocks in O(1)
 
     def _update(self, residue: int, delta: int) -> None:
         i = residue + 1
@@ -177,16 +220,34 @@ class GrowthTracker:
         return total
 
     def add(self, c: int) -> None:
-        u, v = divmod(c + self.block_size - 1, self.block_size)
+        bs = self.block_size
+        u, v = divmod(c + bs - 1, bs)
         self.count += 1
         self.u_sum += u
-        self._update(v, 1)
+        self.residues[v] += 1
+        tree, i = self.tree, v + 1  # _update(v, 1), inline: once per request (bs 1: total never reads the tree)
+        while i <= bs and bs > 1:
+            tree[i] += 1
+            i += i & -i
 
     def remove(self, c: int) -> None:
-        u, v = divmod(c + self.block_size - 1, self.block_size)
+        bs = self.block_size
+        u, v = divmod(c + bs - 1, bs)
         self.count -= 1
         self.u_sum -= u
-        self._update(v, -1)
+        self.residues[v] -= 1
+        tree, i = self.tree, v + 1  # _update(v, -1), inline
+        while i <= bs and bs > 1:
+            tree[i] -= 1
+            i += i & -i
+
+    def next_step_blocks(self, step: int) -> int:
+        """``total(step + 1) - total(step)``: the sequences whose next token opens a block, ``(c + step) % bs == 0``.
+
+        ``ceil((c + G) / bs)`` grows at ``G + 1`` exactly when ``bs`` divides ``c + G``; with ``c + bs - 1 = bs u + v``
+        that is ``v = bs - 1 - (G mod bs)``.
+        """
+        return self.residues[-1 - step % self.block_size]
 
     def total(self, step: int) -> int:
         """Blocks held by all tracked sequences at decode step ``step``: ``sum ceil((c_i + step) / bs)``."""
@@ -194,19 +255,42 @@ class GrowthTracker:
         wrapped = self.count - self._below(self.block_size - b) if b else 0
         return self.u_sum + self.count * a + wrapped
 
+    def grown(self, step: int, k: int) -> int:
+        """``total(step + k) - total(step)``: blocks the tracked sequences open over ``k`` steps from ``step``.
+
+        A sequence opens a block at each step ``j`` with ``bs | c + j``: ``k // bs`` whole turns, plus one if
+        its residue is among the ``r = k mod bs`` residues ``bs - 1 - (step + t) mod bs``, ``t < r`` (a cyclic
+        run of the per-residue counts, summed in C). Past ``RESIDUE_SUM_LIMIT`` tokens a block, two Fenwick
+        queries instead.
+        """
+        bs = self.block_size
+        if bs > RESIDUE_SUM_LIMIT:
+            return self.total(step + k) - self.total(step)
+        turns, r = divmod(k, bs)
+        grow = self.count * turns
+        if r:
+            residues = self.residues
+            start = (bs - step - r) % bs
+            end = start + r
+            grow += sum(residues[start:end]) if end <= bs else sum(residues[start:]) + sum(residues[:end - bs])
+        return grow
+
     def steps_affordable(self, step: int, available: int, limit: int) -> tuple[int, int]:
         """Largest ``k <= limit`` with ``total(step + k) - total(step) <= available``, and those new blocks.
 
-        ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit.
+        ``total`` never shrinks with ``step``, so a bisection finds ``k`` when ``limit`` does not fit. With blocks of
+        one token every sequence takes one block per step: ``count k`` blocks, so ``k = available // count``.
         """
-        base = self.total(step)
-        grow = self.total(step + limit) - base
+        grow = self.grown(step, limit)
         if grow <= available:
             return limit, grow
+        if self.block_size == 1:
+            k = available // self.count
+            return k, k * self.count
         lo, hi, grow_lo = 0, limit, 0  # total(step + lo) fits, total(step + hi) does not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            grow = self.total(step + mid) - base
+            grow = self.grown(step, mid)
             if grow <= available:
                 lo, grow_lo = mid, grow
             else:

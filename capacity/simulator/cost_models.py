@@ -30,6 +30,8 @@ from ..analysis import complete_inputs, step_model
 from ..scenario import Scenario
 from .config import SimulationConfig
 
+_pass_s = roofline.pass_s  # one forward pass from its memory, compute and all-reduce terms (the model layer's)
+
 
 class CostModel(Protocol):
     """What the engine asks of a cost model. Times in seconds, contexts in tokens."""
@@ -113,7 +115,8 @@ class RooflineCost:
     ``prefill_compute_s`` [s/token], ``fixed_s`` [s], ``comm_s_per_token`` [s/token]. Sliding-window
     layers (a share ``local_fraction`` keeps ``sliding_window`` tokens) read ``S_w = (1 - f) S + f min(S, B w)``,
     the window applied to the average context as the analytic model does. Essay 001: 8 ms, 65.5 ns,
-    0.107 ms, 0.107 ms, 3 ms, 0.
+    0.107 ms, 0.107 ms, 3 ms, 0. Efficiency curves (engine profiles): ``weights_s`` includes the bandwidth
+    curve's fixed bytes and ``compute_fixed_s`` the FLOP/s curve's ``T_half`` tokens (``roofline.curve_amount``).
     """
 
     weights_s: float
@@ -126,6 +129,7 @@ class RooflineCost:
     local_fraction: float = 0.0
     moe_weights_s: Callable[[float], float] | None = None
     name: str = "roofline"
+    compute_fixed_s: float = 0.0  # FLOP/s curve (engine profiles): T_half tokens' compute per pass [s]
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> RooflineCost:
@@ -136,10 +140,14 @@ class RooflineCost:
                                                           model.pipeline_parallel))
         active = float(model.active_params)
         moe = None
+        half_bytes, half_tokens = float(model.half_bytes), float(model.half_tokens)
         if bool(model.moe):
-            moe = functools.lru_cache(maxsize=4096)(lambda tokens: float(model.weights_read(tokens)) / bw)
+            moe = functools.lru_cache(maxsize=4096)(
+                lambda tokens: float(roofline.curve_amount(model.weights_read(tokens), half_bytes)) / bw)
         window = float(x["sliding_window"])
-        return cls(weights_s=float(roofline.decode_memory_s(model.weights_read(1.0), 0, 0, 0, bw)),
+        return cls(weights_s=float(roofline.decode_memory_s(roofline.curve_amount(model.weights_read(1.0), half_bytes),
+                                                            0, 0, 0, bw)),
+                   compute_fixed_s=float(roofline.decode_compute_s(half_tokens, active / (tp * pp), flops)),
                    kv_s_per_token=float(roofline.decode_memory_s(0, 1, 1, kv_gpu, bw)),
                    decode_compute_s=float(roofline.decode_compute_s(1, active / (tp * pp), flops)),
                    prefill_compute_s=float(roofline.decode_compute_s(1, active / tp, flops)),
@@ -158,7 +166,7 @@ class RooflineCost:
 
     def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
         memory = self._weights(batch + prefill_tokens) + self.kv_s_per_token * self._windowed(batch, context_tokens)
-        compute = self.decode_compute_s * batch + self.prefill_compute_s * prefill_tokens
+        compute = self.decode_compute_s * batch + self.prefill_compute_s * prefill_tokens + self.compute_fixed_s
         return roofline.pass_s(float(memory), float(compute), self.comm_s_per_token * (batch + prefill_tokens),
                                self.fixed_s)
 
@@ -182,7 +190,7 @@ class RooflineCost:
         if steps <= 0:
             return 0.0
         a, m, kink, a2, m2 = self._pieces(batch, context_tokens)
-        c = self.decode_compute_s * batch
+        c = self.decode_compute_s * batch + self.compute_fixed_s
         split = int(min(kink, steps))
         return _sum_max_linear(a, m, c, 0, split) + _sum_max_linear(a2, m2, c, split, steps) + \
             steps * (self.fixed_s + self.comm_s_per_token * batch)
@@ -194,19 +202,29 @@ class RooflineCost:
         if self.moe_weights_s is not None or self.local_fraction:
             return (self.decode_run_s(batch, context_tokens, steps), self.step_s(batch, context_tokens, 0),
                     self.step_s(batch, context_tokens + batch * (steps - 1), 0))
-        # dense, no window (the common case, kept inline: the engine calls this once per window)
-        a = self.weights_s + self.kv_s_per_token * context_tokens
-        m = self.kv_s_per_token * batch
-        c = self.decode_compute_s * batch
-        e = self.fixed_s + self.comm_s_per_token * batch
-        first, last = self.step_s(batch, context_tokens, 0), self.step_s(batch, context_tokens + batch * (steps - 1), 0)
+        # dense, no window (the common case, kept inline: the engine calls this once per window). ``first`` and
+        # ``last`` are ``step_s(batch, S, 0)`` and ``step_s(batch, S + B (k - 1), 0)``: the same pass, its terms
+        # already at hand (memory a, compute c, all-reduce), so ``pass_s`` is called on them directly.
+        kv = self.kv_s_per_token
+        a = self.weights_s + kv * context_tokens
+        m = kv * batch
+        c = self.decode_compute_s * batch + self.compute_fixed_s
+        comm = self.comm_s_per_token * batch
+        e = self.fixed_s + comm
+        first = _pass_s(a, c, comm, self.fixed_s)
+        last = first if steps == 1 else \
+            _pass_s(self.weights_s + kv * (context_tokens + batch * (steps - 1)), c, comm, self.fixed_s)
         if a >= c:
             return steps * (a + e) + m * steps * (steps - 1) / 2.0, first, last
         return _sum_max_linear(a, m, c, 0, steps) + steps * e, first, last
 
     def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
-        a, m, kink, _, _ = self._pieces(batch, context_tokens)
-        c = self.decode_compute_s * batch
+        if self.moe_weights_s is None and not self.local_fraction:  # dense, no window: ``_pieces`` inline
+            kv = self.kv_s_per_token
+            a, m, kink = self.weights_s + kv * context_tokens, kv * batch, math.inf
+        else:
+            a, m, kink, _, _ = self._pieces(batch, context_tokens)
+        c = self.decode_compute_s * batch + self.compute_fixed_s
         e = self.fixed_s + self.comm_s_per_token * batch
         if a >= c:
             flat = 0.0

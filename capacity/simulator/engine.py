@@ -90,27 +90,45 @@ class Engine:
         self.segments = Segments()
         self.timeline = Timeline()
         self.tokens: dict[int, list[np.ndarray]] | None = {} if config.record_tokens else None
+        self.reload_s_per_block = 0.0  # KV offload (``enable_offload``): transfer time of one block back [s]
+        self.pending_reload_s = 0.0  # transfers the next pass waits for [s]
+        self.reloaded: array | None = None  # tokens each request loaded back from the CPU tier
+
+    def enable_offload(self, cpu_blocks: int, reload_s_per_block: float) -> None:
+        """Give the pool a CPU tier of ``cpu_blocks`` blocks that load back at ``reload_s_per_block`` each."""
+        self.alloc.cpu_blocks = cpu_blocks
+        self.reload_s_per_block = reload_s_per_block
+        self.reloaded = array("q", [0]) * self.n
+
+    def charge_reload(self) -> None:
+        """The pass just run waited for the blocks its prompts load back from the CPU (not overlapped)."""
+        self.now += self.pending_reload_s
+        self.pending_reload_s = 0.0
 
     # --- arrivals ---------------------------------------------------------------------------------------
 
     def ingest(self) -> None:
         """Queue every request that has arrived by ``now``; reject what can never run or finds the queue full."""
         arrival, limit_n, limit_t = self.arrival, self.config.max_queued_requests, self.config.max_queued_tokens
-        while self.next_arrival < self.n and arrival[self.next_arrival] <= self.now:
-            i = self.next_arrival
-            self.next_arrival += 1
-            why = self.reject_at_arrival.get(i)
-            if why is None and limit_n is not None and len(self.queue) >= limit_n:
+        i, n, now, queue, reject = self.next_arrival, self.n, self.now, self.queue, self.reject_at_arrival
+        prompt, output, prefix_id, prefix_blocks, priority = (self.prompt, self.output, self.prefix_id,
+                                                              self.prefix_blocks, self.priority)
+        while i < n and arrival[i] <= now:
+            why = reject.get(i) if reject else None
+            if why is None and limit_n is not None and len(queue) >= limit_n:
                 why = f"queue full ({limit_n} requests waiting; max_queued_requests)"
-            if why is None and limit_t is not None and self.queued_tokens + self.prompt[i] > limit_t:
+            if why is None and limit_t is not None and self.queued_tokens + prompt[i] > limit_t:
                 why = f"queue full ({self.queued_tokens:,} prompt tokens waiting; max_queued_tokens {limit_t:,})"
             if why is not None:
                 self.reason[i] = why
+                i += 1
                 continue
-            r = Request(i, arrival[i], self.prompt[i], self.output[i], self.prefix_id[i], self.prefix_blocks[i],
-                        self.priority[i])
-            heapq.heappush(self.queue, (r.priority, i, r))
-            self.queued_tokens += r.prompt_tokens
+            p = priority[i]
+            heapq.heappush(queue, (p, i, Request(i, arrival[i], prompt[i], output[i], prefix_id[i], prefix_blocks[i],
+                                                 p)))
+            self.queued_tokens += prompt[i]
+            i += 1
+        self.next_arrival = i
 
     def enqueue(self, r: Request) -> None:
         heapq.heappush(self.queue, (r.priority, r.rid, r))
@@ -128,24 +146,33 @@ class Engine:
         before a preemption, and the token this prefill produces), keeping ``watermark`` blocks spare
         unless nothing runs; reserving it needs ``prompt + output`` at once.
         """
-        bs, alloc = self.block_size, self.alloc
+        bs, alloc, prefix_blocks = self.block_size, self.alloc, r.prefix_blocks
         tokens = r.prompt_tokens + r.output_tokens if self.reserve else r.prompt_tokens + r.generated + 1
         total = -(-tokens // bs)
-        if r.prefix_blocks:
-            hits, room = alloc.room_for(r.prefix_id, r.prefix_blocks)
+        if prefix_blocks:
+            hits, room = alloc.room_for(r.prefix_id, prefix_blocks)
         else:
             hits, room = 0, alloc.free + alloc.evictable
         spare = self.watermark + self.reserved_growth if (self.decoding or self.prefilling) else 0
         if room - (total - hits) < spare:
             return False
-        if r.prefix_blocks:
-            alloc.acquire_prefix(r.prefix_id, r.prefix_blocks)
-        r.private_blocks = total - r.prefix_blocks
-        alloc.take(r.private_blocks)
+        reload = 0
+        if prefix_blocks:
+            if alloc.cpu_blocks:  # loaded back, not prefilled: the pass waits for the transfer
+                reload = alloc.cpu_hits(r.prefix_id, prefix_blocks)
+                self.pending_reload_s += reload * self.reload_s_per_block
+                self.reloaded[r.rid] += reload * bs  # type: ignore[index]
+            alloc.acquire_prefix(r.prefix_id, prefix_blocks)
+        r.private_blocks = private = total - prefix_blocks
+        if private <= alloc.free:  # alloc.take without eviction, inline
+            alloc.free -= private
+        else:
+            alloc.take(private)
         asked = r.prompt_tokens + r.generated
         self.prefill_tokens += asked
-        self.cached_tokens += hits * bs
-        r.to_prefill = asked - hits * bs
+        if hits:
+            self.cached_tokens += hits * bs
+        r.to_prefill = asked - (hits + reload) * bs
         self.admissions += 1
         r.seq = self.admissions
         if r.generated == 0 and r.preemptions == 0:
@@ -185,25 +212,26 @@ class Engine:
 
     def prefill_done(self, r: Request) -> None:
         """``r``'s prefill ended at ``now``: it produced its next token; it finishes or starts decoding."""
-        r.generated += 1
-        rid = r.rid
-        if self.first_token[rid] != self.first_token[rid]:
-            self.first_token[rid] = self.now
+        r.generated = generated = r.generated + 1
+        rid, now, first_token = r.rid, self.now, self.first_token
+        if first_token[rid] != first_token[rid]:
+            first_token[rid] = now
         else:  # recomputed after a preemption: the gap since its last token is a stall the user saw
-            r.itl_extra_s = max(r.itl_extra_s, self.now - r.last_token_s)
+            r.itl_extra_s = max(r.itl_extra_s, now - r.last_token_s)
         r.seg_window = len(self.windows.gap_s)
-        r.seg_first_s = self.now
-        if r.generated >= r.output_tokens:
+        r.seg_first_s = now
+        if generated >= r.output_tokens:
             self.close_segment(r)
             self.release(r)
             self.complete(r)
             return
-        r.growth_c = r.prompt_tokens + r.generated - self.step
-        self.ctx_const += r.growth_c
+        step = self.step
+        r.growth_c = c = r.prompt_tokens + generated - step
+        self.ctx_const += c
         if self.growth is not None:  # from now on the tracker counts its blocks: ceil((growth_c + G) / bs)
-            self.growth.add(r.growth_c)
+            self.growth.add(c)
         self.decoding[rid] = r
-        heapq.heappush(self.finish_heap, (self.step + r.output_tokens - r.generated, r.seq, r.epoch, r))
+        heapq.heappush(self.finish_heap, (step + r.output_tokens - generated, r.seq, r.epoch, r))
 
     def leave_decoding(self, r: Request) -> None:
         self.release(r)
@@ -232,9 +260,9 @@ class Engine:
     def finish_due(self) -> None:
         """Complete every decoding request whose last token came at step ``G`` (the hot path, kept inline)."""
         heap, decoding, step, alloc, growth = self.finish_heap, self.decoding, self.step, self.alloc, self.growth
-        bs, now, hi = self.block_size, self.now, len(self.windows.gap_s)
-        seg = self.segments
-        while heap and heap[0][0] <= step:
+        bs, now, hi, seg = self.block_size, self.now, len(self.windows.gap_s), self.segments
+        ctx_const = self.ctx_const
+        while heap and heap[0][0] <= step:  # usually one finish per call: few names bound before the loop
             _, _, epoch, r = heapq.heappop(heap)
             rid = r.rid
             if epoch != r.epoch or rid not in decoding:
@@ -247,18 +275,20 @@ class Engine:
                 seg.first_s.append(r.seg_first_s)
             else:
                 self.close_segment(r)
+            c = r.growth_c
             if growth is None:
                 alloc.free += r.private_blocks
             else:
-                alloc.free += -(-(r.growth_c + step) // bs) - r.prefix_blocks
-                growth.remove(r.growth_c)
+                alloc.free += -(-(c + step) // bs) - r.prefix_blocks
+                growth.remove(c)
             if r.prefix_blocks:
                 alloc.release_prefix(r.prefix_id, r.prefix_blocks)
             del decoding[rid]
-            self.ctx_const -= r.growth_c
+            ctx_const -= c
             self.finish[rid] = now
             if r.preemptions:
                 self.complete(r)
+        self.ctx_const = ctx_const
 
     def next_finish_step(self) -> int:
         heap = self.finish_heap

@@ -30,7 +30,9 @@ STALL_LIMIT = 1000
 
 def run_continuous(e: Engine) -> None:
     """Run the continuous-batching engine until every request has completed or been rejected."""
-    iteration = _chunked_iteration if e.config.chunked_prefill else _unchunked_iteration
+    if not e.config.chunked_prefill:
+        return _run_unchunked(e)
+    iteration = _chunked_iteration
     stalls = 0
     arrival, n, timeline = e.arrival, e.n, e.timeline
     while True:
@@ -49,6 +51,81 @@ def run_continuous(e: Engine) -> None:
         nxt = e.time_of_next_arrival()
         if stalls > STALL_LIMIT or (nxt == math.inf and not e.decoding):
             raise RuntimeError(f"scheduler made no progress at t={e.now:.3f} s with {len(e.queue)} waiting")
+        e.now = max(e.now, nxt)
+
+
+def _run_unchunked(e: Engine) -> None:
+    """``run_continuous`` with whole prefills: the same loop, with the decode window of an idle queue inline.
+
+    Between arrivals nothing waits, so most iterations are one decode window: ``_window`` and
+    ``Engine.run_decode`` step by step, in the same order on the same numbers, without a call per event
+    (the hot path of a million-request run; ``tests/test_simulator_pinned.py`` guards the equality).
+    """
+    cost, growth, alloc = e.cost, e.growth, e.alloc
+    window, steps_to_reach = cost.window, cost.steps_to_reach
+    heap, decoding, queue, prefilling = e.finish_heap, e.decoding, e.queue, e.prefilling
+    arrival, n, slots, timeline, offered = e.arrival, e.n, e.slots, e.timeline, e.offered_slots
+    w = e.windows
+    first_end_s, max_step_s, gap_s = w.first_end_s.append, w.max_step_s.append, w.gap_s.append
+    inline = e.tokens is None  # recording token times goes through run_decode (it keeps every step's end)
+    stalls = 0
+    while True:
+        if e.next_arrival < n and arrival[e.next_arrival] <= e.now:
+            e.ingest()
+        if queue:
+            progressed = _unchunked_iteration(e)
+        elif not decoding:
+            progressed = False
+        else:  # _window with an empty queue, then run_decode
+            progressed = True
+            step = e.step
+            top = heap[0]
+            k = (top[0] if top[2] == top[3].epoch and top[3].rid in decoding else e.next_finish_step()) - step
+            batch = len(decoding)
+            context = e.ctx_const + batch * step
+            now = e.now
+            if batch + len(prefilling) < slots and e.next_arrival < n:
+                until = steps_to_reach(batch, context, arrival[e.next_arrival] - now)
+                if until < k:
+                    k = until
+            new_blocks = 0
+            if growth is not None:
+                k, new_blocks = growth.steps_affordable(step, alloc.free + alloc.evictable, k)
+            if k == 0:  # (blocks on demand only: otherwise k >= 1) the pool cannot take one step
+                e.preempt_one()
+            elif not inline:
+                e.run_decode(k, new_blocks)
+            else:
+                duration, first, longest = window(batch, context, k)
+                first_end = now + first
+                first_end_s(first_end)
+                max_step_s(longest)
+                gap = first_end - e.last_decode_end
+                gap_s(gap if gap > longest else longest)
+                if new_blocks:
+                    alloc.take(new_blocks)
+                    used = alloc.pool_blocks - alloc.free - alloc.evictable
+                    if used > e.peak_blocks:
+                        e.peak_blocks = used
+                e.now = e.last_decode_end = now + duration
+                e.step = step = step + k
+                e.useful_slot_steps += batch * k
+                e.offered_slot_steps += offered * k
+                e.decode_steps += k
+                if heap[0][0] <= step:
+                    e.finish_due()
+        timeline.seen += 1
+        if not timeline.seen % timeline.stride:
+            e.record_now()
+        if progressed:
+            stalls = 0
+            continue
+        if e.next_arrival >= n and not (queue or decoding or prefilling):
+            return
+        stalls += 1
+        nxt = e.time_of_next_arrival()
+        if stalls > STALL_LIMIT or (nxt == math.inf and not decoding):
+            raise RuntimeError(f"scheduler made no progress at t={e.now:.3f} s with {len(queue)} waiting")
         e.now = max(e.now, nxt)
 
 
@@ -75,11 +152,13 @@ def _window(e: Engine) -> bool:
 
 def _unchunked_iteration(e: Engine) -> bool:
     """Admit what fits and prefill it alone (decode pauses); else run a decode window."""
+    if not e.queue:  # nothing waits: the common case between arrivals goes straight to the window
+        return _window(e)
     admitted: list[Request] = []
     tokens = 0
     budget = e.config.max_batched_tokens
     if e.growth is not None and e.decoding and e.queue:  # admission leaves the next decode step its blocks
-        e.reserved_growth = e.growth.total(e.step + 1) - e.growth.total(e.step)
+        e.reserved_growth = e.growth.next_step_blocks(e.step)
     while e.queue and len(e.decoding) + len(admitted) < e.slots:
         r = e.queue[0][2]
         if admitted and tokens + (e.prefill_need(r) if r.prefix_blocks else r.prompt_tokens + r.generated) > budget:
@@ -92,6 +171,8 @@ def _unchunked_iteration(e: Engine) -> bool:
     if not admitted:
         return _window(e)
     e.now += e.cost.step_s(0, 0, tokens)
+    if e.pending_reload_s:
+        e.charge_reload()
     for r in admitted:
         r.to_prefill = 0
         e.prefill_done(r)
@@ -101,9 +182,9 @@ def _unchunked_iteration(e: Engine) -> bool:
 def _chunked_iteration(e: Engine) -> bool:
     """One iteration of all decodes plus prompt chunks within the token budget; a decode window if no chunk."""
     if e.growth is not None:
-        while e.decoding and e.growth.steps_affordable(e.step, e.alloc.available, 1)[0] == 0:
+        while e.decoding and e.growth.next_step_blocks(e.step) > e.alloc.available:  # one step does not fit
             e.preempt_one()
-        e.reserved_growth = e.growth.total(e.step + 1) - e.growth.total(e.step)
+        e.reserved_growth = e.growth.next_step_blocks(e.step)
     room = e.config.max_batched_tokens - len(e.decoding)
     chunks: list[tuple[Request, int]] = []
     for r in e.prefilling:
@@ -130,6 +211,8 @@ def _chunked_iteration(e: Engine) -> bool:
         e.reserved_growth = 0
     else:
         e.now += e.cost.step_s(0, 0, tokens)
+    if e.pending_reload_s:
+        e.charge_reload()
     for r, n in chunks:
         r.to_prefill -= n
         if r.to_prefill == 0:
@@ -154,6 +237,8 @@ def run_static(e: Engine) -> None:
         if not members:
             raise RuntimeError(f"static batch could not admit anyone at t={e.now:.3f} s")
         e.now += cost.step_s(0, 0, sum(r.to_prefill for r in members))
+        if e.pending_reload_s:
+            e.charge_reload()
         start, n = e.now, len(members)
         context = sum(r.prompt_tokens + 1 for r in members)
         steps = max(r.output_tokens for r in members) - 1

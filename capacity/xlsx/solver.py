@@ -31,6 +31,7 @@ from .formulas import (
     _decode_step_at,
     _step,
     _sub,
+    _tpot_closed,
     _tpot_denominators,
     _tpot_from,
     _ttft_queue,
@@ -97,8 +98,22 @@ def _ttft_bracket() -> tuple[tuple[str, Callable[[Cells], str]], ...]:
 
 
 def _longest_tpot(rate: str) -> str:
-    """Upper end of the MoE TPOT search (``analysis._tpot_solvers``): ``B_max / (λ A)`` within [10^4, 10^12] s."""
+    """Longest MoE TPOT with an answer (``analysis.tpot_at_rates_s``): ``B_max / (λ A)`` within [10^4, 10^12] s."""
     return f"IF({rate}>0,MIN(MAX(batch_max/({rate}*output_tokens),1E4),1E12),1E4)"
+
+
+def _tpot_top(rate: str) -> str:
+    """Upper end of the MoE TPOT search (``analysis.tpot_at_rates_s``): the longest, or the pieces' closed form
+    (every expert read) where that is shorter."""
+    longest = _longest_tpot(rate)
+    return f"IFERROR(MIN({longest},{_tpot_closed(rate)}),{longest})"
+
+
+def _tpot_found(rate: str) -> str:
+    """TRUE where a fixed point lies below the longest TPOT (``slo.tpot_at_rate_rows``): t_step(λ A L) <= L (1 - λ t_p)
+    and decode has time left (1 - λ t_p > 0)."""
+    longest = _longest_tpot(rate)
+    return f"AND({_step(f'{rate}*output_tokens*{longest}')}<={longest}*(1-{rate}*prefill_s),(1-{rate}*prefill_s)>0)"
 
 
 _TPOT_OR_1 = "IF(ISBLANK(tpot_slo_s),1,tpot_slo_s)"  # the library's stand-in promise where none is set
@@ -147,12 +162,12 @@ SOLVERS: list[Solver] = [
            "MIN(1/prefill_s,MAX(ceiling_rps,0)*2+1E-9)", lambda s: "ISBLANK(tpot_slo_s)", ("decode step",),
            _moe_rate_evaluate, lambda answer, s: f"IF(ISBLANK(tpot_slo_s),NA(),{answer})"),
     Solver("solver_tpot_at_goodput_s", "s", "MoE: smallest TPOT s with t_step(λ A s) <= s (1 - λ t_p) at the goodput "
-           "(slo.tpot_at_rate_rows; f = s (1 - λ t_p) - t_step(λ A s))", RATE_RTOL, _longest_tpot("goodput_rps"),
-           lambda s: f"NOT(AND({s['f at top']}>=0,(1-goodput_rps*prefill_s)>0))", ("decode step",),
+           "(slo.tpot_at_rate_rows; f = s (1 - λ t_p) - t_step(λ A s))", RATE_RTOL, _tpot_top("goodput_rps"),
+           lambda s: f"NOT({_tpot_found('goodput_rps')})", ("decode step",),
            _moe_tpot_evaluate("goodput_rps"), lambda answer, s: f"IF({s['no target']},NA(),{answer})"),
     Solver("solver_tpot_at_load_s", "s", "MoE: smallest TPOT s with t_step(λ A s) <= s (1 - λ t_p) at the load "
-           "(slo.tpot_at_rate_rows)", RATE_RTOL, _longest_tpot(_LOAD),
-           lambda s: f"NOT(AND({_LOAD}>0,{s['f at top']}>=0,(1-{_LOAD}*prefill_s)>0))", ("decode step",),
+           "(slo.tpot_at_rate_rows)", RATE_RTOL, _tpot_top(_LOAD),
+           lambda s: f"NOT(AND({_LOAD}>0,{_tpot_found(_LOAD)}))", ("decode step",),
            _moe_tpot_evaluate(_LOAD), lambda answer, s: f"IF({s['no target']},NA(),{answer})"),
     Solver("solver_chunk_batch_tpot", "sequences", "chunked prefill: largest batch B with T(B) <= T "
            "(options.chunked; f = T(B) - T)", CHUNK_RTOL, "chunk_batch_ceiling", lambda s: "ISBLANK(tpot_slo_s)",
