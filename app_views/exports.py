@@ -1,6 +1,8 @@
 """Every download the app offers, in one registry: label -> (builder of the bytes, file suffix, MIME type).
 
-Adding a format touches this table only. Builders take the Results and run only when their button is clicked.
+Adding a format touches this table only. Builders take the Results and run only when their button is clicked;
+they import their writers then (the XLSX writer and the report's charting libraries cost a second of imports,
+which the page's first number should not wait for).
 """
 
 from __future__ import annotations
@@ -8,19 +10,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from capacity.customer_report import customer_report_html
 from capacity.files import safe_filename
-from capacity.report import report_for, to_csv, to_json
 from capacity.scenario import Results
-from capacity.xlsx import workbook_bytes
+
+
+def _csv(results: Results) -> str:
+    from capacity.report import report_for, to_csv
+
+    return to_csv(report_for(results))
+
+
+def _xlsx(results: Results) -> bytes:
+    from capacity.report import report_for
+    from capacity.xlsx import workbook_bytes
+
+    return workbook_bytes(report_for(results))
+
+
+def _json(results: Results) -> str:
+    from capacity.report import report_for, to_json
+
+    return to_json(report_for(results))
+
+
+def _customer_report(results: Results) -> str:
+    """The customer report for the scenario's load, sized with its fleet section (peak factor, headroom)."""
+    from capacity.customer_report import customer_report_html
+
+    plan = results.scenario.fleet
+    return customer_report_html(results, peak_factor=plan.peak_factor, headroom=plan.headroom)
+
 
 #: label -> (results -> file content, suffix, MIME type)
 EXPORTS: dict[str, tuple[Callable[[Results], Any], str, str]] = {
-    "Report (CSV)": (lambda r: to_csv(report_for(r)), ".csv", "text/csv"),
-    "Report (XLSX, live formulas)": (lambda r: workbook_bytes(report_for(r)), ".xlsx",
+    "Report (CSV)": (_csv, ".csv", "text/csv"),
+    "Report (XLSX, live formulas)": (_xlsx, ".xlsx",
                                      "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
-    "Report (JSON)": (lambda r: to_json(report_for(r)), ".json", "application/json"),
-    "Customer report (HTML)": (customer_report_html, ".html", "text/html"),
+    "Report (JSON)": (_json, ".json", "application/json"),
+    "Customer report (HTML)": (_customer_report, ".html", "text/html"),
 }
 
 

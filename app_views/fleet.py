@@ -18,7 +18,7 @@ from app_views.context import Context
 from app_views.text import plain
 from capacity import catalog
 from capacity.answer import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month
-from capacity.fleet import MODES, TENSOR_PARALLEL, fleet_options
+from capacity.fleet import MODES, TENSOR_PARALLEL, fleet_options, target_rps, tokens_per_day
 from capacity.formatting import format_value
 
 #: Ranked-table columns shown, with headers in words and units.
@@ -105,6 +105,43 @@ def win_back_lines(results: Any) -> list[str]:
     return lines
 
 
+#: How the load can be entered: the unit on the selector -> (widget label, widget unit in requests/s or tokens/day).
+LOAD_UNITS = {"requests/s": ("load (requests/s)", 1.0),
+              "tokens/day": ("load (billion tokens/day, input + output)", 1e9)}
+
+
+def _on_load(unit: str) -> None:
+    """The load typed in the Fleet view becomes the scenario's arrival rate (the one load every view sizes for)."""
+    from app_views import sidebar
+
+    entered = float(st.session_state["fleet_load"]) * LOAD_UNITS[unit][1]
+    w = sidebar.doc().get("workload") or {}
+    try:
+        rps = target_rps(entered, None) if unit == "requests/s" else target_rps(
+            None, entered, float(w.get("prompt_tokens", 0) or 0), float(w.get("output_tokens", 0) or 0))
+    except ValueError as exc:
+        sidebar._messages()["arrival_rate"] = [str(exc)]
+        return
+    st.session_state["arrival_rate"] = rps
+    sidebar.on_field("arrival_rate")
+
+
+def load_input(st_: Any, ctx: Context) -> None:
+    """The load in requests/s or tokens/day: either way it sets ``workload.arrival_rate`` (the sidebar's load)."""
+    c1, c2 = st_.columns([1, 2])
+    unit = c1.radio("enter the load in", list(LOAD_UNITS), horizontal=True, key="fleet_load_unit")
+    label, scale = LOAD_UNITS[unit]
+    w = ctx.results.scenario.workload
+    rps = ctx.load_rps or 0.0
+    shown = rps if unit == "requests/s" else tokens_per_day(rps, w.prompt_tokens, w.output_tokens) / scale
+    if st.session_state.get("fleet_load") != shown:
+        st.session_state["fleet_load"] = shown
+    c2.number_input(label, 0.0, 1e9, key="fleet_load", format="%.2f" if unit == "requests/s" else "%.3f",
+                    on_change=_on_load, args=(unit,),
+                    help="sets the load under Workload in the sidebar; tokens/day = requests/s x 86,400 x "
+                         "(prompt + answer tokens)")
+
+
 @st.cache_data(show_spinner="Sizing every GPU option...", max_entries=32)
 def cached_options(scenario_json: str, target: float, peak: float, headroom: float, gpus: tuple[str, ...],
                    tps: tuple[int, ...], modes: tuple[str, ...]) -> pd.DataFrame:
@@ -115,8 +152,10 @@ def cached_options(scenario_json: str, target: float, peak: float, headroom: flo
 def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
     """The Fleet view for the entered load; returns the options table shown (None when there is none)."""
     results = ctx.results
+    load_input(st_, ctx)
     if not ctx.load_rps:
-        st_.info("Enter the load (requests/s) under Workload in the sidebar to size a fleet for it.")
+        st_.info("Enter the load (requests/s or tokens/day) above, or under Workload in the sidebar, to size a "
+                 "fleet for it.")
         return None
     d1, d2, d3 = st_.columns(3)
     gpu = ctx.doc.get("gpu")

@@ -13,7 +13,7 @@ import streamlit as st
 from app_views import sidebar
 from app_views.context import Context
 from app_views.exports import render_downloads
-from app_views.state import humanise, link_params, section_of, to_yaml
+from app_views.state import humanise, link_params, section_of, sizing_name, to_yaml
 from app_views.text import plain
 from app_views.views import VIEWS
 from capacity import Scenario, ScenarioError
@@ -70,11 +70,12 @@ def headline(results: Any, ctx: Context) -> None:
 
 
 def main() -> None:
+    """One rerun. The headline goes out first: its figures reach the browser (and are drawn) before the ~40
+    sidebar widgets and the view, which the browser takes much longer to redraw than the script to send."""
     st.set_page_config(page_title="LLM serving capacity planner", layout="wide")
     if "doc" not in st.session_state:
         sidebar.start(dict(st.query_params))
-    boxes = sidebar.draw()
-    doc = sidebar.doc()
+    doc = sidebar.doc()  # the widgets' callbacks ran before this script: the mapping is this rerun's sizing
     view_from_link = st.session_state.pop("view_from_link", None)
     if view_from_link in VIEWS:
         st.session_state["view"] = view_from_link
@@ -83,41 +84,43 @@ def main() -> None:
             f"view {view_from_link!r} from the link is not one of {', '.join(VIEWS)}")
     if st.session_state.get("view") not in VIEWS:
         st.session_state["view"] = next(iter(VIEWS))
-    params = link_params(doc, st.session_state["view"])
-    for key, (_label, _lo, _hi, default) in sidebar.PLAN.items():
-        if st.session_state[key] != default:
-            params[key] = repr(float(st.session_state[key]))
-    if params != st.query_params.to_dict():
-        st.query_params.from_dict(params)
     scenario_json = json.dumps(doc, sort_keys=True, default=str)
-
-    sb = st.sidebar
-    sb.subheader("Save and load")
     name = str(doc.get("name") or "sizing")
-    sb.download_button("Save scenario (YAML)", to_yaml(doc), file_name=safe_filename(name, ".yaml"),
-                       mime="application/x-yaml", width="stretch")
-    sb.file_uploader("Load scenario (YAML, max 1 MB)", type=["yaml", "yml"], key="upload",
-                     on_change=sidebar.on_upload)
-    sb.caption("The page's address is a share link: it carries this sizing and the open view.")
 
     st.title("LLM serving capacity planner")
     for text in sidebar._messages().get("link", []):
         st.warning(plain(text))
     results, problems = evaluate(scenario_json)
-    if problems:
+    ctx = None
+    if not problems:
+        s = results.scenario
+        ctx = Context(results=results, doc=doc, scenario_json=scenario_json, unit=s.units,
+                      headroom=s.fleet.headroom, peak_factor=s.fleet.peak_factor)
+        named = "" if name == sizing_name(doc) else f"{name}: "  # an automatic name would repeat the line
+        st.caption(plain(f"{named}{s.model.name} ({s.model.weight_dtype} weights, {s.model.kv_dtype} KV) on "
+                         f"{s.gpu.gpus_per_replica} x {s.gpu.name}, bandwidth "
+                         f"{s.gpu.effective_bandwidth / 1e12:,.2f} TB/s and {s.gpu.effective_flops / 1e12:,.0f} "
+                         f"TFLOP/s effective per GPU; memory in {s.units}"))
+        headline(results, ctx)
+
+    boxes = sidebar.draw()
+    sb = st.sidebar
+    sb.subheader("Save and load")
+    sb.download_button("Save scenario (YAML)", to_yaml(doc), file_name=safe_filename(name, ".yaml"),
+                       mime="application/x-yaml", width="stretch")
+    sb.file_uploader("Load scenario (YAML, max 1 MB)", type=["yaml", "yml"], key="upload",
+                     on_change=sidebar.on_upload)
+    sb.caption("The page's address is a share link: it carries this sizing and the open view.")
+    params = link_params(doc, st.session_state["view"])
+    if params != st.query_params.to_dict():
+        st.query_params.from_dict(params)
+
+    if ctx is None:
         shown = [humanise(p) for p in problems]
         for problem, text in zip(problems, shown, strict=True):
             boxes.get(section_of(problem), boxes["serving"]).error(plain(text))
         st.error(plain("This sizing cannot be evaluated:\n" + "\n".join(f"• {p}" for p in shown)))
         return
-    s = results.scenario
-    ctx = Context(results=results, doc=doc, scenario_json=scenario_json, unit=s.units,
-                  headroom=float(st.session_state["headroom_pct"]) / 100.0,
-                  peak_factor=float(st.session_state["peak_factor"]))
-    st.caption(plain(f"{name}: {s.model.name} ({s.model.weight_dtype} weights, {s.model.kv_dtype} KV) on "
-                     f"{s.gpu.gpus_per_replica} x {s.gpu.name}, bandwidth {s.gpu.effective_bandwidth / 1e12:,.2f} "
-                     f"TB/s and {s.gpu.effective_flops / 1e12:,.0f} TFLOP/s effective per GPU; memory in {s.units}"))
-    headline(results, ctx)
     for line in cautions(results):
         st.warning(plain(line))
     with st.expander("Verdict: what binds and what would move it", expanded=False):

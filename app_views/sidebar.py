@@ -25,10 +25,12 @@ from app_views.state import (
     doc_from_link,
     is_custom,
     load_text,
+    named_by_user,
     normalise,
     overridden,
     presets,
     set_value,
+    sizing_name,
     widget_values,
 )
 from app_views.text import plain
@@ -37,9 +39,6 @@ from capacity.errors import ScenarioError
 from capacity.hf_config import model_from_text
 
 PRESETS = presets()
-#: Planning settings every fleet-sizing view shares (not part of the scenario file): key -> (label, lo, hi, default).
-PLAN = {"headroom_pct": ("headroom (% spare)", 0.0, 90.0, 20.0), "peak_factor": ("peak factor (sale day = 10)",
-                                                                                 1.0, 1000.0, 1.0)}
 MAX_UPLOAD_BYTES = 1_000_000
 
 
@@ -76,25 +75,15 @@ def start(params: dict[str, str]) -> None:
     st.session_state["user_set"] = set()
     messages = _messages()
     messages.clear()
-    link = {k: v for k, v in params.items() if k not in ("view", *PLAN)}
+    link = {k: v for k, v in params.items() if k != "view"}
     if link:
         new, problems = doc_from_link(link, preset_doc(first))
         st.session_state["doc"] = new
-        st.session_state["user_set"] = set(overridden(new))
+        st.session_state["user_set"] = set(overridden(new)) | ({"name"} if named_by_user(new) else set())
         messages["link"] = problems
     else:
         st.session_state["doc"] = preset_doc(first)
-    for key, (label, lo, hi, default) in PLAN.items():
-        st.session_state[key] = default
-        if key in params:
-            try:
-                value = float(params[key])
-                if not lo <= value <= hi:
-                    raise ValueError
-                st.session_state[key] = value
-            except ValueError:
-                messages.setdefault("link", []).append(f"{label} {params[key]!r} from the link is outside {lo:g} "
-                                                       f"to {hi:g}; {default:g} is used")
+    follow_name()
     st.session_state["view_from_link"] = params.get("view")
     sync()
 
@@ -102,10 +91,18 @@ def start(params: dict[str, str]) -> None:
 # ---------------------------------------------------------------- callbacks
 
 
+def follow_name() -> None:
+    """A sizing nobody named is named after itself ("llama-3-70b on 4 x h100-sxm"), not after its preset."""
+    if "name" not in st.session_state["user_set"] or not str(doc().get("name") or "").strip():
+        st.session_state["user_set"].discard("name")
+        doc()["name"] = sizing_name(doc())
+
+
 def on_preset() -> None:
     st.session_state["doc"] = preset_doc(st.session_state["preset"])
     st.session_state["user_set"] = set()
     _messages().clear()
+    follow_name()
     sync()
 
 
@@ -117,11 +114,13 @@ def on_field(key: str) -> None:
         st.session_state["user_set"].add(key)
     except (ScenarioError, ValueError, TypeError) as exc:
         messages[key] = [str(exc)]
+    follow_name()
     sync()
 
 
 def on_choice(kind: str) -> None:
     choose(doc(), kind, st.session_state[kind], keep=st.session_state["user_set"])
+    follow_name()
     sync()
 
 
@@ -148,6 +147,7 @@ def on_config() -> None:
     old = doc().get("model") or {}
     model.update({k: old[k] for k in ("weight_dtype", "kv_dtype") if k in old})
     doc()["model"] = model
+    follow_name()
     sync()
 
 
@@ -175,7 +175,8 @@ def on_upload() -> None:
 def load_doc(new: dict[str, Any], note: str = "") -> None:
     """Make ``new`` the sizing (an uploaded file or a test); its overrides count as the user's."""
     st.session_state["doc"] = new
-    st.session_state["user_set"] = set(overridden(new))
+    st.session_state["user_set"] = set(overridden(new)) | ({"name"} if named_by_user(new) else set())
+    follow_name()
     if note:
         _messages()["loaded"] = [note]
     sync()
@@ -196,10 +197,10 @@ def _slider(where: Any, key: str, lo: float, **kw: Any) -> None:
     where.slider(kw.pop("label", f.label), lo, f.hi, key=key, step=0.01, on_change=on_field, args=(key,), **kw)
 
 
-def _mark(where: Any, key: str, shown: str) -> None:
-    """An overridden catalog value: say so, show the catalog's, offer the way back."""
+def _mark(where: Any, key: str, shown: str, source: str = "the catalog's is") -> None:
+    """An overridden catalog value: say so, show the catalog's (or computed) value, offer the way back."""
     if key in overridden(doc()):
-        where.caption(f"✎ your value; the catalog's is {plain(shown)}")
+        where.caption(f"✎ your value; {source} {plain(shown)}")
         where.button("Use the catalog value", key=f"reset_{key}", on_click=on_reset, args=(key,),
                      width="stretch")
 
@@ -246,7 +247,7 @@ def draw() -> dict[str, Any]:
     c2.selectbox("KV dtype", KV_DTYPES, key="kv_dtype", on_change=on_field, args=("kv_dtype",))
     _number(sb, "weights_mem", label=f"weights ({unit})", format="%.2f",
             help="follows parameters x weight dtype unless you type your own")
-    _mark(sb, "weights_mem", f"{catalog_value(d, 'weights_mem'):,.2f} {unit}")
+    _mark(sb, "weights_mem", f"{catalog_value(d, 'weights_mem'):,.2f} {unit}", "parameters x weight dtype give")
     boxes["model"] = sb.container()
 
     sb.subheader("GPU")
@@ -291,9 +292,9 @@ def draw() -> dict[str, Any]:
     _number(c2, "arrival_rate", label="load (requests/s)", format="%.2f",
             help="the traffic to size for; 0 = not set")
     c1, c2 = sb.columns(2)
-    c1.number_input(PLAN["headroom_pct"][0], *PLAN["headroom_pct"][1:3], key="headroom_pct", step=5.0,
-                    help="spare capacity every fleet is sized with (Cost and Fleet views)")
-    c2.number_input(PLAN["peak_factor"][0], *PLAN["peak_factor"][1:3], key="peak_factor", step=1.0)
+    _number(c1, "headroom_pct", step=5.0, help="spare capacity every fleet is sized with (headline, Cost and Fleet; "
+                                                "saved as fleet.headroom)")
+    _number(c2, "peak_factor", step=1.0, help="design load over the entered load (saved as fleet.peak_factor)")
     boxes["workload"] = sb.container()
 
     sb.subheader("Promises")

@@ -52,7 +52,7 @@ class Field:
     key: str
     path: tuple[str, ...]
     label: str
-    kind: str                    # int, float, choice, text, bytes, ms, tbs, tflops, billions
+    kind: str                    # int, float, choice, text, bytes, ms, tbs, tflops, billions, percent
     lo: float | None = None
     hi: float | None = None
     follows: str | None = None   # "model" / "gpu": absent from the mapping = the catalog value
@@ -105,6 +105,9 @@ _FIELDS = [
           1e9, none_at_zero=True, default=0.0),
     Field("tpot_ms", ("slo", "tpot"), "TPOT promise (ms, 0 = none)", "ms", 0.0, 1e7, none_at_zero=True, default=0.0),
     Field("ttft_ms", ("slo", "ttft"), "TTFT promise (ms, 0 = none)", "ms", 0.0, 1e7, none_at_zero=True, default=0.0),
+    Field("headroom_pct", ("fleet", "headroom"), "headroom (% spare)", "percent", 0.0, 90.0, none_at_zero=True,
+          default=0.0),
+    Field("peak_factor", ("fleet", "peak_factor"), "peak factor (sale day = 10)", "float", 1.0, 1000.0, default=1.0),
 ]
 #: Every widget by key.
 FIELDS: dict[str, Field] = {f.key: f for f in _FIELDS}
@@ -210,6 +213,8 @@ def to_display(field: Field, raw: Any, units: str) -> Any:
         return parse_quantity(raw, "flops") / 1e12
     if field.kind == "billions":
         return float(raw) / 1e9
+    if field.kind == "percent":
+        return round(float(raw) * 100.0, 10)
     if field.kind == "int":
         return int(float(raw))
     if field.kind == "float":
@@ -231,6 +236,8 @@ def to_raw(field: Field, value: Any, units: str) -> Any:
         return f"{_number(value)} TFLOP/s"
     if field.kind == "billions":
         return _number(float(value) * 1e9)
+    if field.kind == "percent":
+        return _number(round(float(value) / 100.0, 12))
     if field.kind == "int" or field.key == "block_size":
         return int(value)
     if field.kind == "float":
@@ -412,11 +419,30 @@ def choose(doc: dict[str, Any], kind: str, name: str, keep: set[str] = frozenset
 
 
 def sizing_name(doc: Mapping[str, Any]) -> str:
-    """``model on GPU`` from the mapping's catalog (or custom) names: what downloads and links are named after."""
+    """``<model> on <n> x <GPU>`` (n = GPUs per replica, tensor x pipeline): the name of a sizing nobody named."""
     def named(kind: str) -> str:
         section = doc.get(kind)
-        return str(section.get("name", kind) if isinstance(section, Mapping) else section)
-    return f"{named('model')} on {named('gpu')}"[:NAME_MAX]
+        if not isinstance(section, Mapping):
+            return str(section)
+        if "name" in section:
+            return str(section["name"])
+        try:  # unnamed numbers: "8B model", "80 GiB GPU"
+            return (f"{float(section['params']) / 1e9:,.3g}B model" if kind == "model" else
+                    f"{section['memory']} GPU")
+        except (KeyError, TypeError, ValueError):
+            return f"custom {kind if kind == 'model' else 'GPU'}"
+
+    gpu = doc.get("gpu") if isinstance(doc.get("gpu"), Mapping) else {}
+    try:
+        count = int(gpu.get("count", 1)) * int(gpu.get("pipeline_parallel", 1))
+    except (TypeError, ValueError):
+        count = 1
+    return f"{named('model')} on {count:,} x {named('gpu')}"[:NAME_MAX]
+
+
+def named_by_user(doc: Mapping[str, Any]) -> bool:
+    """True when the mapping's name is not the one ``sizing_name`` gives (a name someone chose: keep it)."""
+    return "name" in doc and str(doc["name"]) != sizing_name(doc)
 
 
 #: Model keys a custom model copies from the catalog entry it starts from (architecture beyond the widgets).
@@ -479,12 +505,12 @@ def link_params(doc: Mapping[str, Any], view: str | None = None) -> dict[str, st
 def _from_param(field: Field, text: str, units: str) -> Any:
     """A URL parameter's value for the mapping: a plain number is in the widget's unit, else the quantity text."""
     text = text.strip()
-    if field.kind in ("int", "float", "billions") or field.key == "block_size":
+    if field.kind in ("int", "float", "billions", "percent") or field.key == "block_size":
         number = float(text)
         whole = field.kind == "int" or field.key == "block_size"
         if not math.isfinite(number) or (whole and not number.is_integer()):
             raise ValueError(text)
-        shown = number / 1e9 if field.kind == "billions" else number
+        shown = number / 1e9 if field.kind == "billions" else number * 100.0 if field.kind == "percent" else number
         value: Any = int(number) if whole or (number.is_integer() and text.lstrip("-").isdigit()) else number
         # The mapping's own text when it is not the number's plain form ("8e9" stays "8e9"): exact round trips.
         return shown, value if str(value) == text or repr(value) == text else text
@@ -580,6 +606,8 @@ def humanise(problem: str) -> str:
 def section_of(problem: str) -> str:
     """The sidebar section a library message belongs under: model, gpu, serving, workload or slo."""
     head = problem.split(".", 1)[0].split(" ", 1)[0]
+    if head == "fleet":
+        return "workload"
     if head in ("model", "gpu", "serving", "workload", "slo"):
         return head
     return "gpu" if "weights" in problem or "memory" in problem else "serving"

@@ -1,5 +1,7 @@
 """``capacity fleet SCENARIO.yaml --target-rps 100 [--peak 10] [--headroom 0.2] [--gpus h100-sxm,h200 ...]``.
 
+``--peak`` and ``--headroom`` default to the scenario's ``fleet: {peak_factor, headroom}`` (what the app saves).
+
 Prints the ranked fleet options of ``capacity.fleet.fleet_options`` as a table (default), CSV or JSON.
 """
 
@@ -15,6 +17,7 @@ from .csv_safe import frame_to_csv
 from .errors import ScenarioError, clean_line
 from .fleet import MODES, TENSOR_PARALLEL, fleet_options
 from .scenario import read_scenario_mapping
+from .specs import FLEET_FIELDS, FleetPlan, check_section
 
 
 def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -24,8 +27,10 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--target-rps", help="target load in requests/s")
     load.add_argument("--tokens-per-day", help="target load in (input + output) tokens per day")
-    p.add_argument("--peak", default="1", help="peak factor on the target (a sale day: 10)")
-    p.add_argument("--headroom", default="0", help="spare share of each replica's goodput, in [0, 1)")
+    p.add_argument("--peak", help="peak factor on the target (a sale day: 10); default: the scenario's "
+                                  "fleet.peak_factor, else 1")
+    p.add_argument("--headroom", help="spare share of each replica's goodput, in [0, 1); default: the scenario's "
+                                      "fleet.headroom, else 0")
     p.add_argument("--gpus", default="", help="comma-separated catalog GPUs (default: the scenario's GPU)")
     p.add_argument("--tp", default=",".join(map(str, TENSOR_PARALLEL)), help="tensor-parallel sizes, e.g. 1,2,4,8")
     p.add_argument("--modes", default=",".join(MODES), help=f"serving modes, from {', '.join(MODES)}")
@@ -70,6 +75,15 @@ def _sizes(text: str) -> list[int]:
     return list(dict.fromkeys(sizes))
 
 
+def _plan(mapping: Mapping[str, Any]) -> FleetPlan:
+    """The scenario's ``fleet`` section (peak factor, headroom), validated; the defaults when it has none."""
+    problems: list[str] = []
+    plan = FleetPlan(**check_section("fleet", mapping.get("fleet"), FLEET_FIELDS, problems=problems))
+    if problems:
+        raise ScenarioError(*problems)
+    return plan
+
+
 def run_fleet(args: argparse.Namespace) -> str:
     """Run ``capacity fleet``; returns the text to print. ScenarioError on bad input."""
     mapping = read_scenario_mapping(args.scenario)
@@ -81,8 +95,10 @@ def run_fleet(args: argparse.Namespace) -> str:
                             f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
     target = _number("--target-rps", args.target_rps, 0, 1e9)
     per_day = _number("--tokens-per-day", args.tokens_per_day, 0, 1e18)
-    peak = _number("--peak", args.peak, 0, 1e6, open_low=True)
-    headroom = _number("--headroom", args.headroom, 0, 1, open_high=True)
+    plan = _plan(mapping)
+    peak = _number("--peak", args.peak, 0, 1e6, open_low=True) if args.peak is not None else plan.peak_factor
+    headroom = (_number("--headroom", args.headroom, 0, 1, open_high=True) if args.headroom is not None
+                else plan.headroom)
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,

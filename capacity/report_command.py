@@ -23,8 +23,11 @@ def add_report_command(subparsers: Any) -> None:
                    help="html (default, or from the -o suffix) or pdf (needs Chromium and playwright; needs -o)")
     p.add_argument("--arrival-rate", type=float, default=None,
                    help="load to size the fleet for, requests/s (default: the scenario's workload.arrival_rate)")
-    p.add_argument("--peak", type=float, default=1.0, help="peak factor on the load (a sale day: 10)")
-    p.add_argument("--headroom", type=float, default=0.0, help="spare share of each replica's goodput, in [0, 1)")
+    p.add_argument("--peak", type=float, default=None,
+                   help="peak factor on the load (a sale day: 10; default: the scenario's fleet.peak_factor, else 1)")
+    p.add_argument("--headroom", type=float, default=None,
+                   help="spare share of each replica's goodput, in [0, 1) (default: the scenario's fleet.headroom, "
+                        "else 0)")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
 
 
@@ -55,12 +58,14 @@ def run_report(args: argparse.Namespace) -> str | bytes:
     fmt = args.format or ("pdf" if suffix == "pdf" else "html")
     if fmt == "pdf" and not args.output:
         raise ScenarioError("--format pdf writes a binary file: give -o FILE.pdf")
-    if args.peak <= 0 or not 0 <= args.headroom < 1:
-        raise ScenarioError(f"--peak must be > 0 (got {args.peak:g}) and --headroom in [0, 1) (got {args.headroom:g})")
+    if (args.peak is not None and not args.peak > 0) or (args.headroom is not None and not 0 <= args.headroom < 1):
+        raise ScenarioError(f"--peak must be > 0 (got {args.peak}) and --headroom in [0, 1) (got {args.headroom})")
     results = _results(args)  # the scenario is read and checked before the charting libraries load
     from .customer_report import customer_report_html, html_to_pdf
 
-    document = customer_report_html(results, peak_factor=args.peak, headroom=args.headroom)
+    plan = results.scenario.fleet  # the scenario's fleet section unless the options say otherwise
+    document = customer_report_html(results, peak_factor=plan.peak_factor if args.peak is None else args.peak,
+                                    headroom=plan.headroom if args.headroom is None else args.headroom)
     return html_to_pdf(document) if fmt == "pdf" else document
 
 

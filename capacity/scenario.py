@@ -28,9 +28,11 @@ from .specs import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_BATCHED_TOKENS,
     DEFAULT_MEMORY_UTILIZATION,
+    FLEET_FIELDS,
     SERVING_FIELDS,
     SLO_FIELDS,
     WORKLOAD_FIELDS,
+    FleetPlan,
     Gpu,
     Model,
     Serving,
@@ -46,7 +48,8 @@ from .yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 #: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
 
-TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation", "workloads"}
+TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation", "workloads",
+             "fleet"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ class Scenario:
     name: str = "scenario"
     units: str = "GB"
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    fleet: FleetPlan = field(default_factory=FleetPlan)  # peak factor and headroom a fleet is sized with
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:
@@ -91,6 +95,7 @@ class Scenario:
 
             w = {**mean_shape(classes), **w}
         o = check_section("slo", data.get("slo"), SLO_FIELDS, problems=problems)
+        f = check_section("fleet", data.get("fleet"), FLEET_FIELDS, problems=problems)
         name = data.get("name", "scenario")
         units = str(data.get("units", "GB"))
         if units not in ("GB", "GiB"):
@@ -124,7 +129,7 @@ class Scenario:
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
                        slo=Slo(tpot_s=o.get("tpot"), ttft_s=o.get("ttft"), percentile=o.get("percentile")),
                        name=text(name, "name"), units=units,
-                       raw=dict(data))
+                       raw=dict(data), fleet=FleetPlan(**f))
         scenario.check()
         return scenario
 

@@ -148,6 +148,18 @@ class Slo:
     percentile: float | None = None  # e.g. 99: the promises hold for 99% of requests (capacity/percentiles.py)
 
 
+@dataclass(frozen=True, slots=True)
+class FleetPlan:
+    """How a fleet is sized for the workload's load (scenario section ``fleet``; ``capacity/fleet.py``).
+
+    Design load = load x ``peak_factor`` [-]; each replica keeps ``headroom`` [fraction, 0 to <1] of its goodput
+    spare. The defaults (1, 0) size for the load as entered.
+    """
+
+    peak_factor: float = 1.0
+    headroom: float = 0.0
+
+
 # --- field validators: (value, path) -> converted value, or raise ScenarioError ------------------------------
 
 Check = Callable[[Any, str], Any]
@@ -307,6 +319,18 @@ def percentile(value: Any, path: str) -> float:
 
 
 SLO_FIELDS: dict[str, Check] = {"tpot": quantity("time"), "ttft": quantity("time"), "percentile": percentile}
+
+
+def headroom_fraction(value: Any, path: str) -> float:
+    """A spare share of each replica's goodput in [0, 1); ScenarioError naming ``path`` otherwise."""
+    number = as_number(value, path)
+    if not 0 <= number < 1:
+        hint = f" (a fraction: {number:g}% is {number / 100:g})" if 1 <= number < 100 else ""
+        raise ScenarioError(f"{path} must be in [0, 1), got {show(value)}{hint}")
+    return number
+
+
+FLEET_FIELDS: dict[str, Check] = {"peak_factor": positive, "headroom": headroom_fraction}
 
 
 def check_section(section: str, raw: Any, fields: Mapping[str, Check], extra: frozenset[str] = frozenset(),

@@ -367,7 +367,7 @@ def test_a_new_model_or_gpu_renames_the_sizing_unless_the_user_named_it():
     preset_name = at.session_state["doc"]["name"]
     at.sidebar.selectbox(key="model").select("llama-3-70b").run()
     at.sidebar.selectbox(key="gpu").select("h100-sxm").run()
-    assert saved(at)["name"] == "llama-3-70b on h100-sxm" != preset_name
+    assert saved(at)["name"] == "llama-3-70b on 1 x h100-sxm" != preset_name
     at.sidebar.text_input(key="name").input("ACME pilot").run()
     at.sidebar.selectbox(key="gpu").select("h200").run()
     assert saved(at)["name"] == "ACME pilot"

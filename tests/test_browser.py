@@ -216,3 +216,42 @@ def test_bad_link_values_are_named_inline_not_a_traceback(page, app_url):
     assert "memory utilisation" in joined and "abc" in joined
     assert "Traceback" not in page.content()
     assert metric(page, "Requests that fit") == "752"
+
+
+def test_salesperson_walk_name_fleet_plan_tokens_per_day_and_link(page, browser, app_url, tmp_path):
+    # Issue 13 (rest): the sizing is named after itself from the first render; headroom and peak factor are saved;
+    # the Fleet view takes tokens/day; a link reopens the same sizing, plan and view.
+    open_app(page, app_url)
+    assert page.get_by_label("Scenario name", exact=True).input_value() == "8B model on 1 x 80 GiB GPU"
+    shoot(page, "walk-1-landing.png")
+    select(page, "Start from a preset", "chat assistant, llama-3.1-8b on 1 x H100 SXM")
+    select(page, "Model", "llama-3-70b")
+    number(page, "tensor parallel", 4)
+    assert page.get_by_label("Scenario name", exact=True).input_value() == "llama-3-70b on 4 x h100-sxm"
+    number(page, "headroom (% spare)", 25)
+    number(page, "peak factor (sale day = 10)", 3)
+    page.locator('[data-testid="stButtonGroup"]').get_by_text("Fleet", exact=True).click()
+    settle(page)
+    page.locator('[data-testid="stRadio"]').get_by_text("tokens/day", exact=True).click()
+    settle(page)
+    number(page, "load (billion tokens/day, input + output)", 2)
+    page.get_by_text("Cheapest that keeps the promises").first.wait_for(timeout=60_000)
+    shoot(page, "walk-2-fleet-tokens-per-day.png")
+    path = save(page, tmp_path)
+    assert path.name.startswith("llama-3-70b")
+    data = yaml.safe_load(path.read_text())
+    assert data["name"] == "llama-3-70b on 4 x h100-sxm"
+    assert data["fleet"] == {"headroom": 0.25, "peak_factor": 3}
+    assert data["workload"]["arrival_rate"] == pytest.approx(2e9 / 86_400 / (1_200 + 250), rel=1e-12)
+    assert headline(page) == expected(Scenario.from_dict(data).evaluate())
+    page.wait_for_function("() => window.location.search.includes('view=Fleet')")
+    link, before = page.url, headline(page)
+    other = browser.new_page(viewport={"width": 1600, "height": 1400})
+    try:
+        open_app(other, link)
+        assert headline(other) == before
+        assert other.get_by_label("headroom (% spare)", exact=True).input_value() == "25.00"
+        other.get_by_text("Cheapest that keeps the promises").first.wait_for(timeout=60_000)  # Fleet view open
+        shoot(other, "walk-3-link.png")
+    finally:
+        other.close()
