@@ -69,10 +69,11 @@ def test_the_view_shows_the_knee_the_day_and_the_guidance(mix_view):
     assert metrics["Knee load"] == f"{at['rate_rps']:,.2f} req/s"
     assert metrics["Output at the knee"] == f"{at['output_tokens_per_s']:,.0f} tokens/s"
     assert len(mix_view.get("plotly_chart")) == 3  # concurrency, knee, day
-    # a day from 4 to 40 requests/s; the sidebar's 20% headroom
+    # a day from 4 to 40 requests/s; the headroom of the scenario's fleet section (the sidebar's)
     mix_view.number_input(key="workloads_peak_rps").set_value(40.0).run()
-    plan = plan_scenario_day(scenario, diurnal_rates(40.0, 10.0), 0.2)
-    mean = plan_scenario_day(scenario, diurnal_rates(40.0, 10.0), 0.2, mean_based=True)
+    headroom = scenario.fleet.headroom
+    plan = plan_scenario_day(scenario, diurnal_rates(40.0, 10.0), headroom)
+    mean = plan_scenario_day(scenario, diurnal_rates(40.0, 10.0), headroom, mean_based=True)
     metrics = shown(mix_view)
     assert metrics["GPUs at the peak"] == f"{plan.peak_gpus:,.0f}" and plan.peak_gpus > mean.peak_gpus
     assert metrics["GPU-hours a day, following the profile"] == f"{plan.gpu_hours:,.0f} GPU h"
