@@ -20,6 +20,7 @@ import streamlit as st
 from app_views.context import Context
 from app_views.text import plain
 from capacity import Scenario, ScenarioError
+from capacity.budget import BudgetExceeded, time_budget
 from capacity.formatting import format_value
 from capacity.simulator import simulate
 from capacity.simulator.metrics import waiting_timeline
@@ -35,6 +36,9 @@ ROWS = [("mean_ttft_s", "mean TTFT"), ("p99_ttft_s", "p99 TTFT"), ("mean_tpot_s"
         ("requests_rejected", "rejected (503)"), ("prefix_cache_hit_rate", "prefix-cache hit rate")]
 UNITS = {"throughput_rps": "requests/s", "goodput_rps": "requests/s", "output_tokens_per_s": "tokens/s",
          "slot_utilization": "%", "preemptions": "", "requests_rejected": "", "prefix_cache_hit_rate": "%"}
+#: Time budget of one simulation pair in the app [s] (``capacity.budget``; nested in the view's, so the smaller
+#: applies): a run estimated to take longer is refused up front, one that runs past it is stopped.
+SIMULATION_BUDGET_S = 4.0
 #: Largest trace accepted from an upload [bytes].
 MAX_TRACE_UPLOAD = 20_000_000
 
@@ -49,6 +53,8 @@ def run_pair(scenario_json: str, settings_json: str) -> dict[str, tuple[dict, pd
             result = simulate(scenario, policy=policy, **settings)
             out[policy] = (result.summary(), result.requests, result.timeline)
         return out
+    except BudgetExceeded:
+        raise  # not an answer to cache: the caller shows it
     except ScenarioError as exc:
         return "; ".join(exc.problems)
 
@@ -162,7 +168,11 @@ def render(st_: Any, ctx: Context) -> None:
     if arrival in ("instant", "trace"):
         settings.pop("rate", None)
     with st_.spinner(f"Simulating {settings.get('requests', 0):,} requests under both policies..."):
-        runs = cached_run(ctx.scenario_json, json.dumps(settings, sort_keys=True))
+        try:
+            with time_budget(SIMULATION_BUDGET_S):
+                runs = cached_run(ctx.scenario_json, json.dumps(settings, sort_keys=True))
+        except BudgetExceeded as exc:
+            runs = "; ".join(exc.problems)
     if isinstance(runs, str):
         st_.error(plain(runs))
         return
