@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from .analysis import StepModel, step_model
-from .errors import ScenarioError
+from .errors import ScenarioError, clean_line
 from .files import read_text_limited
 from .profiles import profile_from_fit, save_profile
 from .scenario import Scenario, read_scenario_mapping
@@ -802,7 +802,11 @@ class BenchmarkRow:
 def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
     """Read a benchmark CSV; returns (rows, ignored column names). Errors name the file, line and column."""
     path = Path(path)
-    text = read_text_limited(path, MAX_CSV_BYTES, "benchmark CSV", encoding="utf-8-sig")
+    return rows_from_csv_text(read_text_limited(path, MAX_CSV_BYTES, "benchmark CSV", encoding="utf-8-sig"), path)
+
+
+def rows_from_csv_text(text: str, path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
+    """``read_benchmark_csv`` of text already read (``path`` names it in errors)."""
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if not header:
@@ -946,11 +950,59 @@ def format_report(observations: Sequence[Observation], before: Fit, after: Fit) 
     return "\n".join(lines) + "\n"
 
 
-def calibrate(scenario_mapping: Mapping[str, Any], csv_path: str | Path,
-              fit: Sequence[str] = FACTORS) -> tuple[list[Observation], Fit, Fit]:
-    """Read a benchmark CSV, fit ``fit`` factors; returns (observations, default fit, calibrated fit)."""
-    rows, _ = read_benchmark_csv(csv_path)
-    observations = observations_from_rows(scenario_mapping, rows, origin=str(csv_path))
+def read_measurements(paths: str | Path | Sequence[str | Path],
+                      since: str | Path | None = None) -> tuple[list[BenchmarkRow], list[str]]:
+    """Rows from benchmark files of any accepted kind (told apart by their content, ``calibrate_inputs.sniff``):
+    a benchmark CSV, ``vllm bench serve`` result JSON, a Prometheus scrape of vLLM's /metrics (minus the
+    earlier scrape ``since``). Returns (rows, notes); at most ``MAX_CSV_ROWS`` rows in all, checked per file."""
+    from . import calibrate_inputs as inputs
+    from .safe_load import read_text
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    before = inputs.read_scrape(since) if since else None
+    rows: list[BenchmarkRow] = []
+    notes: list[str] = []
+    for path in paths:
+        text = read_text(path, max(MAX_CSV_BYTES, inputs.MAX_BENCH_JSON_BYTES, inputs.MAX_SCRAPE_BYTES),
+                         "benchmark file", encoding="utf-8-sig")
+        kind = inputs.sniff(text)
+        shown = clean_line(str(path), 120)
+        limit = {"csv": MAX_CSV_BYTES, "json": inputs.MAX_BENCH_JSON_BYTES, "prometheus": inputs.MAX_SCRAPE_BYTES}
+        size = len(text.encode("utf-8", errors="replace"))
+        if size > limit[kind]:
+            raise ScenarioError(f"{shown} is {size:,} bytes; a benchmark {kind} file is limited to "
+                                f"{limit[kind]:,} bytes")
+        if kind == "csv":
+            found, _ = rows_from_csv_text(text, path)
+        else:
+            read = (inputs.rows_from_vllm_bench(text, str(path)) if kind == "json"
+                    else inputs.rows_from_scrape(inputs.parse_scrape(text, str(path)), str(path), before))
+            found = [BenchmarkRow(i, r.setup, r.measured, r.label) for i, r in enumerate(read, start=1)]
+            notes += [n for r in read for n in r.notes]
+        if len(rows) + len(found) > MAX_CSV_ROWS:
+            raise ScenarioError(f"the benchmark files hold over {MAX_CSV_ROWS:,} rows; calibration takes at most "
+                                f"{MAX_CSV_ROWS:,} measured points (keep a representative subset)")
+        rows += found
+    if since and not any(r.label.endswith("(metrics)") for r in rows):
+        raise ScenarioError(f"--since {clean_line(str(since), 120)} is an earlier metrics scrape, but no benchmark "
+                            f"file is a metrics scrape")
+    return rows, notes
+
+
+def calibrate(scenario_mapping: Mapping[str, Any], paths: str | Path | Sequence[str | Path],
+              fit: Sequence[str] = FACTORS,
+              since: str | Path | None = None) -> tuple[list[Observation], Fit, Fit]:
+    """Read benchmark files (``read_measurements``), fit ``fit`` factors; returns (observations, default fit,
+    calibrated fit)."""
+    rows, _ = read_measurements(paths, since)
+    origin = str(paths) if isinstance(paths, (str, Path)) else ", ".join(map(str, paths))
+    return calibrate_rows(scenario_mapping, rows, origin, fit)
+
+
+def calibrate_rows(scenario_mapping: Mapping[str, Any], rows: Sequence[BenchmarkRow], origin: str,
+                   fit: Sequence[str] = FACTORS) -> tuple[list[Observation], Fit, Fit]:
+    """``calibrate`` of rows already read."""
+    observations = observations_from_rows(scenario_mapping, rows, origin=origin)
     start = Factors.of(observations[0].scenario)
     before = fit_factors(observations, start, fit=())
     return observations, before, fit_factors(observations, start, fit=fit)
@@ -960,7 +1012,11 @@ def add_calibrate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity calibrate SCENARIO.yaml BENCH.csv [--fit ...] [--save NAME] [--profiles FILE]``."""
     p = subparsers.add_parser("calibrate", help="fit the efficiency factors and step overhead to benchmark points")
     p.add_argument("scenario", help="scenario YAML naming the model, the catalog GPU and the serving settings")
-    p.add_argument("benchmark", help="CSV of measured points (see docs/fidelity.md for the accepted columns)")
+    p.add_argument("benchmark", nargs="+",
+                   help="measured points: a benchmark CSV, vllm bench serve --save-result JSON or a scrape of vLLM's "
+                        "/metrics (told apart by content; see docs/fidelity.md)")
+    p.add_argument("--since", metavar="SCRAPE",
+                   help="an earlier /metrics scrape: only what changed since it counts (the benchmark window)")
     p.add_argument("--fit", default=",".join(FACTORS),
                    help=f"comma-separated factors to fit (default all: {','.join(FACTORS)})")
     p.add_argument("--save", metavar="NAME", help="save the identified factors as a profile of this name")
@@ -976,12 +1032,17 @@ def run_calibrate(args: argparse.Namespace) -> str:
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
     wanted = tuple(s.strip() for s in str(args.fit).split(",") if s.strip())
-    observations, before, after = calibrate(mapping, args.benchmark, fit=wanted)
+    paths = [args.benchmark] if isinstance(args.benchmark, str) else list(args.benchmark)
+    since = getattr(args, "since", None)
+    rows, notes = read_measurements(paths, since)
+    observations, before, after = calibrate_rows(mapping, rows, ", ".join(map(str, paths)), fit=wanted)
+    notes = [clean_line(n) for n in notes]
     saved = ""
     if args.save:
-        profile = profile_from_fit(observations[0].scenario, after, source=str(args.benchmark))
+        profile = profile_from_fit(observations[0].scenario, after, source=", ".join(map(str, paths)))
         where = save_profile(args.save, profile, args.profiles)
-        saved = f"saved profile {args.save!r} for GPU {profile['gpu']} in {where}\n"
+        saved += f"saved profile {clean_line(repr(args.save), 80)} for GPU {profile['gpu']} in {where}\n"
     if args.format == "json":
-        return json.dumps({**describe(after), "default_mape_percent": before.mape}, indent=2) + "\n" + saved
-    return format_report(observations, before, after) + saved
+        return json.dumps({**describe(after), "default_mape_percent": before.mape, "input_notes": notes},
+                          indent=2) + "\n" + saved
+    return format_report(observations, before, after) + "".join(f"note: {n}\n" for n in notes) + saved
