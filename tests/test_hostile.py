@@ -227,6 +227,20 @@ def test_a_bad_trace_never_echoes_the_file(tmp_path):
     outcome = run_forked(["simulate", str(path)])
     assert_refused(outcome, "missing column(s)")
     assert "secret-password" not in outcome.stderr
+    # a one-word secret looks like a column name: it was echoed as "found ghp_..." (re-audit); now only the trace's
+    # own column names are named and the others counted
+    token = tmp_path / "token.csv"
+    token.write_text("ghp_SECRETTOKEN1234567890\n")
+    path.write_text(base_text(simulation__arrival="trace", simulation__trace=str(token)))
+    outcome = run_forked(["simulate", str(path)])
+    assert_refused(outcome, "missing column(s)", "1 other column, not shown")
+    assert "SECRETTOKEN" not in outcome.stderr
+    partial = tmp_path / "partial.csv"
+    partial.write_text("arrival_s,prompt_tokens,hunter2\n0,10,1\n")
+    path.write_text(base_text(simulation__arrival="trace", simulation__trace=str(partial)))
+    outcome = run_forked(["simulate", str(path)])
+    assert_refused(outcome, "found arrival_s, prompt_tokens and 1 other column")
+    assert "hunter2" not in outcome.stderr
 
 
 def test_simulate_set_values_are_bounded(tmp_path):
