@@ -134,3 +134,46 @@ def test_app_config_json_with_10_to_the_12_layers_is_refused_inline_at_once():
     errors = " ".join(e.value for e in at.sidebar.error)
     assert "num\\_hidden\\_layers" in errors or "num_hidden_layers" in errors, errors
     assert at.metric  # still usable: the previous sizing's headline
+
+
+def _pool_by_hand(pool, requests, shared, private, partial):
+    """The pool block by block, as the layout is described: shared prefix once, each request's private blocks
+    (its last one partial when so), then free."""
+    from capacity.pool_picture import FREE, PARTIAL, PRIVATE, SHARED
+
+    out = []
+    if requests > 0:
+        out += [SHARED] * min(shared, pool)
+    for _ in range(requests):
+        out += [PRIVATE] * (private - 1) + ([PARTIAL if partial else PRIVATE] if private else [])
+    out = out[:pool]
+    return out + [FREE] * (pool - len(out))
+
+
+def test_pool_owners_are_computed_without_building_the_pool():
+    import random
+
+    from capacity.pool_picture import LABELS, block_owners, owner_counts
+
+    rng = random.Random(18)
+    for _ in range(500):
+        case = (rng.randint(0, 120), rng.randint(0, 20), rng.randint(0, 30), rng.randint(0, 9), rng.random() < 0.5)
+        expected = _pool_by_hand(*case)
+        assert block_owners(*case).tolist() == expected, case
+        assert owner_counts(*case) == {label: expected.count(code) for code, label in LABELS.items()}, case
+    # a tiny model on an 80 GB GPU: a pool of ~10^9 blocks and 13 million requests, counted in microseconds
+    start = time.perf_counter()
+    counts = owner_counts(1_200_000_000, 13_000_000, 0, 91, True)
+    assert time.perf_counter() - start < 0.1
+    assert counts["private, partly used last block"] == 13_000_000 and sum(counts.values()) == 1_200_000_000
+
+
+def test_app_a_tiny_model_with_millions_of_requests_renders_at_once():
+    # Re-audit of issue 18: a pasted config.json of a one-unit model made the Memory view build its 10^9-block
+    # pool picture (50 s and gigabytes, every rerun, in every session that opened the link).
+    at = _app({"model": "custom", "layers": "1", "kv_heads": "1", "head_dim": "1", "params_b": "0.001"})
+    start = time.perf_counter()
+    at.run()
+    assert not at.exception
+    assert time.perf_counter() - start < 20
+    assert int(at.metric[0].value.replace(",", "")) > 1_000_000  # requests that fit
