@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -109,14 +110,26 @@ def _trace_path(upload: Any) -> str | None:
     return str(path)
 
 
+def _control(block: dict[str, Any], key: str, default: float, lo: float, hi: float, kind: type = float) -> Any:
+    """A control's starting value from the block, clamped to the control's range; the default where the block's
+    value is not a finite number (the simulator itself names a bad block value when it runs)."""
+    value = block.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        value = default
+    return kind(min(max(value, lo), hi))
+
+
 def settings_from(block: dict[str, Any], default_rate: float) -> dict[str, Any]:
     """The controls' starting values from a ``simulation:`` block (the library's defaults where it is silent)."""
     arrival = block.get("arrival", "poisson")
-    return {"cost_model": block.get("cost_model", "roofline"), "requests": int(block.get("requests", 500)),
-            "rate": float(block.get("rate", default_rate)), "seed": int(block.get("seed", 0)),
+    cost_model = block.get("cost_model", "roofline")
+    rate = default_rate if math.isfinite(default_rate) else 1.0
+    return {"cost_model": cost_model if cost_model in ("roofline", "teaching") else "roofline",
+            "requests": _control(block, "requests", 500, 10, 100_000, int),
+            "rate": _control(block, "rate", rate, 0.01, 1e6), "seed": _control(block, "seed", 0, 0, 2**31 - 1, int),
             "arrival": arrival if arrival in ARRIVALS.values() else "poisson",
-            "burstiness": float(block.get("burstiness", 2.0)),
-            "max_queued_requests": int(block.get("max_queued_requests", 0) or 0),
+            "burstiness": _control(block, "burstiness", 2.0, 0.01, 1000.0),
+            "max_queued_requests": _control(block, "max_queued_requests", 0, 0, 10_000_000, int),
             "chunked_prefill": bool(block.get("chunked_prefill", False))}
 
 
