@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from shared_inputs import NOTHING_FITS, promise_too_tight
 
 from capacity import Scenario, load_scenario
 from capacity.cli import main
@@ -25,22 +26,8 @@ SHIPPED = sorted((ROOT / "scenarios").glob("*.yaml"))
 
 #: Edge cases beyond the presets: nothing fits, and a promise no load keeps (no fleet, no charts of a load).
 EDGE = {
-    "nothing-fits": """
-name: nothing fits, llama-3-8b bf16 on 1 x L4 with 60k-token prompts
-model: {name: llama-3-8b, weight_dtype: bf16, kv_dtype: bf16}
-gpu: {name: l4}
-serving: {memory_utilization: 0.90, block_size: 16, max_model_len: 65536, step_overhead: "2 ms"}
-workload: {prompt_tokens: 60000, output_tokens: 500, arrival_rate: 0.1}
-slo: {tpot: "100 ms"}
-""",
-    "promise-too-tight": """
-name: promise too tight, essay 001 hardware with TPOT 5 ms
-model: {layers: 32, kv_heads: 8, head_dim: 128, params: 8e9, weights: "16 GB", kv_dtype: fp16}
-gpu: {memory: "80 GB", bandwidth: "2 TB/s", flops: "150 TFLOP/s", price_per_hour: 2.0}
-serving: {memory_utilization: 0.90, block_size: 16, max_model_len: 4096, step_overhead: "3 ms"}
-workload: {prompt_tokens: 1000, output_tokens: 300, arrival_rate: 3}
-slo: {tpot: "5 ms", ttft: "1 s"}
-""",
+    "nothing-fits": NOTHING_FITS,
+    "promise-too-tight": promise_too_tight(", arrival_rate: 3"),
 }
 
 

@@ -5,17 +5,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from shared_inputs import ESSAY_001_TPOT_50 as ESSAY_001
 
 from capacity import Scenario
 from capacity.fleet import fleet_for_load, fleet_options, pareto_front, replicas_for, target_rps
 
-ESSAY_001 = {
-    "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
-    "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s", "price_per_hour": 2.0},
-    "serving": {"memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768, "step_overhead": "3 ms"},
-    "workload": {"prompt_tokens": 1000, "output_tokens": 300},
-    "slo": {"tpot": "50 ms"},
-}
 TP = 1000 * 16e9 / 150e12 + 0.003  # prefill of 1,000 tokens: 109.7 ms
 
 

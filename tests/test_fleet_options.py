@@ -8,17 +8,11 @@ prefill with vLLM's default budget (8,192 tokens) wins back 37%, with a 512-toke
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_inputs import ESSAY_001_TPOT_50 as ESSAY_001
 from test_invariants import inputs
 
 from capacity import Scenario, analyse, options
 
-ESSAY_001 = {
-    "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
-    "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s", "price_per_hour": 2.0},
-    "serving": {"memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768, "step_overhead": "3 ms"},
-    "workload": {"prompt_tokens": 1000, "output_tokens": 300},
-    "slo": {"tpot": "50 ms"},
-}
 A_MEM, M_MEM = 0.011, 1150 * 131072 / 2e12  # 8 ms of weights + 3 ms overhead; 75.4 us per sequence
 A_COMP, M_COMP = 0.003, 16e9 / 150e12        # 3 ms; 106.7 us per token
 TP = 1000 * M_COMP + 0.003                   # 109.7 ms

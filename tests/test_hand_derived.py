@@ -4,16 +4,10 @@ import math
 
 import numpy as np
 import pytest
+from shared_inputs import ESSAY_001
 
 import capacity
 from capacity import Scenario
-
-ESSAY_001 = {
-    "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
-    "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s", "price_per_hour": 2.0},
-    "serving": {"memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768, "step_overhead": "3 ms"},
-    "workload": {"prompt_tokens": 1000, "output_tokens": 300},
-}
 
 
 def essay001(**changes):

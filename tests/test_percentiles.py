@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 from scipy.special import gammaincc
+from shared_inputs import ESSAY_001_HARDWARE as ESSAY_001
 
 from capacity import Scenario, load_scenario
 from capacity.mix import mix_model
@@ -30,12 +31,6 @@ from capacity.percentiles import (
     validation,
 )
 from capacity.promises import simulated_latency
-
-ESSAY_001 = {
-    "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
-    "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s", "price_per_hour": 2.0},
-    "serving": {"memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768, "step_overhead": "3 ms"},
-}
 
 
 def shape(prompt, output, **slo):

@@ -17,16 +17,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_inputs import ESSAY_001
 
 from capacity import Scenario, slo
 from capacity.analysis import complete_inputs, step_model, ttft_at_rates_s
 
-ESSAY_001 = {
-    "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
-    "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s", "price_per_hour": 2.0},
-    "serving": {"memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768, "step_overhead": "3 ms"},
-    "workload": {"prompt_tokens": 1000, "output_tokens": 300},
-}
 TP, C, F = 1000 * 16e9 / 150e12 + 0.003, 1000 * 16e9 / 150e12, 0.003  # prefill, its arithmetic, the rest [s]
 A_MEM, M_MEM = 16e9 / 2e12 + 0.003, 1150 * 131072 / 2e12  # memory piece of t_step(B) [s, s per sequence]
 A_COMP, M_COMP = 0.003, 16e9 / 150e12

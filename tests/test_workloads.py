@@ -7,15 +7,10 @@ fixed shape and a 100% prefix hit rate it must give the single-shape model's num
 import math
 
 import pytest
+from shared_inputs import ESSAY_001_HARDWARE as ESSAY_001
 
 from capacity import Scenario, ScenarioError, load_scenario
 from capacity.mix import Lengths, classes_of, mix_model
-
-ESSAY_001 = {
-    "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
-    "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s", "price_per_hour": 2.0},
-    "serving": {"memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768, "step_overhead": "3 ms"},
-}
 
 
 def mixed(workloads, slo=None, **extra):

@@ -76,18 +76,22 @@ def profile(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lo-profile")
 
 
-@pytest.fixture(scope="module")
-def recalculated(tmp_path_factory, profile):
-    """Every scenario's workbook without cached values, recalculated by LibreOffice in one run."""
-    folder = tmp_path_factory.mktemp("xlsx")
+def _recalculated(scenarios: dict, folder: Path, profile: Path) -> dict:
+    """Each scenario's workbook without cached values, recalculated by LibreOffice in one run: key -> (report, xlsx)."""
     reports, files = {}, []
-    for key, scenario in all_scenarios().items():
+    for key, scenario in scenarios.items():
         reports[key] = report_for(scenario)
         path = folder / f"{key}.xlsx"
         path.write_bytes(without_cached_values(workbook_bytes(reports[key])))
         files.append(path)
     converted = recalculate(files, folder / "out", profile)
     return {key: (reports[key], converted[f"{key}.xlsx"]) for key in reports}
+
+
+@pytest.fixture(scope="module")
+def recalculated(tmp_path_factory, profile):
+    """Every scenario's workbook without cached values, recalculated by LibreOffice in one run."""
+    return _recalculated(all_scenarios(), tmp_path_factory.mktemp("xlsx"), profile)
 
 
 def test_stripping_really_removes_the_cached_values(tmp_path):
@@ -162,15 +166,7 @@ def test_edited_inputs_recalculate_as_the_library_on_the_changed_scenario(tmp_pa
 def recalculated_solver_scenarios(tmp_path_factory, profile):
     """``test_xlsx.solver_scenarios`` (TTFT binding with the serving options set, a compute piece through the origin,
     random variants with 17-digit inputs), without cached values, recalculated by LibreOffice in one run."""
-    folder = tmp_path_factory.mktemp("xlsx-solver")
-    reports, files = {}, []
-    for key, scenario in solver_scenarios().items():
-        reports[key] = report_for(scenario)
-        path = folder / f"{key}.xlsx"
-        path.write_bytes(without_cached_values(workbook_bytes(reports[key])))
-        files.append(path)
-    converted = recalculate(files, folder / "out", profile)
-    return {key: (reports[key], converted[f"{key}.xlsx"]) for key in reports}
+    return _recalculated(solver_scenarios(), tmp_path_factory.mktemp("xlsx-solver"), profile)
 
 
 @pytest.mark.parametrize("key", SOLVER_IDS)
