@@ -30,8 +30,9 @@ their label sets (engines); with Δ the change since the earlier scrape (or sinc
     point               TPOT = mean ITL at concurrency B (closed loop)
 
 The gauges ``vllm:num_requests_running`` and ``vllm:kv_cache_usage_perc`` (``vllm:gpu_cache_usage_perc``
-before vLLM 0.9) and the ``num_gpu_blocks`` label of ``vllm:cache_config_info`` are read and reported, not
-fitted: a snapshot says little about a whole run, but the engine's block count checks the planner's pool.
+before vLLM 0.9) and the ``num_gpu_blocks`` label of ``vllm:cache_config_info`` are read and reported in the
+notes, not fitted: a snapshot says little about a whole run; the engine's block count is there to set beside
+the planner's ``pool_blocks``.
 Every error is one line naming the file, the run or line, and the field.
 """
 
@@ -331,6 +332,10 @@ def rows_from_scrape(after: Scrape, origin: str, before: Scrape | None = None) -
     if running is not None or usage is not None:
         notes.append(f"{origin}: at the scrape {running if running is not None else 'n/a'} requests running, KV "
                      f"cache {usage * 100 if usage is not None else float('nan'):,.1f}% used")
+    if after.num_gpu_blocks:
+        notes.append(f"{origin}: the engine's KV pool holds {after.num_gpu_blocks:,.0f} blocks"
+                     f"{f' of {after.block_size:,.0f} tokens' if after.block_size else ''} (vllm:cache_config_info); "
+                     f"compare pool_blocks in capacity evaluate")
     setup = {"prompt_tokens": float(max(1, round(prompt))), "output_tokens": float(max(1, round(output))),
              "concurrency": max(1.0, batch)}
     return [Row(f"{origin} (metrics)", setup, {"tpot_s": itl}, notes)]

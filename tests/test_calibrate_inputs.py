@@ -122,6 +122,7 @@ def test_a_scrape_minus_an_earlier_one_gives_tpot_at_the_mean_batch():
     assert row.setup == {"prompt_tokens": prompt, "output_tokens": output, "concurrency": 40_000 / 5_000}
     assert row.measured["tpot_s"] == pytest.approx(itl)
     assert any("8 requests running" in n or "8.0 requests running" in n for n in row.notes)
+    assert any("27,000 blocks of 16 tokens" in n for n in row.notes)
 
 
 def _write(tmp_path, name, text):
