@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app_views import compare, cost, fleet, memory, numbers, promise, roofline, simulator
+from app_views import compare, cost, fleet, memory, numbers, promise, roofline, simulator, workloads
 from app_views.context import Context
 
 VIEWS: dict[str, Callable[[Any, Context], Any]] = {
@@ -19,5 +19,6 @@ VIEWS: dict[str, Callable[[Any, Context], Any]] = {
     "Fleet": fleet.render,
     "Compare": compare.render,
     "Simulator": simulator.render,
+    "Workloads": workloads.render,
     "All numbers": numbers.render,
 }

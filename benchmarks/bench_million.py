@@ -1,7 +1,7 @@
 """Benchmark: the whole analytic model on 1,000,000 scenarios in one call, against the scalar path in a loop.
 
-The million varies model (the 16 catalog models: dense, GQA, MLA, sliding windows, MoE), GPU (the 9
-catalog GPUs, tensor parallel 1/2/4/8), prompt and answer lengths, shared prefix, memory utilisation,
+The million varies model (every catalog model: dense, GQA, MLA, sliding windows, MoE), GPU (every
+catalog GPU, tensor parallel 1/2/4/8), prompt and answer lengths, shared prefix, memory utilisation,
 batch cap, arrival rate and the TPOT/TTFT promises. It prints:
 
 * the wall and CPU time of ``capacity.frame.evaluate_frame`` on the million (every result, one call),

@@ -66,6 +66,9 @@ INPUTS: dict[str, tuple[str, str]] = {
                               "utilisation - weights - reserves"),
     "batched_prefill": ("-", "1: prompts share prefill passes of max_batched_tokens tokens (engine profiles); 0: one "
                              "pass per prompt"),
+    # Efficiency curves (engine profiles, capacity.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
+    "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
+    "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -74,7 +77,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
-    "kv_free_fraction": 0.0, "batched_prefill": 0.0,
+    "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
@@ -252,6 +255,8 @@ class StepModel:
     overhead: np.ndarray          # per step, all stages [s]
     comm_fixed: np.ndarray        # all-reduce latency per step [s]
     comm_per_token: np.ndarray    # all-reduce time per token in the step [s]
+    half_bytes: np.ndarray        # bandwidth curve: bytes per pass at half the plateau, all layers [B]
+    half_tokens: np.ndarray       # FLOP/s curve: tokens per pass at half the plateau [tokens]
     all_dense: bool = False       # no row is MoE: every pass reads all weights
 
     @property
@@ -280,9 +285,15 @@ class StepModel:
         return roofline.allreduce_s(self.comm_fixed, self.comm_per_token, tokens)
 
     def terms(self, weight_bytes: ArrayLike, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """(memory term, compute term) of a decode step over ``batch`` sequences reading ``weight_bytes`` [s]."""
-        t_mem = roofline.decode_memory_s(weight_bytes, batch, self.context, self.kv_gpu, self.bandwidth)
-        t_comp = roofline.decode_compute_s(batch, self.decode_params_per_gpu, self.flops)
+        """(memory term, compute term) of a decode step over ``batch`` sequences reading ``weight_bytes`` [s].
+
+        With efficiency curves (``roofline.curve_amount``) the step moves ``S + S_half`` bytes and ``B + T_half``
+        tokens at the plateau figures ``bandwidth`` and ``flops``; without them (halves 0) the essays' roofline.
+        """
+        t_mem = roofline.decode_memory_s(roofline.curve_amount(weight_bytes, self.half_bytes), batch, self.context,
+                                         self.kv_gpu, self.bandwidth)
+        t_comp = roofline.decode_compute_s(roofline.curve_amount(batch, self.half_tokens), self.decode_params_per_gpu,
+                                           self.flops)
         return t_mem, t_comp
 
     def decode_terms(self, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -315,8 +326,9 @@ class StepModel:
     def prefill_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + o + comm``."""
         p = _f(prompt_tokens)
-        base = roofline.prefill_s(self.weights_read(p), p, self.prefill_params_per_gpu, self.bandwidth, self.flops,
-                                  self.overhead)
+        base = roofline.prefill_s(roofline.curve_amount(self.weights_read(p), self.half_bytes),
+                                  roofline.curve_amount(p, self.half_tokens), self.prefill_params_per_gpu,
+                                  self.bandwidth, self.flops, self.overhead)
         return base + self.allreduce_s(p)
 
     def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
@@ -332,6 +344,9 @@ class StepModel:
         """
         mem0, comp0 = self.terms(self.weight_bytes / self.tensor_parallel, 0.0)
         mem1, comp1 = self.terms(0.0, 1.0)
+        if np.any(self.half_bytes) or np.any(self.half_tokens):  # the curves' fixed parts belong to the intercept
+            mem_fixed, comp_fixed = self.terms(0.0, 0.0)
+            mem1, comp1 = mem1 - mem_fixed, comp1 - comp_fixed
         fixed = self.overhead + self.comm_fixed
         a_mem, m_mem, a_comp, m_comp = np.broadcast_arrays(mem0 + fixed, mem1 + self.comm_per_token, comp0 + fixed,
                                                            comp1 + self.comm_per_token)
@@ -356,6 +371,7 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
         comm_fixed=roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"]),
         comm_per_token=roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
                                                       x["interconnect_bandwidth"]),
+        half_bytes=x["layers"] * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
         all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])))
     return model, kv_gpu
 
@@ -476,7 +492,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     ceiling = roofline.ceiling_rps(t_prefill_gpu, t_step, batch, a_tokens)
     share = roofline.decode_share(t_prefill_gpu, t_step, batch, a_tokens)
     tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, share)
-    single = roofline.single_stream_tokens_per_s(x["bandwidth"], model.weights_read(1.0))
+    single = roofline.single_stream_tokens_per_s(x["bandwidth"],
+                                                 roofline.curve_amount(model.weights_read(1.0), model.half_bytes))
 
     pieces = model.pieces()
     # The row solves run for dense rows too where intermediates are asked for (the workbook shows them).

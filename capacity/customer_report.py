@@ -45,7 +45,7 @@ from .verdict import verdict
 #: The planner's published accuracy, as docs/fidelity.md ("In one paragraph") and the README state it;
 #: tests/test_customer_report.py checks that the document still says so.
 FIDELITY = {
-    "measurements": 96, "engine_points": 89, "engine_mape_percent": 15.7, "engine_loso_mape_percent": 19.0,
+    "measurements": 96, "engine_points": 89, "engine_mape_percent": 15.6, "engine_loso_mape_percent": 16.6,
     "no_engine_mape_percent": 46.9,
     "points": 28, "first_measurements": 41, "mape_percent": 28.7, "latency_mape_percent": 18.2,
     "single_stream_mape_percent": 27.3, "throughput_mape_percent": 32.3, "median_percent": 21,
@@ -440,6 +440,50 @@ def _fidelity_html() -> str:
             f"<p class='small'>Source: {_e(f['source'])}.</p>")
 
 
+def classes_html(results: Results) -> str:
+    """The per-class sizing (``percentiles.sizing``) as a table, for a scenario with workload classes or a
+    percentile promise; empty otherwise. Keys: ``class:<name>:<column>`` (``all`` the whole mix)."""
+    from .percentiles import sized_per_class, sizing
+
+    s = results.scenario
+    if not sized_per_class(s):
+        return ""
+    table = sizing(s)
+
+    def cell(name: str, key: str, value: object, unit: str, scale: float = 1.0, digits: int = 2) -> str:
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return "<td class='r'></td>"
+        return f"<td class='r'>{num(f'class:{name}:{key}', value, f'{value * scale:,.{digits}f} {unit}')}</td>"
+
+    rows = []
+    for i, row in enumerate(table.to_dict("records")):
+        whole = i == len(table) - 1
+        name = "all" if whole else str(row["class"])
+        promise = ""
+        if not whole:
+            parts = [f"TPOT {row['tpot_promise_s'] * 1e3:,.0f} ms" if _finite(row.get("tpot_promise_s")) else "",
+                     f"TTFT {row['ttft_promise_s'] * 1e3:,.0f} ms" if _finite(row.get("ttft_promise_s")) else ""]
+            at = f"p{row['percentile']:g}" if _finite(row.get("percentile")) else "mean"
+            promise = f"{', '.join(p for p in parts if p) or 'none'} at {at}"
+        rows.append(f"<tr><td>{'whole mix' if whole else _e(name)}</td><td class='r'>{row['share']:.0%}</td>"
+                    f"<td>{_e(promise)}</td>{cell(name, 'goodput_rps', row['goodput_rps'], 'req/s')}"
+                    f"{cell(name, 'mean_goodput_rps', row['mean_goodput_rps'], 'req/s')}"
+                    f"{cell(name, 'class_rps', row['class_rps'], 'req/s')}"
+                    f"{cell(name, 'p99_ttft_s', row.get('p99_ttft_s'), 'ms', 1e3, 0)}"
+                    f"{cell(name, 'p99_tpot_s', row.get('p99_tpot_s'), 'ms', 1e3, 1)}</tr>")
+    return ("<h2>Per workload class</h2><p>Each class keeps its promise for the share of its requests it names; the "
+            "goodput of a class is the largest total load (shares fixed) at which it does, the mix's the smallest. "
+            "The mean-based goodput keeps the same promises on the average request only (the headline's "
+            "<code>goodput_rps</code>).</p><table><thead><tr><th>class</th><th class='r'>share</th><th>promise</th>"
+            "<th class='r'>goodput at its percentile</th><th class='r'>mean-based goodput</th>"
+            "<th class='r'>arrivals at the mix goodput</th><th class='r'>p99 TTFT there</th>"
+            "<th class='r'>p99 TPOT there</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 _CSS = """
 body{font-family:Helvetica,Arial,sans-serif;color:#111827;max-width:760px;margin:24px auto;padding:0 16px;
      font-size:13px;line-height:1.45}
@@ -495,6 +539,7 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
 <h2>What binds, and what would move it</h2>
 <ul>{verdict_items}</ul>
 {'<p>Notes:</p><ul>' + notes + '</ul>' if notes else ''}
+{classes_html(r)}
 <h2>Charts</h2>
 {_figure_html(memory_figure(r), "chart-memory")}
 {_figure_html(load_figure(r, load_per_replica) if r["ceiling_rps"] > 0 else None, "chart-load")}

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import roofline
+
 ENGINES = ("vllm", "tensorrt-llm", "sglang")
 ALIASES = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm", "tensorrt_llm": "tensorrt-llm", "nim": "tensorrt-llm"}
 
@@ -61,6 +63,62 @@ STEP_OVERHEAD_S = {"vllm": 2.0e-3, "tensorrt-llm": 1.0e-3, "sglang": 1.5e-3}
 ALLREDUCE_LATENCY_S = 12.5e-6
 
 
+#: FLOP/s efficiency curve ``e(T) = e_max T / (T + T_half)`` of a pass over T tokens: T_half [tokens], fitted
+#: (``fit_efficiency_curve``) on our H200 bf16 matrix products above the ridge point (T >= 256 tokens; below it
+#: a product is a weight read and the memory term decides): Llama-3-8B/70B shapes, 42 products, e_max 0.693,
+#: T_half 56.5, MAPE 3.0% (benchmarks/results/h200-microbench-2026-11-30.json, docs/gpu-measurements.md). The
+#: only GPU with such data: every family takes it; e_max is fitted per family (``FITTED_EFFICIENCY``).
+FLOPS_HALF_TOKENS = 56.5
+
+#: Bandwidth efficiency curve ``e(S) = e_max S / (S + S_half)`` of a step moving S bytes per GPU, with
+#: ``S_half = layers x LAYER_HALF_S x peak bandwidth``: each layer's kernels (about 11, a few microseconds each)
+#: cost a fixed time, worth LAYER_HALF_S seconds of reading at the datasheet peak. Fitted on our H200's whole
+#: Llama-3-8B-shaped decode steps at batch <= 32 (memory-bound; 6 steps): ``t = (S + 4.64 GB) / (0.832 x 4.8
+#: TB/s)``, 4.64 GB / 32 layers / 4.8 TB/s = 30.2 us, MAPE 1.2% (a fixed 1.16 ms per step;
+#: benchmarks/results/h200-decode-step-2026-11-30.json). Kernel floors are times, so the time is carried to
+#: other GPUs; the family's fitted e_max stays its own.
+LAYER_HALF_S = 30.2e-6
+
+
+def fit_efficiency_curve(amounts: ArrayLike, seconds: ArrayLike, seconds_per_unit_at_peak: ArrayLike
+                         ) -> tuple[float, float, float]:
+    """(e_max, x_half, MAPE %) of ``t = (x + x_half) t_unit / e_max`` fitted to measured pass times.
+
+    The curve ``e(x) = e_max x / (x + x_half)`` is linear in time: ``t = a x + b`` with ``a = t_unit / e_max``
+    and ``b = a x_half``; least squares on the relative errors ``(a x + b) / t - 1``. ``t_unit`` is the time of
+    one unit (byte, token) at the datasheet peak [s], so ``e_max`` is a share of that peak.
+    """
+    x, t = np.asarray(amounts, float), np.asarray(seconds, float)
+    unit = np.broadcast_to(np.asarray(seconds_per_unit_at_peak, float), x.shape)
+    design = np.stack([x * unit, unit], axis=1) / t[:, None]
+    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    predicted = (a * x + b) * unit
+    return float(1.0 / a), float(b / a), float(np.mean(np.abs(predicted / t - 1.0)) * 100.0)
+
+
+def efficiency_curves(peak_bandwidth: float) -> tuple[float, float]:
+    """(bytes per layer at half the plateau bandwidth [B], tokens per pass at half the plateau FLOP/s [tokens]):
+    ``LAYER_HALF_S x BW_peak`` and ``FLOPS_HALF_TOKENS`` (the curves of ``roofline.efficiency_at``).
+    H200, 4.8 TB/s: 30.2 us x 4.8 TB/s = 145 MB per layer."""
+    return LAYER_HALF_S * peak_bandwidth, FLOPS_HALF_TOKENS
+
+
+def efficiencies_used(bandwidth_plateau: float, flops_plateau: float, half_bytes_per_layer: float,
+                      half_tokens: float, layers: float, decode_memory_s: float, effective_bandwidth: float,
+                      decode_tokens: float, prefill_tokens: float) -> tuple[float, float, float, float]:
+    """(bytes per step per GPU [B], bandwidth efficiency at the decode step, FLOP/s efficiency at the decode step,
+    at the prefill) [-] on the curves of ``roofline.efficiency_at``.
+
+    The step's bytes come back from its memory term: ``t_mem x BW_eff = S + layers x S_half``
+    (``roofline.curve_amount``), so the efficiency shown is the one the prediction used.
+    """
+    half_total = layers * half_bytes_per_layer
+    step_bytes = max(decode_memory_s * effective_bandwidth - half_total, 0.0)
+    return (step_bytes, float(roofline.efficiency_at(step_bytes, bandwidth_plateau, half_total)),
+            float(roofline.efficiency_at(decode_tokens, flops_plateau, half_tokens)),
+            float(roofline.efficiency_at(prefill_tokens, flops_plateau, half_tokens)))
+
+
 #: GPU families: name fragments (lowercase) -> family. Efficiencies are fitted per family, where data exist.
 FAMILIES: tuple[tuple[str, str], ...] = (
     ("gh200", "hopper"), ("h200", "hopper"), ("h100", "hopper"), ("h800", "hopper"), ("h20", "hopper"),
@@ -79,17 +137,18 @@ def gpu_family(name: str) -> str | None:
     return None
 
 
-#: Decode-bandwidth efficiency, FLOP/s efficiency [-] and step overhead [s] per GPU family, fitted (log-error
-#: least squares, ``capacity.calibration.fit_factors``) on the published timing points of
-#: validation/measurements.yaml with the engine profiles applied (``python validation/validate.py --fit``
-#: prints this table, the points and sources behind each row, and the leave-one-source-out errors).
-#: A family without points of its own takes the "all" row, fitted on every point pooled.
+#: Bandwidth and FLOP/s efficiency plateaus e_max [-] (of the curves above) and step overhead [s] per GPU family,
+#: fitted (log-error least squares, ``capacity.calibration.fit_factors``) on the published timing points of
+#: validation/measurements.yaml with the engine profiles and curves applied (``python validation/validate.py
+#: --fit`` prints this table). A family's own overhead is fitted only from points of >= 2 sources; otherwise
+#: it is the "all" row's (validate.fit_families). A family without points takes the "all" row, fitted on
+#: every point pooled.
 FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {
-    "ada": (0.607, 0.345, 0.00e+00),  # 6 points, 1 sources, in-sample MAPE 29.1%
-    "ampere": (0.804, 0.576, 6.20e-03),  # 11 points, 2 sources, in-sample MAPE 14.9%
-    "cdna3": (1.000, 0.172, 1.61e-02),  # 12 points, 2 sources, in-sample MAPE 8.2%
-    "hopper": (0.716, 0.416, 1.62e-03),  # 54 points, 4 sources, in-sample MAPE 15.9%
-    "all": (0.698, 0.389, 2.14e-03),  # 83 points, 6 sources, in-sample MAPE 29.6%
+    "ada": (0.627, 0.354, 3.44e-04),  # 6 points, 1 sources, in-sample MAPE 28.6%
+    "ampere": (0.762, 0.586, 2.91e-03),  # 11 points, 2 sources, in-sample MAPE 14.0%
+    "cdna3": (1.000, 0.180, 1.06e-02),  # 12 points, 2 sources, in-sample MAPE 9.6%
+    "hopper": (0.771, 0.422, 4.36e-04),  # 54 points, 4 sources, in-sample MAPE 15.6%
+    "all": (0.724, 0.395, 3.44e-04),  # 83 points, 6 sources, in-sample MAPE 28.1%
 }
 
 
@@ -200,7 +259,7 @@ def batched_prefill_s(prefill_s: Callable[[np.ndarray], np.ndarray], prompt_toke
 
 def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: int, gpu_memory_bytes: float,
           gpu_name: str, max_model_len: int, hidden_size: int | None, intermediate_size: int | None,
-          ) -> tuple[dict[str, Any], list[str]]:
+          peak_bandwidth: float | None = None) -> tuple[dict[str, Any], list[str]]:
     """Serving values the engine supplies for keys absent from ``serving``, and one line per default applied.
 
     Keys returned: memory_utilization or kv_cache_free_gpu_memory_fraction, max_num_seqs, max_batched_tokens,
@@ -241,6 +300,15 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     if fitted and not serving.get("_explicit_efficiency"):
         put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
         put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")
+        if peak_bandwidth:
+            half_bytes, half_tokens = efficiency_curves(peak_bandwidth)
+            put("bandwidth_half_bytes", half_bytes,
+                f"bandwidth efficiency curve e(S) = {fitted[0]:.3f} S / (S + layers x {half_bytes / 1e6:.0f} MB), "
+                f"S the bytes per step per GPU ({LAYER_HALF_S * 1e6:.1f} us of peak bandwidth per layer, H200 "
+                f"decode steps)")
+            put("flops_half_tokens", half_tokens,
+                f"FLOP/s efficiency curve e(T) = {fitted[1]:.3f} T / (T + {half_tokens:g}), T the tokens per pass "
+                f"(H200 bf16 matmuls)")
     if tp > 1 and "allreduce_latency" not in serving:
         put("allreduce_latency_s", ALLREDUCE_LATENCY_S, f"all-reduce latency {ALLREDUCE_LATENCY_S * 1e6:g} us")
     if p.reserves_activation and "activation_memory" not in serving:

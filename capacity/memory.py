@@ -291,3 +291,31 @@ def expert_params(params: ArrayLike, active_params: ArrayLike, experts: ArrayLik
     e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(is_moe(e, k), (n - na) / (e - k), 0.0)
+
+
+def max_requests_mix(pool_blocks: float, residence: ArrayLike, tokens_per_request: ArrayLike,
+                     prefix_tokens: ArrayLike, prefix_group: ArrayLike, block_size: float,
+                     sliding_window: float = np.inf, local_fraction: float = 0.0) -> float:
+    """Requests of a mix of shapes that fit at once, each shape holding the pool in proportion to its residence.
+
+    ``floor((pool_blocks - Σ_g shared_g) / Σ_k r_k private_k)`` [requests], never fewer than without sharing,
+    ``floor(pool_blocks / Σ_k r_k request_blocks_k)``. ``r_k`` is shape k's share of the sequences resident in
+    the batch (Little's law: arrivals x time held; with a common TPOT, ``w_k A_k / Σ w A``), ``private_k`` its
+    blocks outside the shared prefix (``request_blocks`` of ``tokens - shared_blocks * bs``), and each prefix
+    group g (shapes with ``prefix_group >= 0``: one cached prompt prefix, a class's) stores its longest prefix's
+    ``shared_blocks_held`` once. One shape: ``max_requests_shared_prefix`` exactly.
+    Essay 001's GPU (427,246 blocks of 1 token) with 70% 1,000/300 and 30% 8,000/200: r = (0.778, 0.222),
+    floor(427,246 / (0.778 x 1,300 + 0.222 x 8,200)) = 150.
+    """
+    r = np.asarray(residence, float)
+    r = r / r.sum()
+    tokens, prefix = np.asarray(tokens_per_request, float), np.asarray(prefix_tokens, float)
+    group = np.asarray(prefix_group)
+    bs, local = float(block_size), float(local_fraction)
+    shared = np.where(group >= 0, shared_blocks(prefix, bs), 0.0)
+    held = shared_blocks_held(np.where(group >= 0, prefix, 0.0), bs, sliding_window, local) if local > 0 else shared
+    stored = sum(float(held[group == g].max()) for g in np.unique(group[group >= 0]))
+    private = float(np.dot(r, request_blocks(tokens - shared * bs, bs, sliding_window, local)))
+    whole = float(np.dot(r, request_blocks(tokens, bs, sliding_window, local)))
+    fit = float(floor_count((pool_blocks - stored) / private)) if pool_blocks >= stored and private > 0 else 0.0
+    return max(fit, float(floor_count(pool_blocks / whole)) if whole > 0 else 0.0)

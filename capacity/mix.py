@@ -22,9 +22,12 @@ decode steps and the prefill passes that pause them: the load model of ``slo`` a
     A   = sum_k w_k A_k            (mean answer)
     c   = sum_k w_k A_k (P_k + A_k / 2) / A     (context of a decoding sequence, weighted by decode time)
 
-and the step pieces of ``analysis.step_model`` at that context. The batch limit is the harmonic mean of
-what each shape alone fits (``memory.max_requests_shared_prefix``), weighted by decode time. With one
-class of one shape, every number is exactly the single-shape model's (tests/test_workloads.py).
+and the step pieces of ``analysis.step_model`` at that context. The batch limit is what the KV pool holds when
+each shape's share of the resident sequences is its share of decode time, ``r_k = w_k A_k / A`` (Little's
+law with a common TPOT), each holding its reserved ``P_k + A_k`` tokens outside its class's shared prefix,
+which is stored once (``memory.max_requests_mix``). MoE models solve TPOT bounds on the MoE step itself
+(``slo.max_rate_for_tpot_rows``), as the single-shape model does. With one class of one shape, every number
+is exactly the single-shape model's (tests/test_workloads.py).
 """
 
 from __future__ import annotations
@@ -32,52 +35,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
 
 from . import memory, roofline, slo
 from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s
 from .errors import ScenarioError
+from .lengths import LengthDist, length_dist, prefix_problem
 from .specs import SLO_FIELDS, as_number, check_section, non_negative_int, positive, text
-
-#: Equiprobable points that stand for a length distribution in the analytic model.
-LENGTH_POINTS = 8
 
 CLASS_KEYS = ("name", "share", "prompt_tokens", "output_tokens", "shared_prefix_tokens", "prefix_hit_rate", "slo")
 
-
-@dataclass(frozen=True, slots=True)
-class Lengths:
-    """A token-length distribution: ``kind`` fixed/uniform/lognormal with the simulator's parameters."""
-
-    kind: str
-    value: int = 0
-    low: int = 1
-    high: int = 1
-    mean: float = 0.0
-    sigma: float = 0.0
-
-    def points(self, n: int = LENGTH_POINTS) -> np.ndarray:
-        """``n`` equiprobable lengths [tokens]: the distribution's quantiles at ``(i + 1/2) / n`` (one if fixed)."""
-        if self.kind == "fixed":
-            return np.array([float(self.value)])
-        u = (np.arange(n) + 0.5) / n
-        if self.kind == "uniform":
-            return np.floor(self.low + u * (self.high - self.low + 1))
-        mu = math.log(self.mean) - self.sigma**2 / 2.0
-        return np.clip(np.rint(np.exp(mu + self.sigma * ndtri(u))), self.low, self.high)
-
-    @property
-    def maximum(self) -> float:
-        return float(self.value if self.kind == "fixed" else self.high)
-
-    def to_simulation(self) -> Any:
-        """The same distribution as the simulator's ``LengthDist``."""
-        from .simulator.config import LengthDist
-
-        return LengthDist(self.kind, self.value, self.low, self.high, self.mean, self.sigma)
+#: A class's token lengths: the one length type the simulator draws from too (``lengths.LengthDist``).
+Lengths = LengthDist
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +65,6 @@ class WorkloadClass:
     tpot_s: float | None = None
     ttft_s: float | None = None
     percentile: float | None = None   # 99 means the promise holds for 99% of requests; None: on the mean
-
-
-def _lengths(value: Any, path: str) -> Lengths:
-    from .simulator.config import length_dist  # one parser for lengths, shared with the simulation block
-
-    d = length_dist(value, path)
-    return Lengths(d.kind, d.value, d.low, d.high, d.mean, d.sigma)
 
 
 def parse_classes(raw: Any, default_slo: Mapping[str, Any] | None = None) -> tuple[WorkloadClass, ...]:
@@ -120,7 +85,7 @@ def parse_classes(raw: Any, default_slo: Mapping[str, Any] | None = None) -> tup
             if key not in CLASS_KEYS:
                 problems.append(f"{path}.{key} is not a known key; allowed: {', '.join(CLASS_KEYS)}")
         got: dict[str, Any] = {}
-        checks = {"name": text, "share": _share, "prompt_tokens": _lengths, "output_tokens": _lengths,
+        checks = {"name": text, "share": _share, "prompt_tokens": length_dist, "output_tokens": length_dist,
                   "shared_prefix_tokens": non_negative_int, "prefix_hit_rate": _hit_rate}
         for key, check in checks.items():
             if item.get(key) is None:
@@ -134,9 +99,10 @@ def parse_classes(raw: Any, default_slo: Mapping[str, Any] | None = None) -> tup
                 problems.append(f"{path}.{key} is missing")
         promise = item.get("slo", default_slo)
         o = check_section(f"{path}.slo", promise, SLO_FIELDS, problems=problems)
-        if "prompt_tokens" in got and got.get("shared_prefix_tokens", 0) > got["prompt_tokens"].maximum:
-            problems.append(f"{path}.shared_prefix_tokens ({got['shared_prefix_tokens']}) must not exceed the "
-                            f"longest prompt ({got['prompt_tokens'].maximum:g} tokens)")
+        too_long = prefix_problem(got.get("shared_prefix_tokens", 0), got["prompt_tokens"],
+                                  f"{path}.shared_prefix_tokens") if "prompt_tokens" in got else None
+        if too_long:
+            problems.append(too_long)
         if "prompt_tokens" in got and "output_tokens" in got:
             classes.append(WorkloadClass(
                 name=got.get("name", f"class {i + 1}"), share=got.get("share", 1.0), prompt=got["prompt_tokens"],
@@ -211,9 +177,24 @@ class MixModel:
     decode_step_s: float      # at batch_max [s]
     ceiling_rps: float
 
-    @property
+    @cached_property
     def pieces(self) -> tuple:
+        """The decode step's linear pieces ``((a_mem, m_mem), (a_comp, m_comp))`` (``StepModel.pieces``)."""
         return self.model.pieces()
+
+    def pieces_at(self, rate_rps: float) -> tuple:
+        """Linear pieces ``(a_i, m_i)`` of the decode step around the batch at total load λ [s, s per sequence].
+
+        Dense: the step's own pieces (exact). MoE: the weight read is concave in the batch (the experts a batch
+        touches), so the step itself is linearised at the mean batch ``B̄ = λ A TPOT``: the chord to ``B̄ + 1``,
+        ``m = t_step(B̄ + 1) - t_step(B̄)``, ``a = t_step(B̄) - m B̄`` (one piece).
+        """
+        if not bool(np.any(self.model.moe)):
+            return self.pieces
+        batch = float(self.in_flight(rate_rps)) if rate_rps > 0 else 0.0
+        batch = batch if math.isfinite(batch) else self.batch_max
+        step, after = (float(self.model.step_s(b)) for b in (max(batch, 1.0), max(batch, 1.0) + 1.0))
+        return ((step - (after - step) * max(batch, 1.0), after - step),)
 
     def class_rows(self, j: int) -> np.ndarray:
         return np.flatnonzero(self.klass == j)
@@ -264,6 +245,15 @@ class MixModel:
         """Sequences decoding at once, ``λ A TPOT(λ)`` (``slo.in_flight``) [requests]."""
         return slo.in_flight(rate_rps, self.output_tokens, self.tpot_s(rate_rps))
 
+    def max_rate_for_tpot_rps(self, tpot_s: float) -> float:
+        """Largest total load whose mean TPOT is at most ``tpot_s`` [requests/s]: ``slo.max_rate_for_tpot_rps``
+        on the step's pieces, or for a MoE model ``slo.max_rate_for_tpot_rows`` on the MoE step itself (the
+        experts a batch touches), as ``analysis`` solves a single shape."""
+        if bool(np.any(self.model.moe)):
+            return float(slo.max_rate_for_tpot_rows(self.model.step_rows, tpot_s, self.prefill_s, self.output_tokens,
+                                                    self.ceiling_rps))
+        return float(slo.max_rate_for_tpot_rps(tpot_s, self.prefill_s, self.output_tokens, self.pieces))
+
     def mean_goodput_rps(self, j: int | None = None) -> float:
         """Largest total load whose *mean* TPOT and TTFT keep class j's promises (all classes if None).
 
@@ -273,8 +263,7 @@ class MixModel:
         if j is None:
             return min(self.mean_goodput_rps(k) for k in range(len(self.classes)))
         c = self.classes[j]
-        tpot = slo.max_rate_for_tpot_rps(c.tpot_s if c.tpot_s is not None else math.inf, self.prefill_s,
-                                         self.output_tokens, self.pieces)
+        tpot = self.max_rate_for_tpot_rps(c.tpot_s if c.tpot_s is not None else math.inf)
         f, beta = self.work_stream()
         target = c.ttft_s - self.class_prefill_s(j) + beta if c.ttft_s is not None else math.inf
         ttft = slo.max_rate_for_ttft_rps(target, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
@@ -307,11 +296,10 @@ def mix_model(scenario: Any, classes: Sequence[WorkloadClass] | None = None) -> 
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"],
                              x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]) + x["reserved_bytes"])
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
-    alone = memory.max_requests_shared_prefix(blocks, prompt + output, prefix, bs, x["sliding_window"],
-                                              x["local_layer_fraction"])
-    with np.errstate(divide="ignore"):
-        fits = 1.0 / float(np.sum(decode_time / alone)) if np.all(alone > 0) else 0.0
-    batch = float(min(memory.floor_count(fits), float(x["max_num_seqs"])))
+    fits = memory.max_requests_mix(float(blocks), decode_time, prompt + output, prefix,
+                                   np.where(prefix > 0, klass, -1), bs, float(x["sliding_window"]),
+                                   float(x["local_layer_fraction"]))
+    batch = float(min(fits, float(x["max_num_seqs"])))
     # A fully cached prompt still computes its last token to produce the first output (as analysis does).
     prefill_tokens = np.maximum(prompt - memory.shared_blocks(prefix, bs) * bs, 1.0)
     t_prefill = np.asarray(model.prefill_s(prefill_tokens), float)

@@ -54,6 +54,16 @@ def tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray) -> np.n
 
     One-token answers have no TPOT and are left out, as the simulator leaves them out.
     """
+    return _tpot_cdf(mix, j, rate_rps, tpot_s, _tpot_state(mix, rate_rps))
+
+
+def _tpot_state(mix: MixModel, rate_rps: float) -> tuple[float, tuple]:
+    """What the TPOT distribution at load λ needs once: sequences that arrived before a request's window and are
+    still decoding, ``B̄ / 2`` [requests], and the step's pieces around the batch (``MixModel.pieces_at``)."""
+    return float(mix.in_flight(rate_rps)) / 2.0, mix.pieces_at(rate_rps)
+
+
+def _tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray, state: tuple[float, tuple]) -> np.ndarray:
     q = np.asarray(tpot_s, float)[:, None]
     rows = mix.class_rows(j)
     rows = rows[mix.output[rows] > 1]
@@ -62,16 +72,20 @@ def tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray) -> np.n
     factor, beta = mix.work_stream()
     steps = mix.output[rows] - 1.0
     window = mix.shape_prefill_s[rows] + steps * q
-    before = float(mix.in_flight(rate_rps)) / 2.0  # sequences that arrived before the window, still decoding
+    before, pieces = state
     prompts = np.full(np.broadcast_shapes(q.shape, steps.shape), np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for a, m in mix.pieces:
+        for a, m in pieces:
             own = float(m) * mix.output_tokens * q / (2.0 * window * factor)  # step growth per prompt arrived
             prompts = np.minimum(prompts, (q - float(a) - float(m) * before) / (beta / steps + own))
     # a negative count: the decode step alone is longer than q, so no request is that fast
     cdf = np.where(prompts >= 0, gammaincc(np.floor(np.maximum(prompts, 0.0)) + 1.0, rate_rps * window * factor), 0.0)
-    v = mix.weight[rows] / mix.weight[rows].sum()
-    return cdf @ v
+    return cdf @ _within(mix, rows)
+
+
+def _within(mix: MixModel, rows: np.ndarray) -> np.ndarray:
+    """Shares of the shapes ``rows`` within their class (summing to 1) [-]."""
+    return mix.weight[rows] / mix.weight[rows].sum()
 
 
 def residual_wait(mix: MixModel, rate_rps: float) -> tuple[float, float, float, float]:
@@ -90,16 +104,19 @@ def residual_wait(mix: MixModel, rate_rps: float) -> tuple[float, float, float, 
 
 def ttft_cdf(mix: MixModel, j: int, rate_rps: float, ttft_s: np.ndarray) -> np.ndarray:
     """``P(TTFT <= x)`` for requests of class j at total load λ, at each x of ``ttft_s`` [-] (see module doc)."""
+    return _ttft_cdf(mix, j, ttft_s, residual_wait(mix, rate_rps))
+
+
+def _ttft_cdf(mix: MixModel, j: int, ttft_s: np.ndarray, wait: tuple[float, float, float, float]) -> np.ndarray:
     x = np.asarray(ttft_s, float)[:, None]
     rows = mix.class_rows(j)
-    busy, s, theta, rho = residual_wait(mix, rate_rps)
+    busy, s, theta, rho = wait
     r = np.maximum(x - mix.shape_prefill_s[rows], 0.0) / (1.0 + 2.0 * rho)
     with np.errstate(divide="ignore", invalid="ignore"):
         decode = np.where(s > 0, np.minimum(r / s, 1.0), 1.0)
         prefill = np.where(theta > 0, 1.0 - np.exp(-r / theta), 1.0)
     cdf = np.where(x >= mix.shape_prefill_s[rows], (1.0 - busy) * decode + busy * prefill, 0.0)
-    v = mix.weight[rows] / mix.weight[rows].sum()
-    return cdf @ v
+    return cdf @ _within(mix, rows)
 
 
 def _quantile(cdf, lo: float, hi: float, p: float, points: int = 400) -> float:
@@ -124,27 +141,34 @@ def _quantile(cdf, lo: float, hi: float, p: float, points: int = 400) -> float:
     return b
 
 
+def _quantile_at_load(mix: MixModel, rate_rps: float, p: float, cdf, lo, mean_s) -> float:
+    """The p-quantile of a latency whose CDF at load λ is ``cdf`` [s], searched on ``[lo(), lo() + 200 mean_s()]``
+    (callables: evaluated only below the ceiling); inf at or past the ceiling or where the mean is infinite."""
+    if not 0 <= rate_rps < mix.ceiling_rps:
+        return math.inf
+    mean = float(mean_s())
+    if not math.isfinite(mean):
+        return math.inf
+    low = lo()
+    return _quantile(cdf, low, low + 200.0 * mean, p)
+
+
 def tpot_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
     """The p-quantile (p in (0, 1)) of class j's TPOT at total load λ [s]; inf at or past the ceiling."""
     if not 0 <= rate_rps < mix.ceiling_rps:
         return math.inf
-    mean = float(mix.tpot_s(rate_rps))
-    if not math.isfinite(mean):
-        return math.inf
-    s = float(mix.decode_step_at_s(rate_rps))
-    return _quantile(lambda q: tpot_cdf(mix, j, rate_rps, q), 0.5 * s, s + 200.0 * mean, p)
+    state = _tpot_state(mix, rate_rps)
+    return _quantile_at_load(mix, rate_rps, p, lambda q: _tpot_cdf(mix, j, rate_rps, q, state),
+                             lambda: 0.5 * float(mix.decode_step_at_s(rate_rps)), lambda: mix.tpot_s(rate_rps))
 
 
 def ttft_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
     """The p-quantile (p in (0, 1)) of class j's TTFT at total load λ [s]; inf at or past the ceiling."""
     if not 0 <= rate_rps < mix.ceiling_rps:
         return math.inf
-    mean = float(mix.ttft_s(rate_rps))
-    if not math.isfinite(mean):
-        return math.inf
-    rows = mix.class_rows(j)
-    lo = float(mix.shape_prefill_s[rows].min())
-    return _quantile(lambda x: ttft_cdf(mix, j, rate_rps, x), lo, lo + 200.0 * mean, p)
+    wait = residual_wait(mix, rate_rps)
+    return _quantile_at_load(mix, rate_rps, p, lambda x: _ttft_cdf(mix, j, x, wait),
+                             lambda: float(mix.shape_prefill_s[mix.class_rows(j)].min()), lambda: mix.ttft_s(rate_rps))
 
 
 def class_latency(mix: MixModel, j: int, rate_rps: float, quantiles: tuple[float, ...] = QUANTILES) -> dict:
@@ -214,6 +238,12 @@ def sizing(scenario: Any) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def sized_per_class(scenario: Any) -> bool:
+    """Whether a scenario asks for the per-class sizing: it lists ``workloads:`` classes or names a percentile."""
+    raw = scenario.raw or {}
+    return raw.get("workloads") is not None or scenario.slo.percentile is not None
+
+
 def validation(scenario: Any, fractions: tuple[float, ...] = (0.5, 0.8), requests: int = 20_000, seed: int = 0,
                warmup: float = 0.2) -> pd.DataFrame:
     """Analytic quantiles against the simulator's, per class, at shares of the mix's ceiling.
@@ -245,4 +275,4 @@ def validation(scenario: Any, fractions: tuple[float, ...] = (0.5, 0.8), request
 
 
 __all__ = ["QUANTILES", "class_latency", "keeps_promise", "percentile_goodput_rps", "sizing", "tpot_cdf",
-           "residual_wait", "tpot_quantile_s", "ttft_cdf", "ttft_quantile_s", "validation"]
+           "residual_wait", "sized_per_class", "tpot_quantile_s", "ttft_cdf", "ttft_quantile_s", "validation"]

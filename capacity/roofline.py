@@ -37,6 +37,30 @@ def decode_compute_s(batch: ArrayLike, params: ArrayLike, flops: ArrayLike) -> n
     return _f(batch) * 2.0 * _f(params) / _f(flops)
 
 
+def curve_amount(amount: ArrayLike, half_amount: ArrayLike) -> np.ndarray:
+    """What a pass moving ``amount`` costs, in units moved at the plateau efficiency: ``x + x_half`` [bytes or tokens].
+
+    The efficiency curve of one pass is ``e(x) = e_max x / (x + x_half)`` (``efficiency_at``): a kernel has a
+    fixed cost worth ``x_half`` units at full speed, so a pass moving ``x`` takes ``(x + x_half) / (e_max peak)``.
+    x = bytes per step per GPU for bandwidth (x_half = layers x bytes per layer), tokens per pass for FLOP/s.
+    ``x_half = 0`` is the constant efficiency of the essays (``e = e_max``), and returns ``x`` unchanged.
+    Fitted on our H200 (docs/gpu-measurements.md): bf16 matmuls ``0.69 T / (T + 90)``; see capacity.engines.
+    """
+    return _f(amount) + _f(half_amount)
+
+
+def efficiency_at(amount: ArrayLike, plateau: ArrayLike, half_amount: ArrayLike) -> np.ndarray:
+    """Efficiency of a pass moving ``amount`` (bytes or tokens): ``e(x) = e_max x / (x + x_half)`` [-].
+
+    The share of the datasheet peak the roofline uses for that pass (``curve_amount`` is its time form).
+    H200 bf16 matmuls, e_max 0.69, T_half 90 tokens: 0.69 x 512 / 602 = 0.59 at 512 tokens per pass.
+    """
+    x = _f(amount)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > 0, _f(plateau) * x / curve_amount(x, half_amount), np.where(_f(half_amount) > 0, 0.0,
+                                                                                         _f(plateau)))
+
+
 @scalar_out
 def decode_step_s(weight_bytes: ArrayLike, batch: ArrayLike, context_tokens: ArrayLike,
                   kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike, params: ArrayLike, flops: ArrayLike,

@@ -165,6 +165,7 @@ class Scenario:
             "kv_transfer_bandwidth": s.kv_transfer_bandwidth if s.kv_transfer_bandwidth else inf,
             "replicas": g.replicas, "kv_free_fraction": s.kv_free_fraction,
             "batched_prefill": float(s.batched_prefill),
+            "bandwidth_half_bytes": g.bandwidth_half_bytes, "flops_half_tokens": g.flops_half_tokens,
         }
 
     def evaluate(self) -> Results:
@@ -217,11 +218,14 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
     max_len = s.get("max_model_len", model.max_position_embeddings) or (w["prompt_tokens"] + w["output_tokens"])
     e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
                              gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
-                             hidden_size=model.hidden_size, intermediate_size=model.intermediate_size)
+                             hidden_size=model.hidden_size, intermediate_size=model.intermediate_size,
+                             peak_bandwidth=gpu.bandwidth)
     if "allreduce_latency_s" in e:
         gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
     if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
         gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"], flops_efficiency=e["flops_efficiency"])
+    if "bandwidth_half_bytes" in e:  # the efficiency curves (engines.efficiency_curves)
+        gpu = replace(gpu, bandwidth_half_bytes=e["bandwidth_half_bytes"], flops_half_tokens=e["flops_half_tokens"])
     return gpu, e, lines
 
 
@@ -274,12 +278,29 @@ class Results:
         out["notes"] = self.notes()
         return out
 
+    def efficiency_line(self) -> str:
+        """The efficiencies the prediction used on the engine profile's curves ("" without curves)."""
+        g, v = self.scenario.gpu, self.values
+        if not (g.bandwidth_half_bytes or g.flops_half_tokens) or not v["batch_max"] > 0:
+            return ""
+        step_bytes, bw, fl_decode, fl_prefill = engines.efficiencies_used(
+            g.bandwidth_efficiency, g.flops_efficiency, g.bandwidth_half_bytes, g.flops_half_tokens,
+            self.scenario.model.layers, float(v["decode_memory_s"]), g.effective_bandwidth, float(v["batch_max"]),
+            float(v["prefill_tokens"]))
+        return (f"efficiency used (engine curves): bandwidth {bw:.2f} of peak at the decode step "
+                f"({step_bytes / 1e9:,.2f} GB per GPU, plateau {g.bandwidth_efficiency:.3f}); FLOP/s {fl_decode:.2f} "
+                f"at the decode step ({v['batch_max']:,.0f} tokens) and {fl_prefill:.2f} at the prefill "
+                f"({v['prefill_tokens']:,.0f} tokens), plateau {g.flops_efficiency:.3f}")
+
     def notes(self) -> list[str]:
         """Plain-language reasons for every result that is zero, undefined or limited."""
         v, notes = self.values, []
         s = self.scenario.serving
         if s.engine_defaults:
             notes.append("engine defaults applied: " + "; ".join(s.engine_defaults))
+        line = self.efficiency_line()
+        if line:
+            notes.append(line)
         if v["batch_max"] <= 0:
             notes.append("no request fits in the KV pool: nothing can be served")
         elif (s.max_num_seqs is not None and s.max_num_seqs > v["max_requests_shared_prefix"]

@@ -80,6 +80,8 @@ class Gpu:
     allreduce_latency_s: float = 0.0
     pipeline_parallel: int = 1
     replicas: int = 1
+    bandwidth_half_bytes: float = 0.0   # efficiency curve (engine profiles): bytes per layer at half the plateau
+    flops_half_tokens: float = 0.0      # efficiency curve (engine profiles): tokens per pass at half the plateau
 
     @property
     def gpus_per_replica(self) -> int:

@@ -39,6 +39,8 @@ def verdict(results: Results) -> list[str]:
                  f"({r['decode_memory_s'] * 1e3:,.1f} ms of memory traffic vs {r['decode_compute_s'] * 1e3:,.1f} ms "
                  f"of arithmetic); prefill takes {(1 - r['decode_share']) * 100:,.0f}% of the GPU's time at the "
                  "ceiling.")
+    if r.efficiency_line():
+        lines.append(r.efficiency_line()[0].upper() + r.efficiency_line()[1:] + ".")
     limit = r["goodput_limit"]
     if limit == "tpot":
         lines.append(f"The TPOT promise sets the goodput: {r['goodput_rps']:,.2f} of a possible "

@@ -30,8 +30,8 @@ def concurrency_curve(scenario: Any, context_tokens: ArrayLike | None = None) ->
     """Conversations that fit per replica against tokens per request [requests].
 
     Columns: ``context_tokens``, ``max_requests_paged``, ``max_requests_shared_prefix`` (the scenario's prefix,
-    capped at the context), ``kv_bytes_per_request`` [B, per GPU]. Default contexts: powers of two from 256 to
-    the engine's max_model_len.
+    capped one token short of the context), ``kv_bytes_per_request`` [B, per GPU]. Default contexts: powers of
+    two from 256 to the engine's max_model_len.
     """
     r = scenario.evaluate()
     x = complete_inputs(scenario.inputs())
@@ -40,7 +40,8 @@ def concurrency_curve(scenario: Any, context_tokens: ArrayLike | None = None) ->
         np.unique(np.append(2.0 ** np.arange(8, int(np.log2(top)) + 1), top))
     bs, window, local = x["block_size"], x["sliding_window"], x["local_layer_fraction"]
     blocks = r["pool_blocks"]
-    prefix = np.minimum(scenario.workload.shared_prefix_tokens, tokens)
+    # a request keeps at least one token of its own (its answer), as the engine does (simulator/engine.py)
+    prefix = np.minimum(scenario.workload.shared_prefix_tokens, tokens - 1)
     return pd.DataFrame({
         "context_tokens": tokens.astype(np.int64),
         "max_requests_paged": memory.max_requests_paged(blocks, tokens, bs, window, local).astype(np.int64),

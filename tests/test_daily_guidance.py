@@ -129,3 +129,16 @@ def test_capacity_curve_command(scenario_dir, capsys):
     assert "needs --profile" in capsys.readouterr().err
     assert main(["curve", mix, "--kind", "daily", "--profile", "1,2,3"]) == 2
     assert "24 hourly rates, got 3" in capsys.readouterr().err
+
+
+def test_concurrency_curve_below_the_prefix_is_finite(scenario_dir):
+    """Contexts shorter than the shared prefix (essay 000: 1,200 tokens) keep one private block per request:
+    a 256-token context shares 255 tokens (15 full blocks of 16) and holds one block of its own."""
+    from capacity import load_scenario
+    from capacity.workload_curves import concurrency_curve
+
+    scenario = load_scenario(scenario_dir / "essay-000-paging.yaml")
+    curve = concurrency_curve(scenario).set_index("context_tokens")
+    blocks = scenario.evaluate()["pool_blocks"]
+    assert curve.loc[256, "max_requests_shared_prefix"] == blocks - 255 // 16  # one private block each
+    assert (curve["max_requests_shared_prefix"] >= curve["max_requests_paged"]).all()

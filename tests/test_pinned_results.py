@@ -115,3 +115,10 @@ def test_results_match_the_pinned_values(pinned, now):
 if __name__ == "__main__" and "--write" in sys.argv:
     PINNED.write_text(json.dumps(current(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {PINNED}")
+elif __name__ == "__main__" and "--add-new" in sys.argv:
+    # New catalog entries add grid cases: pin only the cases not pinned yet, leaving every pinned value as it is
+    # (the test above then still checks that the existing values did not move).
+    old = json.loads(PINNED.read_text(encoding="utf-8"))
+    added = {case: values for case, values in current().items() if case not in old}
+    PINNED.write_text(json.dumps({**old, **added}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"added {len(added)} cases to {PINNED}")

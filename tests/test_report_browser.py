@@ -56,7 +56,9 @@ def test_report_opens_offline_draws_charts_and_prints(tmp_path):
     pdf = html_to_pdf(document, chromium=CHROMIUM)
     assert pdf.startswith(b"%PDF-")
     pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
-    assert 2 <= pages <= 12, pages
+    # The fleet table sizes every catalog GPU type beside the scenario's (issue 14 took the catalog from 9 to 17
+    # GPUs: 13 pages); the bound catches a print layout that breaks apart, not the catalog's growth.
+    assert 2 <= pages <= 16, pages
     (artifacts / "report.pdf").write_bytes(pdf)
     assert (artifacts / "report.png").stat().st_size > 10_000
     assert not math.isnan(results["goodput_rps"])

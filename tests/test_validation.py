@@ -25,7 +25,12 @@ GiB = 2.0**30
 
 @pytest.fixture(scope="module")
 def run():
-    return validate.run()  # the shipped file, with the leave-one-out calibration
+    # The shipped file with the leave-one-source-out fit (what the done-when of issue 14 and the published table
+    # need). The per-GPU leave-one-out table of the first 41 points is the CLI's (`python validation/validate.py`),
+    # a few minutes of fitting; the test of its mechanics below runs it on one source's points.
+    cases, per_gpu = validate.run(loo=False)
+    validate.leave_one_source_out(cases)
+    return cases, per_gpu
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +67,41 @@ def test_enough_points_over_gpus_and_model_sizes(cases):
     assert len({c.model for c in timing}) >= 2
 
 
-def test_leave_one_out_predicts_every_timing_point(run, cases):
-    _, per_gpu = run
-    timing = [c for c in cases.values() if not c.skip and not c.is_memory]
+def test_leave_one_out_predicts_every_timing_point():
+    # The mechanics on one source's points (the NIM page: 3 timing points, one GPU), so it runs in seconds.
+    points = [p for p in yaml.safe_load(validate.MEASUREMENTS.read_text())["points"] if p["id"].startswith("nim180-")]
+    cases = [validate.build(p) for p in points]
+    validate.predict_all(cases)
+    per_gpu = validate.leave_one_out(cases)
+    timing = [c for c in cases if not c.skip and not c.is_memory]
+    assert len(timing) >= 3
     for c in timing:
         assert math.isfinite(c.loo_gpu) and math.isfinite(c.loo_all) and c.loo_gpu > 0, c.id
     assert validate.mape(timing) == pytest.approx(np.mean([abs(c.predicted / c.measured - 1) for c in timing]) * 100)
     assert set(per_gpu) == {c.gpu for c in timing}
+
+
+def test_leave_one_source_out_meets_issue_14(cases):
+    # Done when: leave-one-source-out MAPE <= 20% over >= 80 points, no class (engine, kind) above 30%.
+    done = [c for c in cases.values() if not c.skip and c.engine]
+    timing = [c for c in done if not c.is_memory]
+    for c in timing:  # every timing point is predicted without its own source
+        assert math.isfinite(c.loso) and c.loso > 0, c.id
+    loso = np.mean([abs(validate.loso_value(c) / c.measured - 1) for c in done]) * 100
+    assert len(done) >= 80 and loso <= 20.0
+    classes = validate.class_mapes(list(cases.values()))
+    assert max(classes.values()) <= 30.0, classes
+    # the single-stream class the curves and the overhead rule fixed (58% before): MI300X at batch 1, out of sample
+    assert abs(cases["oci-mi300x-llama31-405b-fp8-bs1"].loso / 36.0 - 1) < 0.15
+
+
+def test_published_fidelity_tables_are_the_generated_ones(cases):
+    # README.md and docs/fidelity.md carry the tables `validate.py --publish` writes, never hand-edited numbers.
+    blocks = validate.published_blocks(list(cases.values()))
+    for path in validate.PUBLISHED:
+        text = path.read_text(encoding="utf-8")
+        assert validate.render(text, blocks) == text, f"{path.name}: run python validation/validate.py --publish"
+    assert validate._markers("fidelity-summary")[0] in validate.PUBLISHED[0].read_text(encoding="utf-8")
 
 
 def test_gpu_blocks_by_hand_llama2_7b_on_a100():
@@ -142,7 +175,7 @@ def test_report_keeps_every_point_and_the_script_runs(run, cases, capsys):
     text = validate.report(*run, markdown=True)
     for pid in cases:
         assert pid in text
-    assert "MAPE" in text and "Leave-one-out" in text
+    assert "MAPE" in text and "leave-one-source-out" in text
     assert validate.main(["--no-loo", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == len(cases) and all((r["predicted"] is None) == bool(r["skipped"]) for r in rows)

@@ -72,11 +72,43 @@ def test_mixed_mean_quantities_by_hand():
     assert mix.output_tokens == pytest.approx(0.7 * 300 + 0.3 * 200)
     # decode-time weights 210 : 60 of the two classes' contexts 1,150 and 8,100 tokens
     assert mix.context_tokens == pytest.approx((210 * 1150 + 60 * 8100) / 270)
-    # batch limit: harmonic mean of 328 (chat alone fits 56e9 / (1300 x 131,072 B)) and 52 (rag alone)
-    alone = [math.floor(56e9 / 131072 / 1300), math.floor(56e9 / 131072 / 8200)]
-    assert alone == [328, 52]
-    assert mix.batch_max == math.floor(1 / (210 / 270 / alone[0] + 60 / 270 / alone[1]))
+    # batch limit: the pool (56e9 B / 131,072 B = 427,246 blocks of one token) over the expected reserved
+    # tokens of a resident sequence; residence shares by decode time, 210 : 60 of 1,300 and 8,200 tokens
+    blocks = math.floor(56e9 / 131072)
+    assert mix.batch_max == math.floor(blocks / ((210 * 1300 + 60 * 8200) / 270)) == 150
     assert mix.class_prefill_s(1) == pytest.approx(t_rag)
+
+
+def test_batch_limit_stores_a_class_prefix_once():
+    """Half of chat shares a 600-token prefix: the pool holds it once, and the hits' 700 private tokens."""
+    mix = mix_model(mixed([{"name": "chat", "share": 0.7, "prompt_tokens": 1000, "output_tokens": 300,
+                            "shared_prefix_tokens": 600, "prefix_hit_rate": 0.5},
+                           {"name": "rag", "share": 0.3, "prompt_tokens": 8000, "output_tokens": 200}]))
+    blocks = math.floor(56e9 / 131072)
+    resident = (105 * 700 + 105 * 1300 + 60 * 8200) / 270  # decode-time shares 105 : 105 : 60 of 270
+    assert mix.batch_max == math.floor((blocks - 600) / resident) == 164
+    # the harmonic mean of what each shape fits alone counts the prefix as if each shape paid for it apart
+    alone = [math.floor((blocks - 600) / 700), math.floor(blocks / 1300), math.floor(blocks / 8200)]
+    assert math.floor(1 / (105 / 270 / alone[0] + 105 / 270 / alone[1] + 60 / 270 / alone[2])) != mix.batch_max
+
+
+def test_moe_mix_bounds_tpot_on_the_moe_step(scenario_dir):
+    """A tight TPOT promise keeps a mixtral batch small, where the experts a batch touches are few: the mix's
+    mean-based goodput is the single-shape model's (its MoE solve), not the all-experts (dense) pieces'."""
+    from capacity import slo
+
+    scenario = load_scenario(scenario_dir / "long-context-mixtral-h200.yaml").with_changes(
+        slo={"tpot_s": 0.02}, workload={"prompt_tokens": 500})
+    mix = mix_model(scenario)
+    assert mix.mean_goodput_rps() == pytest.approx(scenario.evaluate()["goodput_rps"], rel=1e-9)
+    dense = float(slo.max_rate_for_tpot_rps(0.02, mix.prefill_s, mix.output_tokens, mix.pieces))
+    assert mix.mean_goodput_rps() > 1.1 * dense
+    # the percentile model linearises the MoE step at the mean batch: the chord through it
+    lam = 0.5 * mix.mean_goodput_rps()
+    (a, m), = mix.pieces_at(lam)
+    b = float(mix.in_flight(lam))
+    assert a + m * b == pytest.approx(float(mix.model.step_s(b)), rel=1e-12)
+    assert a + m * (b + 1) == pytest.approx(float(mix.model.step_s(b + 1)), rel=1e-12)
 
 
 def test_lengths_as_distributions_keep_their_mean():

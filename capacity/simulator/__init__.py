@@ -75,6 +75,14 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
         offered = config.max_num_seqs or batch_max
     engine = Engine(table, config, cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
                     scenario.serving.max_model_len, slots, offered)
+    if config.cpu_offload_bytes:
+        from .. import memory
+        from ..offload import reload_s
+
+        kv = float(analytic["kv_bytes_per_token_per_gpu"])
+        bs = scenario.serving.block_size
+        engine.enable_offload(int(memory.pool_blocks(config.cpu_offload_bytes, bs, kv)),
+                              float(reload_s(bs, kv, config.offload_bandwidth)))
     (run_static if config.policy == "static" else run_continuous)(engine)
     engine.alloc.check()
     if engine.alloc.used:

@@ -9,6 +9,12 @@ for every request with that prefix (PagedAttention; vLLM automatic prefix cachin
 Prefix entries are reference-counted; when the last request using a prefix leaves,
 its blocks stay cached but become evictable, and allocation evicts unreferenced
 blocks in least-recently-used order only when no free block is left.
+
+KV offload (``cpu_blocks > 0``): evicted prefix blocks move to a CPU tier of that many
+blocks instead of vanishing (vLLM's CPU offload, LMCache). A prefix's CPU run continues
+its GPU blocks; when the CPU tier is full its least recently offloaded runs are dropped.
+A request that finds its prefix's missing blocks on the CPU loads them back (``cpu_hits``)
+instead of prefilling them again; the engine charges the transfer (``offload.reload_s``).
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ class BlockAllocator:
     prefixes: dict[int, PrefixEntry] = field(default_factory=dict)
     lru: OrderedDict[int, None] = field(default_factory=OrderedDict)
     hit_blocks: int = 0
+    cpu_blocks: int = 0  # KV offload: blocks the CPU tier holds (0: evicted blocks are dropped)
+    cpu: OrderedDict[int, int] = field(default_factory=OrderedDict)  # prefix -> blocks on the CPU, LRU order
+    cpu_used: int = 0
+    reloaded_blocks: int = 0
+    peak_cpu_prefixes: int = 0  # most prefixes the CPU tier held at once
 
     def __post_init__(self) -> None:
         self.free = self.pool_blocks
@@ -86,6 +97,8 @@ class BlockAllocator:
             entry = self.prefixes[oldest]
             evict = min(short, entry.blocks)
             entry.blocks -= evict  # the tail of a prefix goes first, so what stays is still a prefix
+            if self.cpu_blocks:
+                self.offload(oldest, evict)
             self.cached -= evict
             self.evictable -= evict
             self.free += evict
@@ -96,6 +109,26 @@ class BlockAllocator:
         if blocks > self.free:
             raise RuntimeError(f"KV pool overdrawn: {blocks} blocks wanted, {self.free} free")
         self.free -= blocks
+
+    def offload(self, prefix_id: int, blocks: int) -> None:
+        """Move ``blocks`` evicted from the tail of a prefix's GPU blocks to the front of its CPU run."""
+        run = self.cpu.pop(prefix_id, 0)
+        self.cpu_used -= run
+        run = min(run + blocks, self.cpu_blocks)
+        while self.cpu_used + run > self.cpu_blocks:
+            self.cpu_used -= self.cpu.popitem(last=False)[1]
+        self.cpu[prefix_id] = run
+        self.cpu_used += run
+        if len(self.cpu) > self.peak_cpu_prefixes:
+            self.peak_cpu_prefixes = len(self.cpu)
+
+    def cpu_hits(self, prefix_id: int, prefix_blocks: int) -> int:
+        """Blocks of this prefix a request would load back from the CPU: its CPU run, up to what the GPU lacks."""
+        run = self.cpu.get(prefix_id, 0)
+        if not run:
+            return 0
+        entry = self.prefixes.get(prefix_id)
+        return max(0, min(run, prefix_blocks - (entry.blocks if entry is not None else 0)))
 
     def acquire_prefix(self, prefix_id: int, prefix_blocks: int) -> int:
         """Reference a prefix for one request; allocate its missing blocks. Returns the blocks newly taken.
@@ -116,6 +149,9 @@ class BlockAllocator:
         hits = min(entry.blocks, prefix_blocks)
         self.hit_blocks += hits
         missing = prefix_blocks - entry.blocks
+        if missing > 0 and prefix_id in self.cpu:  # loaded back: the run returns to the GPU (what is past it goes)
+            self.reloaded_blocks += min(self.cpu[prefix_id], missing)
+            self.cpu_used -= self.cpu.pop(prefix_id)
         entry.refs += 1
         if missing > 0:
             entry.refs += 1  # pin while evicting so ``take`` cannot evict this very prefix
@@ -140,6 +176,8 @@ class BlockAllocator:
 
     def check(self) -> None:
         """Raise if the counts are inconsistent (used by tests and at the end of every run)."""
+        if not (0 <= self.cpu_used <= self.cpu_blocks and self.cpu_used == sum(self.cpu.values())):
+            raise RuntimeError(f"inconsistent CPU tier: {self.cpu_used} blocks used of {self.cpu_blocks}")
         if not (0 <= self.free <= self.pool_blocks and 0 <= self.evictable <= self.cached <= self.pool_blocks):
             raise RuntimeError(f"inconsistent KV pool: free {self.free}, cached {self.cached}, "
                                f"evictable {self.evictable}, pool {self.pool_blocks}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import budget
 from ..errors import ScenarioError, show
+from ..lengths import LengthDist, length_dist, prefix_problem
 from ..scenario import Scenario
 from ..specs import DEFAULT_MAX_BATCHED_TOKENS, non_negative, positive, positive_int
 from ..units import parse_quantity
@@ -24,7 +25,6 @@ COST_MODELS = ("teaching", "roofline")
 ARRIVALS = ("poisson", "fixed", "gamma", "on_off", "instant", "trace")
 KV_ALLOCATIONS = ("on_demand", "reserve")
 ROUTERS = ("round_robin", "random", "prefix_affinity")
-DISTRIBUTIONS = ("fixed", "uniform", "lognormal")
 
 
 #: Plausibility limits, checked before anything is allocated: a run of a million requests takes about half a
@@ -40,23 +40,6 @@ MAX_RECORDED_TOKENS = 20_000_000
 #: Refuse a run estimated to need more than this [s] or [B].
 MAX_ESTIMATED_S, MAX_ESTIMATED_BYTES = 300.0, 4e9
 _S_PER_REQUEST, _S_PER_REPLICA, _B_PER_REQUEST, _B_PER_TOKEN = 30e-6, 30e-3, 600.0, 24.0
-
-
-@dataclass(frozen=True, slots=True)
-class LengthDist:
-    """A token-length distribution: fixed ``value``; uniform integers in [low, high]; lognormal of arithmetic
-    ``mean`` and log-space ``sigma``, rounded and clipped to [low, high]."""
-
-    kind: str
-    value: int = 0
-    low: int = 1
-    high: int = 1
-    mean: float = 0.0
-    sigma: float = 0.0
-
-    @property
-    def maximum(self) -> float:
-        return self.value if self.kind == "fixed" else self.high
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +84,8 @@ class SimulationConfig:
     turns: int = 1  # requests per multi-turn session (1: independent requests; simulator/workloads.py)
     think_time_s: float = 10.0  # mean gap between a session's turns (exponential) [s]
     turn_tokens: LengthDist | None = None  # new user tokens of each later turn; None: the prompt distribution
+    cpu_offload_bytes: float = 0.0  # KV offload: CPU memory per GPU for evicted prefix blocks [B]; 0: none
+    offload_bandwidth: float = 0.0  # host link the blocks load back over [B/s] (allocator.py, offload.py)
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -132,6 +117,16 @@ def _time(value: Any, path: str) -> float:
     return seconds
 
 
+def _quantity(kind: str) -> Callable[[Any, str], float]:
+    def check(value: Any, path: str) -> float:
+        number = parse_quantity(value, kind, path)
+        if not number > 0 or not math.isfinite(number):
+            raise ScenarioError(f"{path} must be > 0 and finite, got {show(value)}")
+        return number
+
+    return check
+
+
 def _text(value: Any, path: str) -> str:
     if not isinstance(value, str) or not value:
         raise ScenarioError(f"{path} must be a file path, got {show(value)}")
@@ -143,33 +138,6 @@ def _fraction(value: Any, path: str) -> float:
     if number >= 1:
         raise ScenarioError(f"{path} must be in [0, 1), got {show(value)}")
     return number
-
-
-def length_dist(value: Any, path: str) -> LengthDist:
-    """``300`` or ``{dist: fixed, value: 300}``, ``{dist: uniform, low: 50, high: 400}``,
-    ``{dist: lognormal, mean: 300, sigma: 0.8, low: 1, high: 4096}`` [tokens]."""
-    if not isinstance(value, Mapping):
-        return LengthDist("fixed", value=positive_int(value, path))
-    unknown = set(value) - {"dist", "value", "low", "high", "mean", "sigma"}
-    if unknown:
-        raise ScenarioError(f"{path}.{sorted(unknown)[0]} is not a known key; allowed: dist, value, low, high, "
-                            f"mean, sigma")
-    kind = _choice(DISTRIBUTIONS)(value.get("dist", "fixed"), f"{path}.dist")
-    if kind == "fixed":
-        return LengthDist("fixed", value=positive_int(value.get("value"), f"{path}.value"))
-    if kind == "uniform":
-        low = positive_int(value.get("low"), f"{path}.low")
-        high = positive_int(value.get("high"), f"{path}.high")
-        if high < low:
-            raise ScenarioError(f"{path}.high ({high}) must be >= {path}.low ({low})")
-        return LengthDist("uniform", low=low, high=high)
-    mean = positive(value.get("mean"), f"{path}.mean")
-    sigma = non_negative(value.get("sigma", 0.5), f"{path}.sigma")
-    low = positive_int(value.get("low", 1), f"{path}.low")
-    high = positive_int(value.get("high", 1_000_000), f"{path}.high")
-    if high < low:
-        raise ScenarioError(f"{path}.high ({high}) must be >= {path}.low ({low})")
-    return LengthDist("lognormal", low=low, high=high, mean=mean, sigma=sigma)
 
 
 def _int_list(value: Any, path: str) -> tuple[int, ...]:
@@ -238,6 +206,8 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "turns": (positive_int, "turns"),
     "think_time": (_time, "think_time_s"),
     "turn_tokens": (length_dist, "turn_tokens"),
+    "cpu_offload": (_quantity("bytes"), "cpu_offload_bytes"),
+    "offload_bandwidth": (_quantity("bandwidth"), "offload_bandwidth"),
 }
 
 
@@ -291,10 +261,13 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
     if weights is not None and len(weights) != len(values.get("priorities", (0,))):
         problems.append(f"simulation.priority_weights has {len(weights)} entries but simulation.priorities has "
                         f"{len(values.get('priorities', (0,)))}")
+    if values.get("cpu_offload_bytes") and not values.get("offload_bandwidth"):
+        problems.append("simulation.offload_bandwidth is missing: cpu_offload needs the host link's bandwidth "
+                        "(e.g. \"50 GB/s\" for PCIe 5.0 x16)")
     prompt = values["prompt_tokens"]
-    if explicit_prefix and values["shared_prefix_tokens"] > prompt.maximum:
-        problems.append(f"simulation.shared_prefix_tokens ({values['shared_prefix_tokens']}) must not exceed the "
-                        f"longest prompt ({prompt.maximum:g} tokens)")
+    too_long = prefix_problem(values["shared_prefix_tokens"], prompt, "simulation.shared_prefix_tokens")
+    if explicit_prefix and too_long:
+        problems.append(too_long)
     if not problems:
         problems += work_problems(values, scenario.serving.block_size)
     if problems:

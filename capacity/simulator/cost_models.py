@@ -113,7 +113,8 @@ class RooflineCost:
     ``prefill_compute_s`` [s/token], ``fixed_s`` [s], ``comm_s_per_token`` [s/token]. Sliding-window
     layers (a share ``local_fraction`` keeps ``sliding_window`` tokens) read ``S_w = (1 - f) S + f min(S, B w)``,
     the window applied to the average context as the analytic model does. Essay 001: 8 ms, 65.5 ns,
-    0.107 ms, 0.107 ms, 3 ms, 0.
+    0.107 ms, 0.107 ms, 3 ms, 0. Efficiency curves (engine profiles): ``weights_s`` includes the bandwidth
+    curve's fixed bytes and ``compute_fixed_s`` the FLOP/s curve's ``T_half`` tokens (``roofline.curve_amount``).
     """
 
     weights_s: float
@@ -126,6 +127,7 @@ class RooflineCost:
     local_fraction: float = 0.0
     moe_weights_s: Callable[[float], float] | None = None
     name: str = "roofline"
+    compute_fixed_s: float = 0.0  # FLOP/s curve (engine profiles): T_half tokens' compute per pass [s]
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> RooflineCost:
@@ -136,10 +138,14 @@ class RooflineCost:
                                                           model.pipeline_parallel))
         active = float(model.active_params)
         moe = None
+        half_bytes, half_tokens = float(model.half_bytes), float(model.half_tokens)
         if bool(model.moe):
-            moe = functools.lru_cache(maxsize=4096)(lambda tokens: float(model.weights_read(tokens)) / bw)
+            moe = functools.lru_cache(maxsize=4096)(
+                lambda tokens: float(roofline.curve_amount(model.weights_read(tokens), half_bytes)) / bw)
         window = float(x["sliding_window"])
-        return cls(weights_s=float(roofline.decode_memory_s(model.weights_read(1.0), 0, 0, 0, bw)),
+        return cls(weights_s=float(roofline.decode_memory_s(roofline.curve_amount(model.weights_read(1.0), half_bytes),
+                                                            0, 0, 0, bw)),
+                   compute_fixed_s=float(roofline.decode_compute_s(half_tokens, active / (tp * pp), flops)),
                    kv_s_per_token=float(roofline.decode_memory_s(0, 1, 1, kv_gpu, bw)),
                    decode_compute_s=float(roofline.decode_compute_s(1, active / (tp * pp), flops)),
                    prefill_compute_s=float(roofline.decode_compute_s(1, active / tp, flops)),
@@ -158,7 +164,7 @@ class RooflineCost:
 
     def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
         memory = self._weights(batch + prefill_tokens) + self.kv_s_per_token * self._windowed(batch, context_tokens)
-        compute = self.decode_compute_s * batch + self.prefill_compute_s * prefill_tokens
+        compute = self.decode_compute_s * batch + self.prefill_compute_s * prefill_tokens + self.compute_fixed_s
         return roofline.pass_s(float(memory), float(compute), self.comm_s_per_token * (batch + prefill_tokens),
                                self.fixed_s)
 
@@ -182,7 +188,7 @@ class RooflineCost:
         if steps <= 0:
             return 0.0
         a, m, kink, a2, m2 = self._pieces(batch, context_tokens)
-        c = self.decode_compute_s * batch
+        c = self.decode_compute_s * batch + self.compute_fixed_s
         split = int(min(kink, steps))
         return _sum_max_linear(a, m, c, 0, split) + _sum_max_linear(a2, m2, c, split, steps) + \
             steps * (self.fixed_s + self.comm_s_per_token * batch)
@@ -197,7 +203,7 @@ class RooflineCost:
         # dense, no window (the common case, kept inline: the engine calls this once per window)
         a = self.weights_s + self.kv_s_per_token * context_tokens
         m = self.kv_s_per_token * batch
-        c = self.decode_compute_s * batch
+        c = self.decode_compute_s * batch + self.compute_fixed_s
         e = self.fixed_s + self.comm_s_per_token * batch
         first, last = self.step_s(batch, context_tokens, 0), self.step_s(batch, context_tokens + batch * (steps - 1), 0)
         if a >= c:
@@ -206,7 +212,7 @@ class RooflineCost:
 
     def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
         a, m, kink, _, _ = self._pieces(batch, context_tokens)
-        c = self.decode_compute_s * batch
+        c = self.decode_compute_s * batch + self.compute_fixed_s
         e = self.fixed_s + self.comm_s_per_token * batch
         if a >= c:
             flat = 0.0

@@ -90,6 +90,20 @@ class Engine:
         self.segments = Segments()
         self.timeline = Timeline()
         self.tokens: dict[int, list[np.ndarray]] | None = {} if config.record_tokens else None
+        self.reload_s_per_block = 0.0  # KV offload (``enable_offload``): transfer time of one block back [s]
+        self.pending_reload_s = 0.0  # transfers the next pass waits for [s]
+        self.reloaded: array | None = None  # tokens each request loaded back from the CPU tier
+
+    def enable_offload(self, cpu_blocks: int, reload_s_per_block: float) -> None:
+        """Give the pool a CPU tier of ``cpu_blocks`` blocks that load back at ``reload_s_per_block`` each."""
+        self.alloc.cpu_blocks = cpu_blocks
+        self.reload_s_per_block = reload_s_per_block
+        self.reloaded = array("q", [0]) * self.n
+
+    def charge_reload(self) -> None:
+        """The pass just run waited for the blocks its prompts load back from the CPU (not overlapped)."""
+        self.now += self.pending_reload_s
+        self.pending_reload_s = 0.0
 
     # --- arrivals ---------------------------------------------------------------------------------------
 
@@ -138,14 +152,19 @@ class Engine:
         spare = self.watermark + self.reserved_growth if (self.decoding or self.prefilling) else 0
         if room - (total - hits) < spare:
             return False
+        reload = 0
         if r.prefix_blocks:
+            if alloc.cpu_blocks:  # loaded back, not prefilled: the pass waits for the transfer
+                reload = alloc.cpu_hits(r.prefix_id, r.prefix_blocks)
+                self.pending_reload_s += reload * self.reload_s_per_block
+                self.reloaded[r.rid] += reload * bs  # type: ignore[index]
             alloc.acquire_prefix(r.prefix_id, r.prefix_blocks)
         r.private_blocks = total - r.prefix_blocks
         alloc.take(r.private_blocks)
         asked = r.prompt_tokens + r.generated
         self.prefill_tokens += asked
         self.cached_tokens += hits * bs
-        r.to_prefill = asked - hits * bs
+        r.to_prefill = asked - (hits + reload) * bs
         self.admissions += 1
         r.seq = self.admissions
         if r.generated == 0 and r.preemptions == 0:

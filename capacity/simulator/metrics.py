@@ -133,6 +133,9 @@ class SimulationResult:
         out["decode_steps"] = int(c["decode_steps"])
         out["preemptions"] = int(c["preemptions"])
         out["prefix_cache_hit_rate"] = c["cached_tokens"] / c["prefill_tokens"] if c["prefill_tokens"] else 0.0
+        if "reloaded_tokens" in c:  # KV offload: the share of prompt tokens loaded back from the CPU tier
+            out["cpu_reload_rate"] = c["reloaded_tokens"] / c["prefill_tokens"] if c["prefill_tokens"] else 0.0
+            out["peak_cpu_prefixes"] = int(c["peak_cpu_prefixes"])
         out["kv_pool_blocks"] = int(c["pool_blocks"])
         out["peak_kv_blocks_used"] = int(c["peak_blocks"])
         out["slots"] = int(c["slots"])
@@ -199,6 +202,8 @@ def collect(e: Engine, table: RequestTable, scenario: Scenario, config: Simulati
         "reject_reason": reason, "queue_s": np.asarray(e.first_scheduled) - arrival, "ttft_s": first_token - arrival,
         "tpot_s": tpot, "max_itl_s": worst_gaps(e), "e2e_s": finish - arrival, "finish_s": finish,
         "preemptions": np.asarray(e.preemptions, dtype=np.int64)})
+    if e.reloaded is not None:  # KV offload: what each request loaded back, and what the CPU tier held
+        requests["reloaded_tokens"] = np.asarray(e.reloaded, dtype=np.int64)
     if table.workload_class is not None and config.classes:
         names = np.array([c.name for c in config.classes], dtype=object)
         requests["workload_class"] = names[table.workload_class]
@@ -210,6 +215,9 @@ def collect(e: Engine, table: RequestTable, scenario: Scenario, config: Simulati
                 "decode_steps": e.decode_steps, "preemptions": e.preempt_count, "prefill_tokens": e.prefill_tokens,
                 "cached_tokens": e.cached_tokens, "pool_blocks": e.alloc.pool_blocks, "peak_blocks": e.peak_blocks,
                 "slots": e.slots}
+    if e.reloaded is not None:
+        counters.update({"reloaded_tokens": e.alloc.reloaded_blocks * e.block_size,
+                         "peak_cpu_prefixes": e.alloc.peak_cpu_prefixes})
     tokens = None
     if e.tokens is not None:
         tokens = {rid: np.concatenate(parts) for rid, parts in e.tokens.items()}

@@ -95,6 +95,8 @@ def _unchunked_iteration(e: Engine) -> bool:
     if not admitted:
         return _window(e)
     e.now += e.cost.step_s(0, 0, tokens)
+    if e.pending_reload_s:
+        e.charge_reload()
     for r in admitted:
         r.to_prefill = 0
         e.prefill_done(r)
@@ -133,6 +135,8 @@ def _chunked_iteration(e: Engine) -> bool:
         e.reserved_growth = 0
     else:
         e.now += e.cost.step_s(0, 0, tokens)
+    if e.pending_reload_s:
+        e.charge_reload()
     for r, n in chunks:
         r.to_prefill -= n
         if r.to_prefill == 0:
@@ -158,6 +162,8 @@ def run_static(e: Engine) -> None:
         if not members:
             raise RuntimeError(f"static batch could not admit anyone at t={e.now:.3f} s")
         e.now += cost.step_s(0, 0, sum(r.to_prefill for r in members))
+        if e.pending_reload_s:
+            e.charge_reload()
         start, n = e.now, len(members)
         context = sum(r.prompt_tokens + 1 for r in members)
         steps = max(r.output_tokens for r in members) - 1

@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ScenarioError, show
+from ..lengths import LengthDist
 from ..safe_load import parse_json, read_bytes
-from .config import LengthDist, SimulationConfig
+from .config import SimulationConfig
 
 #: Default number of synthetic requests when the simulation block does not say.
 DEFAULT_REQUESTS = 1000
@@ -131,8 +132,8 @@ def _generate_classes(config: SimulationConfig, arrivals: np.ndarray, rng: np.ra
     hit = rng.random(n)
     for j, c in enumerate(classes):
         rows = np.flatnonzero(klass == j)
-        prompts[rows] = lengths(c.prompt.to_simulation(), len(rows), rng)
-        outputs[rows] = lengths(c.output.to_simulation(), len(rows), rng)
+        prompts[rows] = lengths(c.prompt, len(rows), rng)
+        outputs[rows] = lengths(c.output, len(rows), rng)
         if c.shared_prefix_tokens > 0:
             shares = rows[hit[rows] < c.prefix_hit_rate]
             prefix_id[shares] = j

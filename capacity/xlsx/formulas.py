@@ -62,12 +62,16 @@ def _weights_read(tokens: str) -> str:
             f"weight_bytes)/gpu_count")
 
 
+#: ``roofline.curve_amount``: the efficiency curves' fixed bytes per pass and fixed tokens (0 without an engine).
+_HALF_BYTES = "layers*bandwidth_half_bytes"
+
+
 def _decode_memory(b: str) -> str:
-    return f"({_weights_read(b)}+{b}*context_per_layer_tokens*kv_bytes_per_token_per_gpu)/bandwidth"
+    return f"({_weights_read(b)}+{_HALF_BYTES}+{b}*context_per_layer_tokens*kv_bytes_per_token_per_gpu)/bandwidth"
 
 
 def _decode_compute(b: str) -> str:
-    return f"{b}*2*params_per_gpu/flops"
+    return f"({b}+flops_half_tokens)*2*params_per_gpu/flops"
 
 
 def _step(b: str) -> str:
@@ -248,11 +252,12 @@ FORMULAS: dict[str, str] = {
     "decode_step_s": "MAX(decode_memory_s,decode_compute_s)+allreduce_per_step_s+step_overhead_total_s",
     "decode_bound": 'IF(decode_compute_s>decode_memory_s,"compute","memory")',
     "weight_bytes_read_per_step": f"{_weights_read('batch_max')}*gpu_count",
-    "prefill_s": (f"MAX({_weights_read('prefill_tokens')}/bandwidth,prefill_tokens*2*(active_params/gpu_count)/flops)"
+    "prefill_s": (f"MAX(({_weights_read('prefill_tokens')}+{_HALF_BYTES})/bandwidth,"
+                  f"(prefill_tokens+flops_half_tokens)*2*(active_params/gpu_count)/flops)"
                   f"+step_overhead_total_s+(step_comm_fixed_s+prefill_tokens*step_comm_per_token_s)"),
     "prefill_compute_s": "prefill_tokens*(2*(active_params/gpu_count)/flops+step_comm_per_token_s)",
     "critical_batch": "weight_bytes/gpu_count*flops/(2*params_per_gpu*bandwidth)",
-    "single_stream_tokens_per_s": f"bandwidth/({_weights_read('1')})",
+    "single_stream_tokens_per_s": f"bandwidth/({_weights_read('1')}+{_HALF_BYTES})",
     # Ceiling
     "gpu_time_per_request_s": f"IF(batch_max>0,prefill_s+{_DECODE_PER_REQUEST},NA())",
     "ceiling_rps": "IF(batch_max>0,1/gpu_time_per_request_s,0)",
@@ -261,9 +266,10 @@ FORMULAS: dict[str, str] = {
     "output_tokens_per_s_at_ceiling": "ceiling_rps*output_tokens",
     "batching_gain": "output_tokens_per_s_at_ceiling/single_stream_tokens_per_s",
     # Promise (slo.py): dense t_step(B) = max(a_mem + m_mem B, a_comp + m_comp B)
-    "step_intercept_memory_s": "weight_bytes/gpu_count/bandwidth+(step_overhead_total_s+step_comm_fixed_s)",
+    "step_intercept_memory_s": (f"(weight_bytes/gpu_count+{_HALF_BYTES})/bandwidth"
+                                "+(step_overhead_total_s+step_comm_fixed_s)"),
     "step_slope_memory_s": "context_per_layer_tokens*kv_bytes_per_token_per_gpu/bandwidth+step_comm_per_token_s",
-    "step_intercept_compute_s": "step_overhead_total_s+step_comm_fixed_s",
+    "step_intercept_compute_s": "flops_half_tokens*2*params_per_gpu/flops+step_overhead_total_s+step_comm_fixed_s",
     "step_slope_compute_s": "params_per_gpu*2/flops+step_comm_per_token_s",
     "max_rate_for_tpot_rps": (
         "IF(ISBLANK(tpot_slo_s),NA(),IF(moe_model,solver_rate_tpot_rps,MAX(0,MIN("

@@ -182,7 +182,7 @@ def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, 
 
 
 def workbook_bytes(report: Report) -> bytes:
-    """The report as XLSX bytes: Report, Inputs, Results (live formulas) and Solver sheets."""
+    """The report as XLSX bytes: Report, Inputs, Results (live formulas) and Solver sheets; Classes for a mix."""
     buffer = io.BytesIO()
     wb = xlsxwriter.Workbook(buffer, {"in_memory": True, "strings_to_formulas": False, "strings_to_urls": False})
     wb.set_calc_mode("auto")  # XlsxWriter also sets fullCalcOnLoad, so Excel recomputes on open
@@ -196,6 +196,12 @@ def workbook_bytes(report: Report) -> bytes:
     _write_inputs_sheet(wb, formats, report)
     _write_results_sheet(wb, formats, values, binary)
     write_solver_sheet(wb, formats, traces, values)
+    from ..percentiles import sized_per_class
+
+    if sized_per_class(report.scenario):  # a mix or a percentile promise: the per-class sizing (xlsx/classes.py)
+        from .classes import write_classes_sheet
+
+        write_classes_sheet(wb, formats, report)
     wb.close()
     return buffer.getvalue()
 
