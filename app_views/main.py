@@ -18,17 +18,29 @@ from app_views.text import plain
 from app_views.views import VIEWS
 from capacity import Scenario, ScenarioError
 from capacity.answer import answer, cautions, cost_per_month, monthly_cost
+from capacity.budget import BudgetExceeded, time_budget
 from capacity.files import safe_filename
 from capacity.fleet import fleet_for_load
 from capacity.formatting import format_value
 from capacity.verdict import verdict
 
+#: Time budget of one evaluation and of drawing one view [s] (``capacity.budget``): work estimated to take longer
+#: is refused before it starts, work that runs past it is stopped, so one session never holds a core for long.
+#: A valid scenario evaluates in milliseconds and the heaviest view (Fleet) in about a second.
+BUDGET_S = 5.0
+
 
 @st.cache_resource(show_spinner=False, max_entries=256)
 def evaluate(scenario_json: str) -> tuple[Any, list[str] | None]:
-    """Scenario JSON -> (Results, None) or (None, problems). Pure, so cached by its text (never mutated)."""
+    """Scenario JSON -> (Results, None) or (None, problems). Pure, so cached by its text (never mutated).
+
+    Runs under ``BUDGET_S``; a budget overrun raises (``BudgetExceeded``) rather than being cached as an answer.
+    """
     try:
-        return Scenario.from_dict(json.loads(scenario_json)).evaluate(), None
+        with time_budget(BUDGET_S):
+            return Scenario.from_dict(json.loads(scenario_json)).evaluate(), None
+    except BudgetExceeded:
+        raise
     except ScenarioError as exc:
         return None, list(exc.problems)
 
@@ -90,7 +102,10 @@ def main() -> None:
     st.title("LLM serving capacity planner")
     for text in sidebar._messages().get("link", []):
         st.warning(plain(text))
-    results, problems = evaluate(scenario_json)
+    try:
+        results, problems = evaluate(scenario_json)
+    except BudgetExceeded as exc:
+        results, problems = None, list(exc.problems)
     ctx = None
     if not problems:
         s = results.scenario
@@ -130,4 +145,8 @@ def main() -> None:
             st.caption(plain(f"Note: {humanise(note)}"))
     render_downloads(st, results, name)
     view = st.segmented_control("View", list(VIEWS), key="view", label_visibility="collapsed") or next(iter(VIEWS))
-    VIEWS[view](st, ctx)
+    try:
+        with time_budget(BUDGET_S):
+            VIEWS[view](st, ctx)
+    except BudgetExceeded as exc:
+        st.error(plain(f"The {view} view was stopped: " + "; ".join(exc.problems)))

@@ -185,15 +185,25 @@ def load_doc(new: dict[str, Any], note: str = "") -> None:
 # ---------------------------------------------------------------- drawing
 
 
+def _within(key: str, lo: float, hi: float) -> None:
+    """Keep a widget's value inside its range before it is drawn (a value from a link or a file outside it is
+    flagged by the library's checks; the widget itself would raise)."""
+    value = st.session_state.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not lo <= value <= hi:
+        st.session_state[key] = type(value)(min(max(value, lo), hi)) if value == value else type(value)(lo)
+
+
 def _number(where: Any, key: str, **kw: Any) -> None:
     f = FIELDS[key]
     label = kw.pop("label", f.label)
     kind = int if f.kind == "int" else float
+    _within(key, kind(f.lo), kind(f.hi))
     where.number_input(label, kind(f.lo), kind(f.hi), key=key, on_change=on_field, args=(key,), **kw)
 
 
 def _slider(where: Any, key: str, lo: float, **kw: Any) -> None:
     f = FIELDS[key]
+    _within(key, lo, f.hi)
     where.slider(kw.pop("label", f.label), lo, f.hi, key=key, step=0.01, on_change=on_field, args=(key,), **kw)
 
 

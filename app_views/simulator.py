@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import streamlit as st
 from app_views.context import Context
 from app_views.text import plain
 from capacity import Scenario, ScenarioError
+from capacity.budget import BudgetExceeded, time_budget
 from capacity.formatting import format_value
 from capacity.simulator import simulate
 from capacity.simulator.metrics import waiting_timeline
@@ -35,6 +37,9 @@ ROWS = [("mean_ttft_s", "mean TTFT"), ("p99_ttft_s", "p99 TTFT"), ("mean_tpot_s"
         ("requests_rejected", "rejected (503)"), ("prefix_cache_hit_rate", "prefix-cache hit rate")]
 UNITS = {"throughput_rps": "requests/s", "goodput_rps": "requests/s", "output_tokens_per_s": "tokens/s",
          "slot_utilization": "%", "preemptions": "", "requests_rejected": "", "prefix_cache_hit_rate": "%"}
+#: Time budget of one simulation pair in the app [s] (``capacity.budget``; nested in the view's, so the smaller
+#: applies): a run estimated to take longer is refused up front, one that runs past it is stopped.
+SIMULATION_BUDGET_S = 4.0
 #: Largest trace accepted from an upload [bytes].
 MAX_TRACE_UPLOAD = 20_000_000
 
@@ -49,6 +54,8 @@ def run_pair(scenario_json: str, settings_json: str) -> dict[str, tuple[dict, pd
             result = simulate(scenario, policy=policy, **settings)
             out[policy] = (result.summary(), result.requests, result.timeline)
         return out
+    except BudgetExceeded:
+        raise  # not an answer to cache: the caller shows it
     except ScenarioError as exc:
         return "; ".join(exc.problems)
 
@@ -103,14 +110,26 @@ def _trace_path(upload: Any) -> str | None:
     return str(path)
 
 
+def _control(block: dict[str, Any], key: str, default: float, lo: float, hi: float, kind: type = float) -> Any:
+    """A control's starting value from the block, clamped to the control's range; the default where the block's
+    value is not a finite number (the simulator itself names a bad block value when it runs)."""
+    value = block.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        value = default
+    return kind(min(max(value, lo), hi))
+
+
 def settings_from(block: dict[str, Any], default_rate: float) -> dict[str, Any]:
     """The controls' starting values from a ``simulation:`` block (the library's defaults where it is silent)."""
     arrival = block.get("arrival", "poisson")
-    return {"cost_model": block.get("cost_model", "roofline"), "requests": int(block.get("requests", 500)),
-            "rate": float(block.get("rate", default_rate)), "seed": int(block.get("seed", 0)),
+    cost_model = block.get("cost_model", "roofline")
+    rate = default_rate if math.isfinite(default_rate) else 1.0
+    return {"cost_model": cost_model if cost_model in ("roofline", "teaching") else "roofline",
+            "requests": _control(block, "requests", 500, 10, 100_000, int),
+            "rate": _control(block, "rate", rate, 0.01, 1e6), "seed": _control(block, "seed", 0, 0, 2**31 - 1, int),
             "arrival": arrival if arrival in ARRIVALS.values() else "poisson",
-            "burstiness": float(block.get("burstiness", 2.0)),
-            "max_queued_requests": int(block.get("max_queued_requests", 0) or 0),
+            "burstiness": _control(block, "burstiness", 2.0, 0.01, 1000.0),
+            "max_queued_requests": _control(block, "max_queued_requests", 0, 0, 10_000_000, int),
             "chunked_prefill": bool(block.get("chunked_prefill", False))}
 
 
@@ -162,7 +181,11 @@ def render(st_: Any, ctx: Context) -> None:
     if arrival in ("instant", "trace"):
         settings.pop("rate", None)
     with st_.spinner(f"Simulating {settings.get('requests', 0):,} requests under both policies..."):
-        runs = cached_run(ctx.scenario_json, json.dumps(settings, sort_keys=True))
+        try:
+            with time_budget(SIMULATION_BUDGET_S):
+                runs = cached_run(ctx.scenario_json, json.dumps(settings, sort_keys=True))
+        except BudgetExceeded as exc:
+            runs = "; ".join(exc.problems)
     if isinstance(runs, str):
         st_.error(plain(runs))
         return

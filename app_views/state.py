@@ -28,7 +28,8 @@ from typing import Any
 import yaml
 
 from capacity import catalog
-from capacity.errors import ScenarioError
+from capacity.errors import ScenarioError, show
+from capacity.safe_load import parse_json
 from capacity.scenario import RESERVES, parse_yaml
 from capacity.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
 from capacity.units import parse_quantity
@@ -175,6 +176,8 @@ def is_custom(doc: Mapping[str, Any], kind: str) -> bool:
     """True when the model (or GPU) is not a catalog entry but the mapping's own numbers."""
     section = doc.get(kind) or {}
     name = section.get("name") if isinstance(section, Mapping) else section
+    if not isinstance(section, Mapping):
+        section = {}
     own = "layers" in section or "config" in section if kind == "model" else "memory" in section
     return bool(own) or name not in (catalog.models() if kind == "model" else catalog.gpus())
 
@@ -197,8 +200,16 @@ def _number(value: float) -> int | float:
 
 
 def _reserve_bytes(doc: Mapping[str, Any]) -> float:
-    serving = doc.get("serving") or {}
-    return sum(parse_quantity(serving[k], "bytes") for k in RESERVES if serving.get(k))
+    """The reserves the mapping states [B]; one the library cannot read counts 0 here (the library names it)."""
+    serving = doc.get("serving")
+    total = 0.0
+    for key in RESERVES if isinstance(serving, Mapping) else ():
+        try:
+            value = parse_quantity(serving[key], "bytes") if serving.get(key) else 0.0
+        except (ScenarioError, ValueError, TypeError):
+            value = 0.0
+        total += value if math.isfinite(value) else 0.0
+    return total
 
 
 def to_display(field: Field, raw: Any, units: str) -> Any:
@@ -245,6 +256,13 @@ def to_raw(field: Field, value: Any, units: str) -> Any:
     return str(value)
 
 
+def _tokens(value: Any) -> int:
+    """A token count as written, or 1 where it is not a whole number >= 1 (the library reports that one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
+        return 1
+    return int(value)
+
+
 def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu | None, units: str) -> Any:
     """What the library takes when the mapping leaves ``field`` out (a catalog or computed value)."""
     if field.key == "model":
@@ -264,8 +282,9 @@ def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu
         if field.key == "max_model_len":
             if model.max_position_embeddings:
                 return model.max_position_embeddings
-            w = doc.get("workload") or {}
-            return int(w.get("prompt_tokens", 1)) + int(w.get("output_tokens", 1))
+            w = doc.get("workload")
+            w = w if isinstance(w, Mapping) else {}  # a link's extra may hold anything: the library names it
+            return _tokens(w.get("prompt_tokens")) + _tokens(w.get("output_tokens"))
     if gpu is not None:
         value = {"memory_mem": gpu.memory_bytes / UNIT_BYTES[units], "bandwidth_tbs": gpu.bandwidth / 1e12,
                  "tflops": gpu.flops / 1e12, "price_per_hour": gpu.price_per_hour or 0.0,
@@ -517,11 +536,18 @@ def _from_param(field: Field, text: str, units: str) -> Any:
     if field.kind in ("bytes", "ms", "tbs", "tflops"):
         try:
             shown = float(text)
+            if not math.isfinite(shown):
+                raise ScenarioError(f"{field.label} must be a finite number")
             return shown, to_raw(field, shown, units)
         except ValueError:
             raw = text
             return to_display(field, raw, units), raw
     return text, text
+
+
+#: What each scenario section must be for the widgets to show it (a link's ``extra`` may hold anything).
+_SECTION_KINDS: dict[str, type | tuple[type, ...]] = {"model": (dict, str), "gpu": (dict, str), "serving": dict,
+                                                      "workload": dict, "slo": dict, "simulation": dict}
 
 
 def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -534,17 +560,22 @@ def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[d
     problems: list[str] = []
     doc: dict[str, Any] = {} if "name" in params else copy.deepcopy(dict(base))
     if "extra" in params:
-        try:
-            extra = json.loads(params["extra"])
+        try:  # the bounded JSON reader: no NaN, duplicate keys, deep nesting or huge integers (issue 18)
+            extra = parse_json(str(params["extra"]), "the link's extra settings")
             if not isinstance(extra, dict):
-                raise ValueError
+                raise ScenarioError("the link's extra settings must be a JSON object")
             for key, value in extra.items():
                 if isinstance(value, dict) and isinstance(doc.get(key), dict):
                     doc[key].update(value)
                 else:
                     doc[key] = value
-        except (ValueError, RecursionError):
-            problems.append("the link's extra settings are not readable JSON; they were left out")
+        except ScenarioError as exc:
+            problems.append(f"{exc.problems[0]}; they were left out")
+        for key in [k for k in doc if k in _SECTION_KINDS and not isinstance(doc[k], _SECTION_KINDS[k])]:
+            problems.append(f"{key} from the link's extra settings must be "
+                            f"{'a mapping or a catalog name' if key in ('model', 'gpu') else 'a mapping'}, got "
+                            f"{show(doc[key])}; left out")
+            doc[key] = copy.deepcopy(base.get(key)) if isinstance(base.get(key), _SECTION_KINDS[key]) else {}
     units = params.get("units", doc.get("units", "GB"))
     if units not in UNITS:
         problems.append(f"byte units {units!r} from the link is not GB or GiB; GB is used")

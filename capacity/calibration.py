@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from .analysis import StepModel, step_model
-from .errors import ScenarioError
+from .errors import ScenarioError, clean_line
 from .files import read_text_limited
 from .profiles import profile_from_fit, save_profile
 from .scenario import Scenario, read_scenario_mapping
@@ -203,15 +203,46 @@ def _probe(scenario: Scenario) -> _Probe:
     return probe
 
 
+_AT_LOAD: dict[tuple, tuple[Scenario, dict[str, float | str]]] = {}
+
+
 def _at_load(obs: Observation, factors: Factors) -> dict[str, float | str]:
-    """Library results with ``factors`` at the observation's arrival rate."""
+    """Library results with ``factors`` at the observation's arrival rate (shared by the observations of one
+    scenario and rate: the TPOT and TTFT of one benchmark run cost one evaluation)."""
+    key = (id(obs.scenario), obs.request_rate, factors)
+    cached = _AT_LOAD.get(key)
+    if cached is not None and cached[0] is obs.scenario:
+        return cached[1]
     s = factors.apply(obs.scenario)
     s = replace(s, workload=replace(s.workload, arrival_rate=obs.request_rate))
-    return s.evaluate().values
+    values = s.evaluate().values
+    if len(_AT_LOAD) > 1024:
+        _AT_LOAD.clear()
+    _AT_LOAD[key] = (obs.scenario, values)
+    return values
+
+
+_TERMS: dict[int, tuple[Observation, Terms]] = {}
 
 
 def terms_for(obs: Observation, factors: Factors) -> Terms:
-    """The observation's predicted time [s] as Terms; open-loop loads are linearised at ``factors``."""
+    """The observation's predicted time [s] as Terms; open-loop loads are linearised at ``factors``.
+
+    A closed-loop observation's terms do not depend on the factors: they are computed once per observation.
+    """
+    if obs.open_loop:
+        return _terms_for(obs, factors)
+    cached = _TERMS.get(id(obs))
+    if cached is not None and cached[0] is obs:
+        return cached[1]
+    terms = _terms_for(obs, factors)
+    if len(_TERMS) > 4 * MAX_CSV_ROWS:
+        _TERMS.clear()
+    _TERMS[id(obs)] = (obs, terms)
+    return terms
+
+
+def _terms_for(obs: Observation, factors: Factors) -> Terms:
     p = _probe(obs.scenario)
     a = p.output_tokens
     m = obs.metric
@@ -265,6 +296,14 @@ def terms_for(obs: Observation, factors: Factors) -> Terms:
     if m == "latency_s":
         return prefill + step.scaled(a)
     return share.scaled(1.0 / a) + step.scaled(1.0 / b)
+
+
+def _predictions(observations: Sequence[Observation], factors: Factors, measured_times: np.ndarray) -> np.ndarray:
+    """``predict`` of every observation, in one vectorised pass over their terms."""
+    times = _Problem.build([terms_for(o, factors) for o in observations], measured_times).times(factors.theta())
+    rate = np.array([o.is_rate for o in observations])
+    replicas = np.array([o.replicas for o in observations], dtype=float)
+    return np.where(rate, replicas / times, times)
 
 
 def batch_fits(obs: Observation) -> bool:
@@ -373,36 +412,54 @@ _LOWER = np.array([1.0, 1.0, 0.0])
 _UPPER = np.array([1.0 / EFFICIENCY_MIN, 1.0 / EFFICIENCY_MIN, OVERHEAD_MAX_S])
 
 
-def _box_lstsq(x: np.ndarray, t: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """min ||x theta - t||^2 subject to lo <= theta <= hi (at most 3 parameters).
+def _box_qp(gram: np.ndarray, h: np.ndarray, c: np.ndarray, lo: np.ndarray,
+            hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """min ``theta' G theta - 2 h' theta + c`` subject to ``lo <= theta <= hi``, for a stack of problems at once.
 
-    Tries each parameter free, at its lower or at its upper bound (fewest bounds first); the first feasible
-    point whose gradient points out of the box at every bound is a KKT point of a convex problem: the minimum.
-    A parameter without effect ends on a bound. None when no state is feasible.
+    ``gram`` (L, p, p), ``h`` (L, p), ``c`` (L,), ``lo``/``hi`` (L, p) or (p,), with p <= 3 parameters (a
+    parameter with ``lo == hi`` is fixed). This is ``min ||x theta - t||^2`` given only its normal equations
+    (``G = x'x``, ``h = x't``, ``c = t't``), so its cost does not depend on the rows of x. Each parameter is tried
+    free, at its lower or at its upper bound (fewest bounds first); the first feasible state whose gradient
+    points out of the box at every bound is a KKT point of the convex problem: the minimum. A free block is
+    solved with the pseudo-inverse (the minimum-norm solution where a parameter has no effect, as ``lstsq``).
+    Returns (theta (L, p), cost (L,), ok (L,)): ok is False where no state is feasible.
     """
-    p = x.shape[1]
-    if p == 0:
-        return np.zeros(0), float(t @ t)
-    best: tuple[np.ndarray, float] | None = None
+    n, p = h.shape
+    lo, hi = np.broadcast_to(lo, (n, p)).astype(float), np.broadcast_to(hi, (n, p)).astype(float)
+    fixed = lo == hi
     tol = 1e-9 * (1.0 + np.abs(hi))
+    best_theta, best_cost = np.zeros((n, p)), np.full(n, np.inf)
+    done = np.zeros(n, dtype=bool)
     for state in sorted(itertools.product((0, -1, 1), repeat=p), key=lambda st: sum(map(abs, st))):
         st = np.array(state)
-        free = st == 0
-        theta = np.where(st < 0, lo, hi).astype(float)
-        if np.any(free):
-            rhs = t - x[:, ~free] @ theta[~free]
-            theta[free] = np.linalg.lstsq(x[:, free], rhs, rcond=None)[0]
-        if np.any(theta < lo - tol) or np.any(theta > hi + tol):
+        use = ~done & np.all(~fixed | (st != 0), axis=1) & np.all(~fixed | (st >= 0), axis=1)  # fixed: "upper"
+        if not np.any(use):
             continue
-        resid = x @ theta - t
-        cost, grad = float(resid @ resid), 2.0 * x.T @ resid
-        if best is None or cost < best[1] - 1e-15 * (1 + cost):
-            best = (np.clip(theta, lo, hi), cost)
-        scale = 1e-9 * (1.0 + np.abs(grad).max(initial=0.0))
-        if np.all(grad[st < 0] >= -scale) and np.all(grad[st > 0] <= scale) and np.all(
-                np.abs(grad[free]) <= scale * 1e3):
-            return best if best[1] <= cost else (theta, cost)
-    return best
+        free = st == 0
+        theta = np.where(st < 0, lo, hi)[use]
+        g, hh = gram[use], h[use]
+        if np.any(free):
+            rhs = hh[:, free] - np.einsum("lij,lj->li", g[:, free][:, :, ~free], theta[:, ~free])
+            theta[:, free] = np.einsum("lij,lj->li", np.linalg.pinv(g[:, free][:, :, free]), rhs)
+        cost = np.einsum("li,lij,lj->l", theta, g, theta) - 2.0 * np.einsum("li,li->l", hh, theta) + c[use]
+        cost = np.maximum(cost, 0.0)
+        feasible = np.all((theta >= lo[use] - tol[use]) & (theta <= hi[use] + tol[use]), axis=1)
+        grad = 2.0 * (np.einsum("lij,lj->li", g, theta) - hh)
+        movable = ~fixed[use]
+        scale = 1e-9 * (1.0 + np.max(np.abs(grad) * movable, axis=1, initial=0.0))[:, None]
+        kkt = np.all(~movable | (st >= 0) | (grad >= -scale), axis=1) & np.all(
+            ~movable | (st <= 0) | (grad <= scale), axis=1) & np.all(
+            ~movable | ~free | (np.abs(grad) <= scale * 1e3), axis=1)
+        rows = np.flatnonzero(use)
+        better = feasible & (cost < best_cost[rows] - 1e-15 * (1 + cost))
+        prev_cost = best_cost[rows].copy()
+        best_theta[rows[better]] = np.clip(theta[better], lo[rows[better]], hi[rows[better]])
+        best_cost[rows[better]] = cost[better]
+        stop = feasible & kkt
+        take = stop & (cost <= prev_cost)  # the KKT point itself unless an earlier state was (rounding) better
+        best_theta[rows[take]], best_cost[rows[take]] = theta[take], cost[take]
+        done[rows[stop]] = True
+    return best_theta, best_cost, np.isfinite(best_cost)
 
 
 #: 95% critical values of F(1, dof), for dof = 1..10, 15, 20, 30, 60 and beyond (any statistics table).
@@ -418,122 +475,140 @@ def _f_critical(dof: int) -> float:
     return 3.84 if dof > 60 else _F95[max(keys)]
 
 
+def _sweep(prob: _Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Normal equations of the weighted design on every interval of the ratio u / v, in time linear in the terms.
+
+    Interval i lies between consecutive critical ratios ``edges[i] < u / v < edges[i + 1]`` (the terms' compute
+    to memory ratios c_k / m_k). Moving from one interval to the next flips only the terms whose ratio is the
+    edge between them from the compute to the memory side, which changes one row of the design each; so the
+    Gram matrix ``G = x'x`` and ``h = x't`` of every interval are the first interval's plus cumulative sums of
+    per-flip rank-two updates. Returns (edges, G (L, 3, 3), h (L, 3), ratio per term, c = t't).
+    """
+    w = prob.weight
+    target = (prob.goal - prob.fixed) * w
+    both = (prob.memory > 0) & (prob.compute > 0)
+    ratio = np.divide(prob.compute, prob.memory, where=prob.memory > 0, out=np.full_like(prob.memory, np.inf))
+    unique = np.unique(ratio[both])
+    edges = np.concatenate([[0.0], unique, [np.inf]])
+    intervals = len(edges) - 1
+    side0 = (prob.memory > 0) & (prob.compute == 0)
+    rows0 = prob.design(side0) * w[:, None]
+    gram0, h0 = rows0.T @ rows0, rows0.T @ target
+    k = np.flatnonzero(both)
+    at = np.searchsorted(unique, ratio[k]) + 1  # the interval from which term k binds on the memory side
+    order = np.lexsort((at, prob.owner[k]))
+    k, at = k[order], at[order]
+    owner = prob.owner[k]
+    # each owner's running row: its first-interval row plus its own earlier flips (a cumulative sum per owner)
+    da, db = np.cumsum(prob.memory[k]), np.cumsum(-prob.compute[k])
+    first = np.r_[True, owner[1:] != owner[:-1]]
+    base = np.maximum.accumulate(np.where(first, np.arange(len(k)), 0))
+    da, db = da - (da - prob.memory[k])[base], db - (db + prob.compute[k])[base]
+    after = np.column_stack([rows0[owner, 0] + w[owner] * da, rows0[owner, 1] + w[owner] * db, rows0[owner, 2]])
+    before = after - np.column_stack([w[owner] * prob.memory[k], -w[owner] * prob.compute[k], np.zeros(len(k))])
+    d_gram = np.einsum("ei,ej->eij", after, after) - np.einsum("ei,ej->eij", before, before)
+    d_h = (after - before) * target[owner][:, None]
+    gram = np.zeros((intervals, 3, 3))
+    h = np.zeros((intervals, 3))
+    np.add.at(gram, at, d_gram)
+    np.add.at(h, at, d_h)
+    gram = gram0 + np.cumsum(gram, axis=0)
+    h = h0 + np.cumsum(h, axis=0)
+    return edges, gram, h, ratio, float(target @ target)
+
+
+def _side(prob: _Problem, edges: np.ndarray, ratio: np.ndarray, i: int) -> np.ndarray:
+    """Binding sides of the terms on interval i (True: memory)."""
+    a, b = edges[i], edges[i + 1]
+    rep = b / 2 if a == 0 else (a * 2 if not np.isfinite(b) else math.sqrt(a * b))
+    return (prob.memory > 0) & ((prob.compute == 0) | (rep > ratio))
+
+
+def _exact_cost(prob: _Problem, side: np.ndarray, theta: np.ndarray) -> float:
+    """``||x theta - t||^2`` from the rows themselves (O(n); free of the rounding of the normal equations)."""
+    r = prob.design(side) @ theta * prob.weight - (prob.goal - prob.fixed) * prob.weight
+    return float(r @ r)
+
+
 def _solve(prob: _Problem, free: np.ndarray, theta0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Minimum of the weighted squared error over the free parameters; returns (theta, binding sides).
 
     Between consecutive critical ratios r_k of u / v every term binds on a fixed side and the model is linear,
     so the minimum lies either inside one such interval (a box-constrained linear least-squares problem whose
     solution has its ratio inside the interval) or on a boundary ray u = r_k v (the same with one parameter
-    fewer). Each is solved exactly; those whose unconstrained minimum already exceeds the best found are
-    skipped. When both efficiencies are free, the end intervals, where every term binds on one side (one
-    efficiency without effect), are preferred unless the best fit beats them significantly (nested F-test at
-    95%; with no degrees of freedom left, unless they cannot fit the points exactly): one point that an
-    absurdly low efficiency would make compute-bound does not identify that efficiency.
+    fewer). Every interval and ray is solved exactly from its normal equations (``_sweep``, ``_box_qp``: all at
+    once, time and memory linear in the points). When both efficiencies are free, the end intervals, where
+    every term binds on one side (one efficiency without effect), are preferred unless the best fit beats them
+    significantly (nested F-test at 95%; with no degrees of freedom left, unless they cannot fit the points
+    exactly): one point that an absurdly low efficiency would make compute-bound does not identify that
+    efficiency. The costs that decide between candidates are recomputed from the rows.
     """
-    both = (prob.memory > 0) & (prob.compute > 0)
-    edges = np.concatenate([[0.0], np.unique(prob.compute[both] / prob.memory[both]), [np.inf]])
-    ratio = np.divide(prob.compute, prob.memory, where=prob.memory > 0, out=np.full_like(prob.memory, np.inf))
-    last = len(edges) - 2
-    target = (prob.goal - prob.fixed) * prob.weight
-    lo, hi = _LOWER[free], _UPPER[free]
-
-    def lower_bound(x: np.ndarray, t: np.ndarray) -> float:
-        if not x.size:
-            return float(t @ t)
-        return float(np.sum((x @ np.linalg.lstsq(x, t, rcond=None)[0] - t) ** 2))
-
-    def interval(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(binding sides, weighted design, target) on interval i, rebuilt when needed: holding them for every
-        interval at once would take memory quadratic in the points."""
-        a, b = edges[i], edges[i + 1]
-        rep = b / 2 if a == 0 else (a * 2 if not np.isfinite(b) else math.sqrt(a * b))
-        side = (prob.memory > 0) & ((prob.compute == 0) | (rep > ratio))
-        x = prob.design(side) * prob.weight[:, None]
-        return side, x, target - x[:, ~free] @ theta0[~free]
-
-    bounds = []
-    for i in range(len(edges) - 1):
-        _, x, t = interval(i)
-        bounds.append(lower_bound(x[:, free], t))
-    jobs = [(bounds[i], "interval", i) for i in range(len(bounds))]
-    jobs += [(max(bounds[i], bounds[i + 1]), "ray", i) for i in range(len(bounds) - 1)]
-    found: list[tuple[float, np.ndarray, np.ndarray, int]] = []
-    best_cost = math.inf
-    for bound, kind, i in sorted(jobs, key=lambda j: j[0]):
-        ends = i in (0, last) or (kind == "ray" and i + 1 == last)
-        if bound > best_cost * (1 + 1e-9) + 1e-300 and not ends:
-            continue
-        side, x, t = interval(i)
-        theta = theta0.copy()
-        if kind == "interval":
-            solved = _box_lstsq(x[:, free], t, lo, hi)
-            if solved is None:
-                continue
-            theta[free], cost = solved
-            r = theta[0] / theta[1]
-            if not edges[i] * (1 - 1e-12) <= r <= edges[i + 1] * (1 + 1e-12):
-                continue  # this interval's best lies on a boundary ray, solved there
-            found.append((cost, theta, side, i))
+    edges, gram, h, ratio, c = _sweep(prob)
+    intervals = len(edges) - 1
+    last = intervals - 1
+    lo = np.where(free, _LOWER, theta0)
+    hi = np.where(free, _UPPER, theta0)
+    cc = np.full(intervals, c)
+    candidates: list[tuple[float, np.ndarray, int]] = []  # (cost, theta, interval)
+    theta, cost, ok = _box_qp(gram, h, cc, lo, hi)
+    r = theta[:, 0] / theta[:, 1]
+    inside = ok & (edges[:-1] * (1 - 1e-12) <= r) & (r <= edges[1:] * (1 + 1e-12))
+    candidates += [(float(cost[i]), theta[i], int(i)) for i in np.flatnonzero(inside)]
+    if intervals > 1 and (free[0] or free[1]):
+        ray = edges[1:-1]  # ray i: u = ray[i] v, between intervals i and i + 1 (interval i's design holds there)
+        g, hv = gram[:-1], h[:-1]
+        m = len(ray)
+        shift = np.tile(theta0, (m, 1))
+        if free[0] and free[1]:
+            cols = [np.stack([ray, np.ones(m), np.zeros(m)], axis=1)]
+            low = [np.maximum(_LOWER[1], _LOWER[0] / ray)]
+            high = [np.minimum(_UPPER[1], _UPPER[0] / ray)]
+            shift[:, :2] = 0.0
+            valid = low[0] <= high[0]
         else:
-            r = edges[i + 1]
-            solved = _ray_lstsq(prob.design(side) * prob.weight[:, None], target, free, theta0, r)
-            if solved is None:
-                continue
-            theta, cost = solved
-            found += [(cost, theta, side, i), (cost, theta, interval(i + 1)[0], i + 1)]
-        best_cost = min(best_cost, cost)
-    if not found:
+            j = 0 if free[0] else 1
+            shift[:, j] = ray * theta0[1] if j == 0 else theta0[0] / ray
+            cols, low, high = [], [], []
+            valid = (shift[:, j] >= _LOWER[j] - 1e-12) & (shift[:, j] <= _UPPER[j] * (1 + 1e-12))
+        if free[2]:
+            cols.append(np.tile([0.0, 0.0, 1.0], (m, 1)))
+            low.append(np.full(m, _LOWER[2]))
+            high.append(np.full(m, _UPPER[2]))
+            shift[:, 2] = 0.0
+        if cols:
+            t_map = np.stack(cols, axis=2)  # (m, 3, q): theta = T phi + shift
+            g_phi = np.einsum("lia,lij,ljb->lab", t_map, g, t_map)
+            gs = np.einsum("lij,lj->li", g, shift)
+            h_phi = np.einsum("lia,li->la", t_map, hv - gs)
+            c_phi = c - 2.0 * np.einsum("li,li->l", hv, shift) + np.einsum("li,li->l", shift, gs)
+            phi, cost_r, ok_r = _box_qp(g_phi, h_phi, c_phi, np.stack(low, axis=1), np.stack(high, axis=1))
+            theta_r = np.einsum("lia,la->li", t_map, phi) + shift
+        else:
+            theta_r, ok_r = shift, np.ones(m, dtype=bool)
+            cost_r = np.maximum(np.einsum("li,lij,lj->l", shift, g, shift) - 2 * np.einsum("li,li->l", hv, shift)
+                                + c, 0.0)
+        for i in np.flatnonzero(valid & ok_r):
+            candidates += [(float(cost_r[i]), theta_r[i], int(i)), (float(cost_r[i]), theta_r[i], int(i) + 1)]
+    if not candidates:
         raise ScenarioError("calibration found no factors within the bounds (efficiency 1%..100%, overhead 0..1 s)")
-    best = min(found, key=lambda c: c[0])
+    best = min(candidates, key=lambda cand: cand[0])
     if free[0] and free[1]:
+        ends = [cand for cand in candidates if cand[2] in (0, last)]
+        exact = {id(cand): _exact_cost(prob, _side(prob, edges, ratio, cand[2]), cand[1]) for cand in [best, *ends]}
+        best_cost = exact[id(best)]
         dof = prob.n - int(free.sum())
         tiny = 1e-12 * prob.n  # relative residuals of 1e-6: an exact fit
 
         def significantly_worse(cost: float) -> bool:
             if dof <= 0:
                 return cost > tiny
-            return (cost - best[0]) > _f_critical(dof) * max(best[0], tiny) / dof
+            return (cost - best_cost) > _f_critical(dof) * max(best_cost, tiny) / dof
 
-        simple = [c for c in found if c[3] in (0, last) and (c is best or not significantly_worse(c[0]))]
+        simple = [cand for cand in ends if cand is best or not significantly_worse(exact[id(cand)])]
         if simple:  # of equally good simple readings, the one nearest the starting factors
-            chosen = min(simple, key=lambda c: float(np.sum(np.log(c[1][:2] / theta0[:2]) ** 2)))
-            return chosen[1], chosen[2]
-    return best[1], best[2]
-
-
-def _ray_lstsq(x: np.ndarray, t: np.ndarray, free: np.ndarray, theta0: np.ndarray,
-               r: float) -> tuple[np.ndarray, float] | None:
-    """The box-constrained least squares restricted to u = r v (x: full design, t: full weighted target)."""
-    theta = theta0.copy()
-    if free[0] and free[1]:
-        cols = [x[:, 0] * r + x[:, 1]] + ([x[:, 2]] if free[2] else [])
-        lo = [max(_LOWER[1], _LOWER[0] / r)] + ([_LOWER[2]] if free[2] else [])
-        hi = [min(_UPPER[1], _UPPER[0] / r)] + ([_UPPER[2]] if free[2] else [])
-        if lo[0] > hi[0]:
-            return None
-        rhs = t - (x[:, 2] * theta0[2] if not free[2] else 0.0)
-        solved = _box_lstsq(np.column_stack(cols), rhs, np.array(lo), np.array(hi))
-        if solved is None:
-            return None
-        theta[1] = solved[0][0]
-        theta[0] = r * theta[1]
-        if free[2]:
-            theta[2] = solved[0][1]
-        return theta, solved[1]
-    if free[0] or free[1]:
-        theta[0 if free[0] else 1] = r * theta0[1] if free[0] else theta0[0] / r
-        if np.any(theta < _LOWER - 1e-12) or np.any(theta > _UPPER * (1 + 1e-12)):
-            return None
-        rhs = t - x[:, :2] @ theta[:2]
-        if free[2]:
-            solved = _box_lstsq(x[:, 2:3], rhs, _LOWER[2:], _UPPER[2:])
-            if solved is None:
-                return None
-            theta[2] = solved[0][0]
-            return theta, solved[1]
-        rhs = rhs - x[:, 2] * theta[2]
-        return theta, float(rhs @ rhs)
-    return None
+            chosen = min(simple, key=lambda cand: float(np.sum(np.log(cand[1][:2] / theta0[:2]) ** 2)))
+            return chosen[1], _side(prob, edges, ratio, chosen[2])
+    return best[1], _side(prob, edges, ratio, best[2])
 
 
 def _identify(prob: _Problem, theta: np.ndarray, side: np.ndarray, free: np.ndarray,
@@ -674,7 +749,7 @@ def fit_factors(observations: Sequence[Observation], start: Factors | None = Non
                          for j, n in enumerate(names)})
     return Fit(factors=factors, fitted=tuple(f for f in FACTORS if f in fit), held=held, notes=notes,
                stderr=_stderr(prob, theta, np.array([f in fit and f not in held for f in FACTORS])),
-               predicted=np.array([predict(o, factors) for o in observations]),
+               predicted=_predictions(observations, factors, measured),
                measured=np.array([o.value for o in observations]), converged=converged, iterations=iteration)
 
 
@@ -703,11 +778,15 @@ _PREFERENCE = ["step_time_ms", "step_time_s", "mean_tpot_ms", "tpot_ms", "mean_i
                "ttft_ms", "latency_s", "avg_latency", "mean_latency_s", "latency_ms", "output_throughput",
                "output_tokens_per_s", "output_tps"]
 MAX_CSV_BYTES = 5_000_000
-#: Most data rows a benchmark CSV may hold: the exact fit solves one small least-squares problem per interval
-#: between the points' compute/memory ratios, so its time grows with the square of the points (100 rows of
-#: random, mutually inconsistent measurements took 10 s on a busy 2-core machine; a benchmark sweep has tens).
-#: Checked while reading, before any fitting.
-MAX_CSV_ROWS = 100
+#: Most measured rows (CSV rows, benchmark runs) one calibration takes, checked while reading, before any fit:
+#: the fit is linear in the points (``_sweep``), about 0.4 ms a point on one core, so 10,000 rows fit in a few
+#: seconds; a benchmark sweep has tens.
+MAX_CSV_ROWS = 10_000
+#: Most distinct setups (prompt and output length, tensor parallelism) among the rows: each is one scenario the
+#: library evaluates (a few ms).
+MAX_SHAPES = 500
+#: Most distinct open-loop loads (setup and request rate): each is re-evaluated at every step of the fit.
+MAX_OPEN_LOOP_LOADS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -717,12 +796,17 @@ class BenchmarkRow:
     line: int
     setup: dict[str, float]
     measured: dict[str, float]
+    label: str = ""  # where the row came from when not a CSV line (a benchmark file, a metrics scrape)
 
 
 def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
     """Read a benchmark CSV; returns (rows, ignored column names). Errors name the file, line and column."""
     path = Path(path)
-    text = read_text_limited(path, MAX_CSV_BYTES, "benchmark CSV", encoding="utf-8-sig")
+    return rows_from_csv_text(read_text_limited(path, MAX_CSV_BYTES, "benchmark CSV", encoding="utf-8-sig"), path)
+
+
+def rows_from_csv_text(text: str, path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
+    """``read_benchmark_csv`` of text already read (``path`` names it in errors)."""
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if not header:
@@ -778,8 +862,23 @@ def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]
 def observations_from_rows(scenario_mapping: Mapping[str, Any], rows: Sequence[BenchmarkRow],
                            origin: str = "csv") -> list[Observation]:
     """One Observation per measured value of each row, the row's shape and TP applied to the scenario."""
+    shapes = {(r.setup["prompt_tokens"], r.setup["output_tokens"], r.setup.get("tensor_parallel")) for r in rows}
+    if len(shapes) > MAX_SHAPES:
+        raise ScenarioError(f"{origin} has {len(shapes):,} distinct setups (prompt, output, tensor parallel); "
+                            f"calibration takes at most {MAX_SHAPES:,}")
+    loads = {(r.setup["prompt_tokens"], r.setup["output_tokens"], r.setup.get("tensor_parallel"),
+               r.setup["request_rate"]) for r in rows
+             if "batch_size" not in r.setup and math.isfinite(r.setup.get("request_rate", math.inf))}
+    if len(loads) > MAX_OPEN_LOOP_LOADS:
+        raise ScenarioError(f"{origin} has {len(loads):,} distinct open-loop loads (setup and request rate); "
+                            f"calibration takes at most {MAX_OPEN_LOOP_LOADS:,}")
     out = []
+    built: dict[tuple, Scenario] = {}  # one scenario per setup: rows of one shape share it (and its probe)
     for row in rows:
+        key = (row.setup["prompt_tokens"], row.setup["output_tokens"], row.setup.get("tensor_parallel"))
+        if key in built:
+            _append_observations(out, built[key], row)
+            continue
         data = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in scenario_mapping.items()}
         workload = dict(data.get("workload") or {})
         workload.update(prompt_tokens=int(row.setup["prompt_tokens"]), output_tokens=int(row.setup["output_tokens"]))
@@ -793,12 +892,17 @@ def observations_from_rows(scenario_mapping: Mapping[str, Any], rows: Sequence[B
             scenario = Scenario.from_dict(data)
         except ScenarioError as exc:
             raise ScenarioError(*(f"{origin} line {row.line}: {p}" for p in exc.problems)) from None
-        for metric, value in row.measured.items():
-            bs = row.setup.get("batch_size")
-            out.append(Observation(scenario, metric, value, batch_size=int(bs) if bs else None,
-                                   concurrency=row.setup.get("concurrency"), request_rate=row.setup.get("request_rate"),
-                                   label=f"line {row.line} {metric}"))
+        built[key] = scenario
+        _append_observations(out, scenario, row)
     return out
+
+
+def _append_observations(out: list[Observation], scenario: Scenario, row: BenchmarkRow) -> None:
+    for metric, value in row.measured.items():
+        bs = row.setup.get("batch_size")
+        out.append(Observation(scenario, metric, value, batch_size=int(bs) if bs else None,
+                               concurrency=row.setup.get("concurrency"), request_rate=row.setup.get("request_rate"),
+                               label=f"{row.label} {metric}" if row.label else f"line {row.line} {metric}"))
 
 
 # --- report and command line ------------------------------------------------------------------------------------
@@ -846,11 +950,59 @@ def format_report(observations: Sequence[Observation], before: Fit, after: Fit) 
     return "\n".join(lines) + "\n"
 
 
-def calibrate(scenario_mapping: Mapping[str, Any], csv_path: str | Path,
-              fit: Sequence[str] = FACTORS) -> tuple[list[Observation], Fit, Fit]:
-    """Read a benchmark CSV, fit ``fit`` factors; returns (observations, default fit, calibrated fit)."""
-    rows, _ = read_benchmark_csv(csv_path)
-    observations = observations_from_rows(scenario_mapping, rows, origin=str(csv_path))
+def read_measurements(paths: str | Path | Sequence[str | Path],
+                      since: str | Path | None = None) -> tuple[list[BenchmarkRow], list[str]]:
+    """Rows from benchmark files of any accepted kind (told apart by their content, ``calibrate_inputs.sniff``):
+    a benchmark CSV, ``vllm bench serve`` result JSON, a Prometheus scrape of vLLM's /metrics (minus the
+    earlier scrape ``since``). Returns (rows, notes); at most ``MAX_CSV_ROWS`` rows in all, checked per file."""
+    from . import calibrate_inputs as inputs
+    from .safe_load import read_text
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    before = inputs.read_scrape(since) if since else None
+    rows: list[BenchmarkRow] = []
+    notes: list[str] = []
+    for path in paths:
+        text = read_text(path, max(MAX_CSV_BYTES, inputs.MAX_BENCH_JSON_BYTES, inputs.MAX_SCRAPE_BYTES),
+                         "benchmark file", encoding="utf-8-sig")
+        kind = inputs.sniff(text)
+        shown = clean_line(str(path), 120)
+        limit = {"csv": MAX_CSV_BYTES, "json": inputs.MAX_BENCH_JSON_BYTES, "prometheus": inputs.MAX_SCRAPE_BYTES}
+        size = len(text.encode("utf-8", errors="replace"))
+        if size > limit[kind]:
+            raise ScenarioError(f"{shown} is {size:,} bytes; a benchmark {kind} file is limited to "
+                                f"{limit[kind]:,} bytes")
+        if kind == "csv":
+            found, _ = rows_from_csv_text(text, path)
+        else:
+            read = (inputs.rows_from_vllm_bench(text, str(path)) if kind == "json"
+                    else inputs.rows_from_scrape(inputs.parse_scrape(text, str(path)), str(path), before))
+            found = [BenchmarkRow(i, r.setup, r.measured, r.label) for i, r in enumerate(read, start=1)]
+            notes += [n for r in read for n in r.notes]
+        if len(rows) + len(found) > MAX_CSV_ROWS:
+            raise ScenarioError(f"the benchmark files hold over {MAX_CSV_ROWS:,} rows; calibration takes at most "
+                                f"{MAX_CSV_ROWS:,} measured points (keep a representative subset)")
+        rows += found
+    if since and not any(r.label.endswith("(metrics)") for r in rows):
+        raise ScenarioError(f"--since {clean_line(str(since), 120)} is an earlier metrics scrape, but no benchmark "
+                            f"file is a metrics scrape")
+    return rows, notes
+
+
+def calibrate(scenario_mapping: Mapping[str, Any], paths: str | Path | Sequence[str | Path],
+              fit: Sequence[str] = FACTORS,
+              since: str | Path | None = None) -> tuple[list[Observation], Fit, Fit]:
+    """Read benchmark files (``read_measurements``), fit ``fit`` factors; returns (observations, default fit,
+    calibrated fit)."""
+    rows, _ = read_measurements(paths, since)
+    origin = str(paths) if isinstance(paths, (str, Path)) else ", ".join(map(str, paths))
+    return calibrate_rows(scenario_mapping, rows, origin, fit)
+
+
+def calibrate_rows(scenario_mapping: Mapping[str, Any], rows: Sequence[BenchmarkRow], origin: str,
+                   fit: Sequence[str] = FACTORS) -> tuple[list[Observation], Fit, Fit]:
+    """``calibrate`` of rows already read."""
+    observations = observations_from_rows(scenario_mapping, rows, origin=origin)
     start = Factors.of(observations[0].scenario)
     before = fit_factors(observations, start, fit=())
     return observations, before, fit_factors(observations, start, fit=fit)
@@ -860,7 +1012,11 @@ def add_calibrate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity calibrate SCENARIO.yaml BENCH.csv [--fit ...] [--save NAME] [--profiles FILE]``."""
     p = subparsers.add_parser("calibrate", help="fit the efficiency factors and step overhead to benchmark points")
     p.add_argument("scenario", help="scenario YAML naming the model, the catalog GPU and the serving settings")
-    p.add_argument("benchmark", help="CSV of measured points (see docs/fidelity.md for the accepted columns)")
+    p.add_argument("benchmark", nargs="+",
+                   help="measured points: a benchmark CSV, vllm bench serve --save-result JSON or a scrape of vLLM's "
+                        "/metrics (told apart by content; see docs/fidelity.md)")
+    p.add_argument("--since", metavar="SCRAPE",
+                   help="an earlier /metrics scrape: only what changed since it counts (the benchmark window)")
     p.add_argument("--fit", default=",".join(FACTORS),
                    help=f"comma-separated factors to fit (default all: {','.join(FACTORS)})")
     p.add_argument("--save", metavar="NAME", help="save the identified factors as a profile of this name")
@@ -876,12 +1032,17 @@ def run_calibrate(args: argparse.Namespace) -> str:
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
     wanted = tuple(s.strip() for s in str(args.fit).split(",") if s.strip())
-    observations, before, after = calibrate(mapping, args.benchmark, fit=wanted)
+    paths = [args.benchmark] if isinstance(args.benchmark, str) else list(args.benchmark)
+    since = getattr(args, "since", None)
+    rows, notes = read_measurements(paths, since)
+    observations, before, after = calibrate_rows(mapping, rows, ", ".join(map(str, paths)), fit=wanted)
+    notes = [clean_line(n) for n in notes]
     saved = ""
     if args.save:
-        profile = profile_from_fit(observations[0].scenario, after, source=str(args.benchmark))
+        profile = profile_from_fit(observations[0].scenario, after, source=", ".join(map(str, paths)))
         where = save_profile(args.save, profile, args.profiles)
-        saved = f"saved profile {args.save!r} for GPU {profile['gpu']} in {where}\n"
+        saved += f"saved profile {clean_line(repr(args.save), 80)} for GPU {profile['gpu']} in {where}\n"
     if args.format == "json":
-        return json.dumps({**describe(after), "default_mape_percent": before.mape}, indent=2) + "\n" + saved
-    return format_report(observations, before, after) + saved
+        return json.dumps({**describe(after), "default_mape_percent": before.mape, "input_notes": notes},
+                          indent=2) + "\n" + saved
+    return format_report(observations, before, after) + "".join(f"note: {n}\n" for n in notes) + saved

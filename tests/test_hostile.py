@@ -227,6 +227,20 @@ def test_a_bad_trace_never_echoes_the_file(tmp_path):
     outcome = run_forked(["simulate", str(path)])
     assert_refused(outcome, "missing column(s)")
     assert "secret-password" not in outcome.stderr
+    # a one-word secret looks like a column name: it was echoed as "found ghp_..." (re-audit); now only the trace's
+    # own column names are named and the others counted
+    token = tmp_path / "token.csv"
+    token.write_text("ghp_SECRETTOKEN1234567890\n")
+    path.write_text(base_text(simulation__arrival="trace", simulation__trace=str(token)))
+    outcome = run_forked(["simulate", str(path)])
+    assert_refused(outcome, "missing column(s)", "1 other column, not shown")
+    assert "SECRETTOKEN" not in outcome.stderr
+    partial = tmp_path / "partial.csv"
+    partial.write_text("arrival_s,prompt_tokens,hunter2\n0,10,1\n")
+    path.write_text(base_text(simulation__arrival="trace", simulation__trace=str(partial)))
+    outcome = run_forked(["simulate", str(path)])
+    assert_refused(outcome, "found arrival_s, prompt_tokens and 1 other column")
+    assert "hunter2" not in outcome.stderr
 
 
 def test_simulate_set_values_are_bounded(tmp_path):
@@ -278,10 +292,48 @@ def test_calibrate_refuses_large_and_special_benchmark_files(tmp_path):
     path.write_text(base_text())
     big = tmp_path / "big.csv"
     big.write_text("prompt_tokens,output_tokens,batch_size,tpot_ms\n" + "1000,300,8,10.5\n" * 250_000)
-    assert_refused(run_forked(["calibrate", str(path), str(big)]), "over 100 data rows")
+    assert_refused(run_forked(["calibrate", str(path), str(big)]), "over 10000 data rows")
     assert_refused(run_forked(["calibrate", str(path), "/dev/zero"]), "not a regular file")
     os.mkfifo(tmp_path / "fifo.csv")
     assert_refused(run_forked(["calibrate", str(path), str(tmp_path / "fifo.csv")]), "not a regular file")
+
+
+def _bench_json(runs: int, distinct: bool = False) -> str:
+    """``runs`` vllm bench serve results, one a line (--append-result); ``distinct``: each its own prompt length."""
+    run = {"completed": 10, "total_input_tokens": 10_000, "total_output_tokens": 3_000, "request_rate": "inf",
+           "max_concurrency": 8, "mean_tpot_ms": 12.0, "output_throughput": 600.0}
+    return "\n".join(json.dumps({**run, "total_input_tokens": 10_000 + 10 * i if distinct else 10_000})
+                     for i in range(runs)) + "\n"
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("10,001 bench runs", _bench_json(10_001), "over 10,000 runs"),
+    ("600 distinct setups", _bench_json(600, distinct=True), "600 distinct setups"),
+    ("a bench JSON bomb of nesting", '{"completed": ' + "[" * 5_000 + "]" * 5_000 + "}", "nested"),
+    ("a bench JSON huge integer", '{"completed": 1' + "0" * 5_000 + "}", "digits"),
+    ("a scrape of 150,000 lines", "vllm:a 1\n" * 150_000, "over 100,000 lines"),
+    ("a scrape with a forged line", 'vllm:generation_tokens_total{a="x\x1b[2J"} oops\n', "is not a number"),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 40 else "")
+def test_calibrate_refuses_hostile_vllm_results_and_scrapes(tmp_path, name, text, expected):
+    path = tmp_path / "s.yaml"
+    path.write_text(base_text())
+    bench = tmp_path / "bench.json"
+    bench.write_text(text)
+    assert_refused(run_forked(["calibrate", str(path), str(bench)]), expected, cpu_limit_s=3.0)
+
+
+def test_calibrate_fits_10000_rows_of_distinct_batches_in_bounded_time_and_memory(tmp_path):
+    # Before: quadratic in the rows (100 rows took 10 s; a 4 MB CSV asked for a 429 GiB n x n array). Now linear:
+    # the plausibility limit's worth of rows, every one a distinct compute/memory ratio, fits under the limits.
+    path = tmp_path / "s.yaml"
+    path.write_text(base_text())
+    lines = ["prompt_tokens,output_tokens,batch_size,tpot_ms"]
+    lines += [f"1000,300,{b},{8.0 + 0.01 * b + (b % 7) * 0.3:.3f}" for b in range(1, 10_001)]
+    bench = tmp_path / "bench.csv"
+    bench.write_text("\n".join(lines) + "\n")
+    outcome = run_forked(["calibrate", str(path), str(bench), "--format", "json"])
+    assert outcome.code == 0, outcome.describe()
+    assert json.loads(outcome.stdout)["points"] == 10_000
 
 
 # --- the console path, as a fresh interpreter under preexec_fn limits ----------------------------------------

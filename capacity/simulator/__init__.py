@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import budget
 from ..scenario import Scenario
 from .config import SimulationConfig, config_from_scenario
 from .cost_models import CostModel, RooflineCost, TeachingCost, cost_model_for
@@ -55,6 +56,7 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
         analytic = scenario.evaluate()  # the replicas are identical: one analytic evaluation serves them all
         parts = []
         for r in range(config.replicas):
+            budget.check()
             index = np.flatnonzero(replica == r)
             parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic)))
         return merge(parts)

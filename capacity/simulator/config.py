@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import budget
 from ..errors import ScenarioError, show
 from ..lengths import LengthDist, length_dist, prefix_problem
 from ..scenario import Scenario
@@ -282,7 +283,8 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
 def work_problems(values: Mapping[str, Any], block_size: int) -> list[str]:
     """Why a run would not finish in bounded time and memory, found before anything is allocated.
 
-    Estimate: ``requests x 30 us + replicas x 30 ms`` [s] and ``requests x 600 B (+ 24 B per recorded token)``.
+    Estimate: ``requests x 30 us + replicas x 30 ms`` [s] and ``requests x 600 B (+ 24 B per recorded token)``;
+    the time limit is ``MAX_ESTIMATED_S`` or the time left in an active ``budget.time_budget``, the smaller.
     """
     from .workloads import DEFAULT_REQUESTS
 
@@ -307,8 +309,9 @@ def work_problems(values: Mapping[str, Any], block_size: int) -> list[str]:
                 f"output); the limit is {MAX_RECORDED_TOKENS:,}: record fewer requests or turn it off"]
     seconds = requests * _S_PER_REQUEST + replicas * _S_PER_REPLICA
     memory = requests * _B_PER_REQUEST + recorded * _B_PER_TOKEN
-    if seconds > MAX_ESTIMATED_S or memory > MAX_ESTIMATED_BYTES:
-        return [f"the simulation would take about {seconds:,.0f} s and {memory / 1e9:,.1f} GB; the limits are "
-                f"{MAX_ESTIMATED_S:,.0f} s and {MAX_ESTIMATED_BYTES / 1e9:,.0f} GB: simulate fewer requests or "
+    max_s = budget.limit_s(MAX_ESTIMATED_S)  # the app's time budget, when one is active, is the tighter limit
+    if seconds > max_s or memory > MAX_ESTIMATED_BYTES:
+        return [f"the simulation would take about {seconds:,.1f} s and {memory / 1e9:,.1f} GB; the limits are "
+                f"{max(max_s, 0.0):,.1f} s and {MAX_ESTIMATED_BYTES / 1e9:,.0f} GB: simulate fewer requests or "
                 f"replicas"]
     return []

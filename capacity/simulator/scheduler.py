@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from .. import budget
 from .engine import Engine
 from .entities import Request
 
@@ -40,6 +41,8 @@ def run_continuous(e: Engine) -> None:
             e.ingest()
         progressed = iteration(e)
         timeline.seen += 1
+        if not timeline.seen & 1023:
+            budget.check()  # the app's hard deadline (a no-op without an active budget)
         if not timeline.seen % timeline.stride:
             e.record_now()
         if progressed:
@@ -225,6 +228,7 @@ def run_static(e: Engine) -> None:
     """Static batching: prefill a batch together, decode it until its longest member finishes, repeat."""
     cost = e.cost
     while True:
+        budget.check()  # once per batch: the app's hard deadline (a no-op without an active budget)
         e.ingest()
         if not e.queue:
             if e.next_arrival >= e.n:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,7 +248,6 @@ def _number_column(name: str, raw: list[object], lines: list[int], file: str, pr
 MAX_TRACE_BYTES = 100_000_000
 
 
-_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
 
 def read_trace(path: str | Path, max_model_len: int | None, base_dir: str | Path | None = None) -> RequestTable:
@@ -277,9 +275,14 @@ def read_trace(path: str | Path, max_model_len: int | None, base_dir: str | Path
     except csv.Error as exc:
         raise ScenarioError(f"simulation.trace: {file} is not a readable CSV file: {exc}") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
-    if missing:  # name only header-like columns: never echo a line of some other file
-        named = [c for c in columns if _COLUMN_NAME.fullmatch(c)][:10]
-        found = ", ".join(named) if named else "no column names"
+    if missing:  # name only the trace columns found and count the rest: never echo text of some other file
+        known = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+        named = [c for c in columns if c in known]
+        others = sum(1 for c in columns if c not in known)
+        found = ", ".join(named) if named else "none of the trace columns"
+        if others:
+            found += f" and {others:,} other column{'s' if others > 1 else ''}" if named else \
+                f" ({others:,} other column{'s' if others > 1 else ''}, not shown)"
         raise ScenarioError(f"{file} line 1: missing column(s) {', '.join(missing)}; found {found} "
                             f"(a trace needs a header line with {', '.join(REQUIRED_COLUMNS)})")
     if not rows:
