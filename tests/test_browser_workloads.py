@@ -35,7 +35,7 @@ def test_workloads_view_shows_the_mix_per_class(page, app_url):  # noqa: F811 - 
     assert metric(page, "Goodput at the promised percentile") == f"{whole['goodput_rps']:,.2f} req/s" == "5.71 req/s"
     assert metric(page, "Mean-based goodput") == f"{whole['mean_goodput_rps']:,.2f} req/s" == "7.05 req/s"
     number(page, "peak requests/s (noon)", 40)
-    plan = plan_scenario_day(scenario, diurnal_rates(40.0, 10.0), 0.2)  # the sidebar's 20% headroom
+    plan = plan_scenario_day(scenario, diurnal_rates(40.0, 10.0), scenario.fleet.headroom)  # the sidebar's headroom
     assert metric(page, "GPUs at the peak") == f"{plan.peak_gpus:,.0f}"
     assert metric(page, "Following the profile saves") == f"{plan.saving:.0%}"
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 3

@@ -118,6 +118,8 @@ def _run_unchunked(e: Engine) -> None:
                 if heap[0][0] <= step:
                     e.finish_due()
         timeline.seen += 1
+        if not timeline.seen & 1023:
+            budget.check()  # the app's hard deadline (a no-op without an active budget)
         if not timeline.seen % timeline.stride:
             e.record_now()
         if progressed:
