@@ -35,26 +35,39 @@ def run_continuous(e: Engine) -> None:
         return _run_unchunked(e)
     iteration = _chunked_iteration
     stalls = 0
-    arrival, n, timeline = e.arrival, e.n, e.timeline
+    arrival, n = e.arrival, e.n
     while True:
         if e.next_arrival < n and arrival[e.next_arrival] <= e.now:
             e.ingest()
         progressed = iteration(e)
-        timeline.seen += 1
-        if not timeline.seen & 1023:
-            budget.check()  # the app's hard deadline (a no-op without an active budget)
-        if not timeline.seen % timeline.stride:
-            e.record_now()
+        _tick(e)
         if progressed:
             stalls = 0
-            continue
-        if e.next_arrival >= e.n and not (e.queue or e.decoding or e.prefilling):
+        elif _idle(e, stalls := stalls + 1):
             return
-        stalls += 1
-        nxt = e.time_of_next_arrival()
-        if stalls > STALL_LIMIT or (nxt == math.inf and not e.decoding):
-            raise RuntimeError(f"scheduler made no progress at t={e.now:.3f} s with {len(e.queue)} waiting")
-        e.now = max(e.now, nxt)
+
+
+def _tick(e: Engine) -> None:
+    """After each iteration: count it, check the app's hard deadline (a no-op without an active budget) every
+    1,024 iterations, and record the timeline every ``stride``."""
+    timeline = e.timeline
+    timeline.seen += 1
+    if not timeline.seen & 1023:
+        budget.check()
+    if not timeline.seen % timeline.stride:
+        e.record_now()
+
+
+def _idle(e: Engine, stalls: int) -> bool:
+    """After an iteration that did nothing: True when every request is done; otherwise move the clock to the
+    next arrival (RuntimeError after ``STALL_LIMIT`` idle iterations in a row, or with nothing left to come)."""
+    if e.next_arrival >= e.n and not (e.queue or e.decoding or e.prefilling):
+        return True
+    nxt = e.time_of_next_arrival()
+    if stalls > STALL_LIMIT or (nxt == math.inf and not e.decoding):
+        raise RuntimeError(f"scheduler made no progress at t={e.now:.3f} s with {len(e.queue)} waiting")
+    e.now = max(e.now, nxt)
+    return False
 
 
 def _run_unchunked(e: Engine) -> None:
@@ -67,7 +80,7 @@ def _run_unchunked(e: Engine) -> None:
     cost, growth, alloc = e.cost, e.growth, e.alloc
     window, steps_to_reach = cost.window, cost.steps_to_reach
     heap, decoding, queue, prefilling = e.finish_heap, e.decoding, e.queue, e.prefilling
-    arrival, n, slots, timeline, offered = e.arrival, e.n, e.slots, e.timeline, e.offered_slots
+    arrival, n, slots, offered = e.arrival, e.n, e.slots, e.offered_slots
     w = e.windows
     first_end_s, max_step_s, gap_s = w.first_end_s.append, w.max_step_s.append, w.gap_s.append
     inline = e.tokens is None  # recording token times goes through run_decode (it keeps every step's end)
@@ -117,21 +130,11 @@ def _run_unchunked(e: Engine) -> None:
                 e.decode_steps += k
                 if heap[0][0] <= step:
                     e.finish_due()
-        timeline.seen += 1
-        if not timeline.seen & 1023:
-            budget.check()  # the app's hard deadline (a no-op without an active budget)
-        if not timeline.seen % timeline.stride:
-            e.record_now()
+        _tick(e)
         if progressed:
             stalls = 0
-            continue
-        if e.next_arrival >= n and not (queue or decoding or prefilling):
+        elif _idle(e, stalls := stalls + 1):
             return
-        stalls += 1
-        nxt = e.time_of_next_arrival()
-        if stalls > STALL_LIMIT or (nxt == math.inf and not decoding):
-            raise RuntimeError(f"scheduler made no progress at t={e.now:.3f} s with {len(queue)} waiting")
-        e.now = max(e.now, nxt)
 
 
 def _window(e: Engine) -> bool:
