@@ -15,6 +15,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
@@ -156,9 +157,12 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> str:
+    from .scenario import load_scenario
+
+    scenario = load_scenario(Path(args.scenario))  # a bad file is refused before the simulator's imports (~0.9 s)
     from .simulator.command import run
 
-    return run(args)
+    return run(args, scenario)
 
 
 def _write(text: str | bytes, output: str | None) -> None:

@@ -43,9 +43,9 @@ from .errors import ScenarioError
 from .frame import evaluate_frame
 from .options import prefill_pool_ttft_s
 from .scenario import Results, Scenario
+from .specs import FLEET_MODES as MODES
+from .specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 
-MODES = ("colocated", "chunked", "disaggregated")
-TENSOR_PARALLEL = (1, 2, 4, 8)
 SECONDS_PER_DAY = 86_400.0
 
 #: Columns of ``fleet_options``, in order.

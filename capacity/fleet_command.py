@@ -13,11 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .csv_safe import frame_to_csv
 from .errors import ScenarioError, clean_line
-from .fleet import MODES, TENSOR_PARALLEL, fleet_options
 from .scenario import read_scenario_mapping
-from .specs import FLEET_FIELDS, FleetPlan, check_section
+from .specs import FLEET_FIELDS, FLEET_MODES, FLEET_TENSOR_PARALLEL, FleetPlan, check_section
 
 
 def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -32,8 +30,9 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--headroom", help="spare share of each replica's goodput, in [0, 1); default: the scenario's "
                                       "fleet.headroom, else 0")
     p.add_argument("--gpus", default="", help="comma-separated catalog GPUs (default: the scenario's GPU)")
-    p.add_argument("--tp", default=",".join(map(str, TENSOR_PARALLEL)), help="tensor-parallel sizes, e.g. 1,2,4,8")
-    p.add_argument("--modes", default=",".join(MODES), help=f"serving modes, from {', '.join(MODES)}")
+    p.add_argument("--tp", default=",".join(map(str, FLEET_TENSOR_PARALLEL)),
+                   help="tensor-parallel sizes, e.g. 1,2,4,8")
+    p.add_argument("--modes", default=",".join(FLEET_MODES), help=f"serving modes, from {', '.join(FLEET_MODES)}")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     return p
@@ -99,6 +98,8 @@ def run_fleet(args: argparse.Namespace) -> str:
     peak = _number("--peak", args.peak, 0, 1e6, open_low=True) if args.peak is not None else plan.peak_factor
     headroom = (_number("--headroom", args.headroom, 0, 1, open_high=True) if args.headroom is not None
                 else plan.headroom)
+    from .fleet import fleet_options  # numpy and pandas load only once the input is read and checked
+
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,
@@ -112,6 +113,8 @@ def run_fleet(args: argparse.Namespace) -> str:
         reasons = list(dict.fromkeys(p for text in table["problem"].astype(str) for p in text.split("; ") if p))
         raise ScenarioError(*(reasons or ["no GPU layout holds this scenario"]))
     if args.format == "csv":
+        from .csv_safe import frame_to_csv
+
         return frame_to_csv(table)
     if args.format == "json":
         rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ScenarioError
+from .specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 
-TENSOR_PARALLEL = (1, 2, 4, 8)
 MAX_NUM_SEQS = (64, 128, 256)
 MAX_BATCHED_TOKENS = (2048, 8192)
 #: Most replicas the search tries for one setting.

@@ -332,6 +332,10 @@ def headroom_fraction(value: Any, path: str) -> float:
 
 FLEET_FIELDS: dict[str, Check] = {"peak_factor": positive, "headroom": headroom_fraction}
 
+#: The layouts fleet sizing and search compare by default: serving modes, tensor-parallel sizes [GPUs].
+FLEET_MODES = ("colocated", "chunked", "disaggregated")
+FLEET_TENSOR_PARALLEL = (1, 2, 4, 8)
+
 
 def check_section(section: str, raw: Any, fields: Mapping[str, Check], extra: frozenset[str] = frozenset(),
                   problems: list[str] | None = None) -> dict[str, Any]:
