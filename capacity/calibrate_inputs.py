@@ -41,10 +41,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .calibration import BenchmarkRow
 from .errors import ScenarioError, clean_line, show
 from .safe_load import parse_json, read_text
 
@@ -55,16 +56,6 @@ MAX_BENCH_JSON_BYTES = 20_000_000
 MAX_SCRAPE_BYTES, MAX_SCRAPE_LINES = 5_000_000, 100_000
 #: Most runs one result file may hold (``--append-result``); the fit's own limit is ``MAX_CSV_ROWS``.
 MAX_RUNS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One measured setup (base units): the shape and load in ``setup``, the measured values in ``measured``."""
-
-    label: str
-    setup: dict[str, float]
-    measured: dict[str, float]
-    notes: list[str] = field(default_factory=list)
 
 
 def sniff(text: str) -> str:
@@ -143,8 +134,8 @@ def _tensor_parallel(run: Mapping[str, Any], where: str, problems: list[str]) ->
     return None
 
 
-def rows_from_vllm_bench(text: str, origin: str) -> list[Row]:
-    """One ``Row`` per ``vllm bench serve`` run in ``text`` (see the module docstring); ScenarioError naming
+def rows_from_vllm_bench(text: str, origin: str) -> list[BenchmarkRow]:
+    """One ``BenchmarkRow`` per ``vllm bench serve`` run in ``text`` (see the module docstring); ScenarioError naming
     the run and the field for every problem."""
     origin = clean_line(origin, 120)
     runs = _runs(text, origin)
@@ -195,13 +186,13 @@ def rows_from_vllm_bench(text: str, origin: str) -> list[Row]:
         failed = run.get("failed")
         if isinstance(failed, int) and not isinstance(failed, bool) and failed > 0:
             notes.append(f"{where}: {failed:,} requests failed; the means cover the {completed:,.0f} completed")
-        rows.append(Row(where, setup, measured, notes))
+        rows.append(BenchmarkRow(len(rows) + 1, setup, measured, where, tuple(notes)))
     if problems:
         raise ScenarioError(*problems)
     return rows
 
 
-def read_vllm_bench(path: str | Path) -> list[Row]:
+def read_vllm_bench(path: str | Path) -> list[BenchmarkRow]:
     """``rows_from_vllm_bench`` of a result file (a regular file of at most ``MAX_BENCH_JSON_BYTES``)."""
     return rows_from_vllm_bench(read_text(path, MAX_BENCH_JSON_BYTES, "vllm bench serve result"), str(path))
 
@@ -288,8 +279,8 @@ def _delta(after: Scrape, before: Scrape | None, name: str) -> float | None:
     return value
 
 
-def rows_from_scrape(after: Scrape, origin: str, before: Scrape | None = None) -> list[Row]:
-    """One ``Row`` from a scrape (minus an earlier one): TPOT (mean ITL) at the mean decode batch."""
+def rows_from_scrape(after: Scrape, origin: str, before: Scrape | None = None) -> list[BenchmarkRow]:
+    """One ``BenchmarkRow`` from a scrape (minus an earlier one): TPOT (mean ITL) at the mean decode batch."""
     origin = clean_line(origin, 120)
     problems: list[str] = []
 
@@ -338,7 +329,7 @@ def rows_from_scrape(after: Scrape, origin: str, before: Scrape | None = None) -
                      f"compare pool_blocks in capacity evaluate")
     setup = {"prompt_tokens": float(max(1, round(prompt))), "output_tokens": float(max(1, round(output))),
              "concurrency": max(1.0, batch)}
-    return [Row(f"{origin} (metrics)", setup, {"tpot_s": itl}, notes)]
+    return [BenchmarkRow(1, setup, {"tpot_s": itl}, f"{origin} (metrics)", tuple(notes))]
 
 
 def read_scrape(path: str | Path) -> Scrape:
@@ -346,6 +337,6 @@ def read_scrape(path: str | Path) -> Scrape:
     return parse_scrape(read_text(path, MAX_SCRAPE_BYTES, "metrics scrape"), str(path))
 
 
-__all__ = ["GAUGES", "MAX_BENCH_JSON_BYTES", "MAX_RUNS", "MAX_SCRAPE_BYTES", "MAX_SCRAPE_LINES", "Row", "SUMMED",
+__all__ = ["GAUGES", "MAX_BENCH_JSON_BYTES", "MAX_RUNS", "MAX_SCRAPE_BYTES", "MAX_SCRAPE_LINES", "SUMMED",
            "Scrape", "parse_scrape", "read_scrape", "read_vllm_bench", "rows_from_scrape", "rows_from_vllm_bench",
            "sniff"]

@@ -791,12 +791,14 @@ MAX_OPEN_LOOP_LOADS = 50
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkRow:
-    """One CSV row: its line number, setup values and measured values (base units)."""
+    """One measured setup: its line number (CSV) or position in its file, setup values and measured values
+    (base units)."""
 
     line: int
     setup: dict[str, float]
     measured: dict[str, float]
     label: str = ""  # where the row came from when not a CSV line (a benchmark file, a metrics scrape)
+    notes: tuple[str, ...] = ()  # what the reader noticed and did not fit (failed requests, a scrape's snapshot)
 
 
 def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
@@ -975,10 +977,9 @@ def read_measurements(paths: str | Path | Sequence[str | Path],
         if kind == "csv":
             found, _ = rows_from_csv_text(text, path)
         else:
-            read = (inputs.rows_from_vllm_bench(text, str(path)) if kind == "json"
-                    else inputs.rows_from_scrape(inputs.parse_scrape(text, str(path)), str(path), before))
-            found = [BenchmarkRow(i, r.setup, r.measured, r.label) for i, r in enumerate(read, start=1)]
-            notes += [n for r in read for n in r.notes]
+            found = (inputs.rows_from_vllm_bench(text, str(path)) if kind == "json"
+                     else inputs.rows_from_scrape(inputs.parse_scrape(text, str(path)), str(path), before))
+            notes += [n for r in found for n in r.notes]
         if len(rows) + len(found) > MAX_CSV_ROWS:
             raise ScenarioError(f"the benchmark files hold over {MAX_CSV_ROWS:,} rows; calibration takes at most "
                                 f"{MAX_CSV_ROWS:,} measured points (keep a representative subset)")
