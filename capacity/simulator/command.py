@@ -16,7 +16,7 @@ from typing import Any
 from ..csv_safe import frame_to_csv
 from ..errors import ScenarioError, show
 from ..safe_load import parse_yaml
-from ..scenario import Scenario, load_scenario
+from ..scenario import Scenario
 from . import SimulationResult, simulate
 
 
@@ -40,10 +40,9 @@ def render(result: SimulationResult, fmt: str) -> str:
     return json.dumps({"name": result.scenario.name, **result.to_json_dict()}, indent=2) + "\n"
 
 
-def run(args: argparse.Namespace, scenario: Scenario | None = None) -> str:
-    """What ``capacity simulate`` prints (``scenario``: ``args.scenario`` already loaded); ScenarioError for
-    anything the user can fix."""
+def run(args: argparse.Namespace, scenario: Scenario) -> str:
+    """What ``capacity simulate`` prints for ``scenario`` (``args.scenario``, loaded and checked by the CLI
+    before this module's imports); ScenarioError for anything the user can fix."""
     path = Path(args.scenario)
-    scenario = load_scenario(path) if scenario is None else scenario
     result = simulate(scenario, base_dir=path.parent, **parse_overrides(args.set))
     return render(result, args.format)
