@@ -99,12 +99,23 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
 
 
 def _per_row(a: ArrayLike, shape: tuple[int, ...], rows: slice | np.ndarray) -> np.ndarray:
-    """``a`` broadcast to ``shape``, flattened, at ``rows``; a scalar stays a zero-dimensional array."""
+    """``a`` broadcast to ``shape``, flattened, at ``rows``; a scalar, or an array holding one value (bit for bit) in
+    every row, becomes a zero-dimensional array: the solver neither gathers nor computes it row by row, and the
+    arithmetic is the same."""
     a = _f(a)
     if a.ndim == 0:
         return a
     flat = a.reshape(-1) if a.shape == shape else np.broadcast_to(a, shape).reshape(-1)
-    return flat[rows]
+    return _constant_or(flat[rows])
+
+
+def _constant_or(a: np.ndarray) -> np.ndarray:
+    """``a[0]`` as a zero-dimensional array where every value of the 1-D ``a`` has its bits (NaN and -0.0 kept
+    apart), else ``a``."""
+    if a.size == 0 or a.dtype != np.float64:
+        return a
+    bits = a.view(np.int64)
+    return a[0].reshape(()) if bits[0] == bits[-1] and bool(np.all(bits == bits[0])) else a
 
 
 def _one(x: ArrayLike) -> float:
@@ -189,9 +200,11 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
                 # Finished rows are dropped (the state and the args compacted) once they are a quarter of the
                 # rows iterated: until then they iterate along, ignored, which costs less than compacting each time.
                 if dead * COMPACT_SHARE >= active.size:
+                    # Gathered by index: a boolean mask as scattered as converged rows is several times slower.
+                    kept = np.flatnonzero(live)
                     active, x1, f1, x2, f2, x3, f3, tol, width = (
-                        v[live] for v in (active, x1, f1, x2, f2, x3, f3, tol, width))
-                    values = None if values is None else _take(values, live)
+                        v.take(kept) for v in (active, x1, f1, x2, f2, x3, f3, tol, width))
+                    values = None if values is None else _take(values, kept)
                     live, dead = None, 0
             t = _next_t(x1, f1, x2, f2, x3, f3, tol, width)
         else:
@@ -218,7 +231,9 @@ def _next_t(x1: np.ndarray, f1: np.ndarray, x2: np.ndarray, f2: np.ndarray, x3: 
 
 def _take(values: tuple, rows: np.ndarray) -> tuple:
     """The per-row arrays of ``values`` at ``rows`` (indices or a mask); zero-dimensional ones (all rows) unchanged."""
-    return tuple(v if v.ndim == 0 else v[rows] for v in values)
+    if isinstance(rows, np.ndarray) and rows.dtype == bool:
+        rows = np.flatnonzero(rows)
+    return tuple(v if v.ndim == 0 else v.take(rows) for v in values)
 
 
 def _trace_start(trace: SolveTrace, excess, hi: np.ndarray, lo: np.ndarray | None, f_hi: np.ndarray,
