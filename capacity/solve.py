@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._numeric import as_float as _f
+from ._numeric import one_value_or
 
 #: Iterations ``solve_rising`` runs at most per row.
 MAX_ITERATIONS = 100
@@ -106,16 +107,7 @@ def _per_row(a: ArrayLike, shape: tuple[int, ...], rows: slice | np.ndarray) -> 
     if a.ndim == 0:
         return a
     flat = a.reshape(-1) if a.shape == shape else np.broadcast_to(a, shape).reshape(-1)
-    return _constant_or(flat[rows])
-
-
-def _constant_or(a: np.ndarray) -> np.ndarray:
-    """``a[0]`` as a zero-dimensional array where every value of the 1-D ``a`` has its bits (NaN and -0.0 kept
-    apart), else ``a``."""
-    if a.size == 0 or a.dtype != np.float64:
-        return a
-    bits = a.view(np.int64)
-    return a[0].reshape(()) if bits[0] == bits[-1] and bool(np.all(bits == bits[0])) else a
+    return one_value_or(flat[rows])
 
 
 def _one(x: ArrayLike) -> float:
