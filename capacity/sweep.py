@@ -16,8 +16,10 @@ The table has one row per grid point: every flat input (base units), every resul
 The grid is never held whole: ``CHUNK_ROWS`` points at a time are built from their grid indices,
 evaluated (``frame.evaluate_arrays``) and handed to a pyarrow writer (CSV, Parquet) or the JSON
 writer, so memory stays bounded whatever the size (about 150 MB above the interpreter for the
-default chunk). Before any work, ``check_room`` refuses a grid too large for the disk (or, for
-XLSX and the in-memory ``run_sweep``, the memory) it would need.
+default chunk). CSV and Parquet chunks are written on one background thread while the next chunk is
+evaluated (``_write_behind``: at most one write in flight, in order). Arrow arrays are built from numpy
+buffers, so a CSV or Parquet sweep never imports pandas. Before any work, ``check_room`` refuses a grid
+too large for the disk (or, for XLSX and the in-memory ``run_sweep``, the memory) it would need.
 """
 
 from __future__ import annotations
