@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -181,8 +182,21 @@ def _runner(command: str) -> Callable[[argparse.Namespace], Any]:
     return {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate}[command]
 
 
+def _one_blas_thread() -> None:
+    """Start OpenBLAS with one thread unless the user chose a number (``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``).
+
+    No command multiplies matrices large enough for OpenBLAS to use threads (its work is elementwise numpy and
+    dot products of a few values), yet loading OpenBLAS with its default thread pool starts one spinning
+    thread per core: ~40-60 ms of CPU in ``import numpy`` (benchmarks/bench_startup.py measures it). It takes
+    effect only before numpy is first imported, so the CLI sets it on entry.
+    """
+    if "numpy" not in sys.modules and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys():
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _one_blas_thread()
     args = _parser(_command_named(argv)).parse_args(argv)
     try:
         text = _runner(args.command)(args)
