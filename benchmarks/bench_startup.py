@@ -20,12 +20,18 @@ evaluate`` minus ``import numpy, 1 BLAS thread``. Bytecode caching is switched o
 files every start compiles the package's source again (~120 ms here). ``OPENBLAS_NUM_THREADS`` and
 ``OMP_NUM_THREADS`` are removed from the environment so each case runs as described.
 
-    python benchmarks/bench_startup.py [--repeat 15]
+``--breakdown`` adds where the import's CPU time goes: self CPU time per package, summed over modules, median
+over the runs. It times ``importlib._bootstrap._find_and_load``, so it also sees the modules imported through
+``importlib.import_module`` (``from . import engines`` reaches the package's ``__getattr__``, which does),
+which ``python -X importtime`` leaves out and adds to their importer's own time.
+
+    python benchmarks/bench_startup.py [--repeat 15] [--breakdown]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -51,6 +57,57 @@ CASES: dict[str, tuple[list[str], dict[str, str]]] = {
 }
 
 
+#: Run in a child: the CPU time of each module's import less its imports' [s], as JSON {module: seconds}.
+BREAKDOWN = """
+import importlib._bootstrap as bootstrap, json, sys, time
+find_and_load, stack, own = bootstrap._find_and_load, [], {}
+def timed(name, import_):
+    if name in sys.modules:
+        return find_and_load(name, import_)
+    start = time.process_time()
+    stack.append(0.0)
+    try:
+        return find_and_load(name, import_)
+    finally:
+        spent, inner = time.process_time() - start, stack.pop()
+        own[name] = spent - inner
+        if stack:
+            stack[-1] += spent
+bootstrap._find_and_load = timed
+import capacity.cli as cli
+cli._one_blas_thread()
+import capacity.scenario, capacity.formatting
+print(json.dumps(own))
+"""
+
+
+def breakdown(repeat: int, env: dict[str, str]) -> None:
+    """Print the import's self CPU time per top-level package (median over ``repeat`` runs) [ms]."""
+    runs = []
+    for run in range(repeat + 1):
+        out = subprocess.run([sys.executable, "-c", BREAKDOWN], cwd=ROOT, check=True, capture_output=True,
+                             text=True, env=env).stdout
+        if run:
+            runs.append(json.loads(out))
+    packages: dict[str, list[float]] = {}
+    for own in runs:
+        per_package: dict[str, float] = {}
+        for module, seconds in own.items():
+            top = module.split(".")[0]
+            per_package[top] = per_package.get(top, 0.0) + seconds
+        for top, seconds in per_package.items():
+            packages.setdefault(top, []).append(seconds)
+    medians = sorted(((statistics.median(t) * 1e3, top) for top, t in packages.items()), reverse=True)
+    shown = [(ms, top) for ms, top in medians if ms >= 0.5]
+    print(f"import for evaluate, self CPU time by package [ms] (median of {repeat}): "
+          + ", ".join(f"{top} {ms:.1f}" for ms, top in shown)
+          + f", {len(medians) - len(shown)} others {sum(ms for ms, _ in medians) - sum(ms for ms, _ in shown):.1f}")
+    module_ms = {m: statistics.median([own.get(m, 0.0) for own in runs]) * 1e3
+                 for m in set().union(*runs) if m.startswith("capacity")}
+    print("  capacity modules: " + ", ".join(f"{m.removeprefix('capacity.')} {ms:.1f}"
+                                              for m, ms in sorted(module_ms.items(), key=lambda x: -x[1]) if ms >= 0.5))
+
+
 def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall time and the child's CPU time (user + system) [s] of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -64,6 +121,7 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--breakdown", action="store_true", help="also: self CPU time of the import by package")
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items()
             if k not in ("PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
@@ -93,6 +151,8 @@ def main() -> None:
     print(f"numpy's default BLAS threads cost:         {over('import numpy', 'import numpy, 1 BLAS thread')}")
     print(f"capacity --version over the interpreter:   {over('capacity --version', 'python -c pass')}")
     print(f"catalog scenario over essay 001:           {over('capacity evaluate (catalog)', 'capacity evaluate')}")
+    if args.breakdown:
+        breakdown(args.repeat, base)
 
 
 if __name__ == "__main__":
