@@ -67,11 +67,16 @@ def chunk_iteration(batch: ArrayLike, prompt_tokens: ArrayLike, token_budget: Ar
     memory = _f(a_mem) + _f(m_mem) * b
     plain = np.maximum(memory, _f(a_comp) + _f(m_comp) * b)
     chunk = np.minimum(p, _f(token_budget) - b)
+    fits = chunk > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        n = np.where(chunk > 0, p / chunk, np.inf)
+        n = p / chunk
         carrying = np.maximum(memory, _f(a_comp) + _f(m_comp) * (b + chunk))
-        extra = np.where(chunk > 0, n * (carrying - plain), np.inf)
-        service = np.where(chunk > 0, n * carrying, np.inf)
+        extra = n * (carrying - plain)
+        service = n * carrying
+        # Where no chunk fits: inf (the same values as np.where(fits, ..., inf), with no pass where every chunk fits,
+        # as in the root solves, whose batches stay below the budget).
+        if not np.all(fits):
+            n, extra, service = (np.where(fits, value, np.inf) for value in (n, extra, service))
     return {"memory": memory, "plain": plain, "chunk": chunk, "carrying": carrying, "extra": extra,
             "service": service}
 
@@ -80,7 +85,8 @@ def chunked_rate_rps(batch: ArrayLike, output_tokens: ArrayLike, plain_s: ArrayL
     """Load that holds B sequences decoding with chunked prefill: ``λ = B / (A d_p + B x)`` [requests/s]."""
     b = _f(batch)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(b > 0, b / (_f(output_tokens) * _f(plain_s) + b * _f(extra_s)), 0.0)
+        rate = b / (_f(output_tokens) * _f(plain_s) + b * _f(extra_s))
+    return rate if np.all(b > 0) else np.where(b > 0, rate, 0.0)  # no pass where every batch is positive
 
 
 def chunked_tpot_s(batch: ArrayLike, output_tokens: ArrayLike, plain_s: ArrayLike, extra_s: ArrayLike) -> np.ndarray:
@@ -93,7 +99,9 @@ def chunked_ttft_s(rate: ArrayLike, tpot_s: ArrayLike, service_s: ArrayLike) -> 
     lam, s = _f(rate), _f(service_s)
     busy = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(busy < 1.0, 0.5 * _f(tpot_s) + s + busy * s / (2.0 * (1.0 - busy)), np.inf)
+        ttft = 0.5 * _f(tpot_s) + s + busy * s / (2.0 * (1.0 - busy))
+    stable = busy < 1.0
+    return ttft if np.all(stable) else np.where(stable, ttft, np.inf)  # no pass where every queue is stable
 
 
 def _at_batch(b, a_tokens, p_tokens, budget, a_mem, m_mem, a_comp, m_comp):
