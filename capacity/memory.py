@@ -258,15 +258,19 @@ def windowed_blocks(tokens: ArrayLike, block_size: ArrayLike, sliding_window: Ar
 
 
 @scalar_out
-def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, experts_per_token: ArrayLike) -> np.ndarray:
+def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, experts_per_token: ArrayLike,
+                              missed_share: ArrayLike | None = None) -> np.ndarray:
     """Experts a batch of ``tokens`` touches per MoE layer, routing uniform: ``E (1 - (1 - k/E)^tokens)``.
 
     One token touches k experts; a large batch touches all E. 0 experts means a dense model (returns 0).
+    ``missed_share``: ``1 - k/E`` of these rows (``moe_read_terms``), where a caller evaluates many token counts.
     """
     e, k, b = np.asarray(experts, float), np.asarray(experts_per_token, float), np.asarray(tokens, float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        touched = e * (1.0 - np.power(1.0 - k / e, np.maximum(b, 0.0)))
-    return np.where(e > 0, touched, 0.0)
+        missed = 1.0 - k / e if missed_share is None else missed_share
+        touched = e * (1.0 - np.power(missed, np.maximum(b, 0.0)))
+    moe = e > 0
+    return touched if np.all(moe) else np.where(moe, touched, 0.0)  # no pass where every row has experts
 
 
 @scalar_out
@@ -281,19 +285,21 @@ def weight_bytes_read(weight_bytes: ArrayLike, params: ArrayLike, active_params:
     """
     w, n = np.asarray(weight_bytes, float), np.asarray(params, float)
     e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
-    moe, per_expert, always = moe_read_terms(n, active_params, e, k) if terms is None else terms
+    moe, per_expert, always, missed = moe_read_terms(n, active_params, e, k) if terms is None else terms
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = (always + per_expert * expected_distinct_experts(tokens, e, k)) / n
-    return np.where(moe, w * share, w)
+        share = (always + per_expert * expected_distinct_experts(tokens, e, k, missed)) / n
+    return w * share if np.all(moe) else np.where(moe, w * share, w)  # no pass where every row is MoE
 
 
 def moe_read_terms(params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
                    experts_per_token: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What ``weight_bytes_read`` needs of a model whatever the tokens: (``is_moe``, ``expert_params`` p_e [params],
-    the params every pass reads ``N - E p_e`` [params])."""
-    n, e = np.asarray(params, float), np.asarray(experts, float)
+    the params every pass reads ``N - E p_e`` [params], the share of experts one token misses ``1 - k/E``)."""
+    n, e, k = np.asarray(params, float), np.asarray(experts, float), np.asarray(experts_per_token, float)
     per_expert = expert_params(n, active_params, e, experts_per_token)
-    return is_moe(e, experts_per_token), per_expert, n - e * per_expert
+    with np.errstate(divide="ignore", invalid="ignore"):
+        missed = 1.0 - k / e
+    return is_moe(e, experts_per_token), per_expert, n - e * per_expert, missed
 
 
 def is_moe(experts: ArrayLike, experts_per_token: ArrayLike) -> np.ndarray:

@@ -46,7 +46,9 @@ def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens:
         for (a, _), denominator in zip(pieces, tpot_denominators(arrival_rate, prefill_s, output_tokens, pieces),
                                        strict=True):
             # A piece through the origin (no overhead) holds for every TPOT right at its limit: it adds nothing.
-            bound = np.where(_f(a) == 0, np.where(denominator > -1e-12, 0.0, np.inf), np.inf)
+            through_origin = _f(a) == 0
+            bound = (np.where(through_origin, np.where(denominator > -1e-12, 0.0, np.inf), np.inf)
+                     if np.any(through_origin) else np.inf)  # no passes where no piece goes through the origin
             value = np.where(denominator > 0, a / denominator, bound)
             worst = value if worst is None else np.maximum(worst, value)
     return np.maximum(worst, 0.0)
