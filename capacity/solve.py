@@ -259,10 +259,12 @@ def _next_t(x1: np.ndarray, f1: np.ndarray, x2: np.ndarray, f2: np.ndarray, x3: 
     np.bitwise_xor(bits, _HALF_BITS, out=bits)
     least = np.multiply(0.5, tol, out=tmp)
     least /= width
-    np.clip(t, least, 1.0 - least, out=t)
-    unusable = ~np.isfinite(t)
-    if unusable.any():
-        t[unusable] = 0.5
+    # clip(t, least, 1 - least) as maximum then minimum: the same values (NaN kept), in half the time of np.clip
+    np.maximum(t, least, out=t)
+    np.minimum(t, np.subtract(1.0, least, out=least), out=t)
+    usable = np.isfinite(t)
+    if not usable.all():
+        t[~usable] = 0.5
     return t
 
 
