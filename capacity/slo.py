@@ -139,7 +139,9 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
     top = np.array(longest_s)
     if upper_s is not None:  # no finite bound (decode cannot keep up at the larger step): the longest
         top = np.fmin(top, np.where(_f(upper_s) < np.inf, upper_s, np.nan))
-    everywhere = tuple(np.broadcast_to(_f(r), shape).reshape(-1) for r in rows)
+    # Per row, flat; a step argument with one value for every row stays one value (elementwise: the same numbers).
+    everywhere = tuple(r if r.ndim == 0 and step_args is not None else np.broadcast_to(r, shape).reshape(-1)
+                       for r in map(_f, rows))
     found = (step(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), *everywhere).reshape(shape)
              <= longest_s * share) & (share > 0)
     fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (lam, a, share, *rows),
