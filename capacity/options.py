@@ -125,7 +125,13 @@ def _ttft_of_batch(b, *args):
 
 def _batch_gap(b, load, a_tokens, p_tokens, budget, a_mem, m_mem, a_comp, m_comp):
     """``B - λ A T(B)``: rises with B below the ceiling, nearly linearly; 0 at the batch the load holds."""
-    return b - load * a_tokens * _tpot_of_batch(b, a_tokens, p_tokens, budget, a_mem, m_mem, a_comp, m_comp)
+    return _batch_gap_of_tpot(b, load, a_tokens, _tpot_of_batch(b, a_tokens, p_tokens, budget, a_mem, m_mem, a_comp,
+                                                                m_comp))
+
+
+def _batch_gap_of_tpot(b, load, a_tokens, tpot_s):
+    """``B - λ A T`` with the TPOT T at batch B given [sequences]."""
+    return b - load * a_tokens * tpot_s
 
 
 def pipe_full_batch(output_tokens: ArrayLike, prompt_tokens: ArrayLike, token_budget: ArrayLike) -> np.ndarray:
@@ -173,17 +179,21 @@ def chunked(pieces: tuple, batch_max: ArrayLike, output_tokens: ArrayLike, prefi
     b_ceiling = chunk_ceiling_batch(cap, a_tokens, prefill_tokens, budget)
     traces = {} if trace is None else {k: trace.setdefault(k, SolveTrace()) for k in
                                        ("batch_tpot", "batch_goodput", "batch_load")}
+    # The ceiling's batch first: the TPOT and load solves start from it and take its TPOT (the same numbers their
+    # latencies give there) instead of evaluating it again.
+    ceiling, tpot_ceiling, *_, at_ceiling = _at_batch(b_ceiling, *args)
     b_promise = largest_rate_meeting(_tpot_of_batch, tpot_slo_s, b_ceiling, args, rtol=RTOL, ratio=False,
-                                     trace=traces.get("batch_tpot"))
+                                     trace=traces.get("batch_tpot"), latency_at_hi=tpot_ceiling)
     b_goodput = largest_rate_meeting(_ttft_of_batch, ttft_slo_s, b_promise, args, rtol=RTOL,
                                      trace=traces.get("batch_goodput"))
     lam, tpot, ttft, _, at_goodput = _at_batch(b_goodput, *args)
-    ceiling, *_, at_ceiling = _at_batch(b_ceiling, *args)
     # At a load: the batch whose load it is (λ(B) rises with B); above the ceiling none.
     load = _f(arrival_rate)
     known = (load > 0) & (load <= ceiling)
-    b_load = largest_rate_meeting(_batch_gap, np.where(known, 0.0, np.inf), b_ceiling, (np.where(known, load, 0.0),
-                                  *args), rtol=RTOL, ratio=False, trace=traces.get("batch_load"))
+    held = np.where(known, load, 0.0)
+    b_load = largest_rate_meeting(_batch_gap, np.where(known, 0.0, np.inf), b_ceiling, (held, *args), rtol=RTOL,
+                                  ratio=False, trace=traces.get("batch_load"),
+                                  latency_at_hi=_batch_gap_of_tpot(b_ceiling, held, a_tokens, tpot_ceiling))
     lam_load, tpot_load, ttft_load, _, at_load = _at_batch(b_load, *args)
     none = ~(b_goodput > 0)
     terms = {f"{part}_{at}_s": value for at, values in (("ceiling", at_ceiling), ("goodput", at_goodput),

@@ -50,7 +50,8 @@ class SolveTrace:
 
 
 def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple, bracket=None,
-                         ratio: bool = True, rtol: float = RTOL, trace: SolveTrace | None = None) -> np.ndarray:
+                         ratio: bool = True, rtol: float = RTOL, trace: SolveTrace | None = None,
+                         latency_at_hi: ArrayLike | None = None) -> np.ndarray:
     """Largest λ in [0, hi] with ``latency(λ, *args) <= target``, for a latency that rises with λ [requests/s].
 
     Rows without a target (inf) get ``hi``; rows whose latency at ``hi`` meets the target get ``hi``; rows
@@ -61,7 +62,8 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
     full load becomes a finite value, which interpolation handles far better; else ``latency - target``.
     ``rtol``: how close to the exact bound the answer is (relative). ``trace`` (one row only): filled with every
     value the solve takes (``SolveTrace``). ``bracket`` may return a third value, a dict of the terms behind its
-    bounds, for the trace.
+    bounds, for the trace. ``latency_at_hi`` (no ``bracket``): ``latency(hi, *args)`` where the caller has it
+    already (the same numbers), so the solve does not evaluate it again.
     """
     target, hi = _f(target), _f(hi)
     shape = np.broadcast_shapes(target.shape, hi.shape, *(np.shape(a) for a in args))
@@ -76,12 +78,14 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
         flat = tuple(_per_row(a, shape, rows) for a in args)
         top, want = rate[rows], goal[rows]
 
-        def excess(lam, goal, *values):
-            value = latency(lam, *values)
+        def over(value, goal):
             if ratio:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     return 1.0 - goal / value
             return value - goal
+
+        def excess(lam, goal, *values):
+            return over(latency(lam, *values), goal)
 
         lo = None
         if bracket is not None:
@@ -91,7 +95,12 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
             lo, top = np.minimum(lo, top), np.minimum(up, top)
         if trace is not None:
             trace.top, trace.bottom = _one(top), _one(lo) if lo is not None else 0.0
-        rate[rows] = solve_rising(excess, top, lo, rtol=rtol, trace=trace, args=(want, *flat))
+        f_top = None
+        if latency_at_hi is not None:
+            if bracket is not None:
+                raise ValueError("largest_rate_meeting: latency_at_hi is the latency at hi, not at a bracket's end")
+            f_top = over(np.broadcast_to(_f(latency_at_hi), shape).reshape(-1)[rows], want)
+        rate[rows] = solve_rising(excess, top, lo, rtol=rtol, trace=trace, args=(want, *flat), f_hi=f_top)
     if trace is not None:
         trace.hi, trace.no_target, trace.answer = _one(hi), not every, _one(rate)
         if trace.no_target:
@@ -117,7 +126,7 @@ def _one(x: ArrayLike) -> float:
 
 def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: float = RTOL,
                  iterations: int = MAX_ITERATIONS, trace: SolveTrace | None = None,
-                 args: tuple | None = None) -> np.ndarray:
+                 args: tuple | None = None, f_hi: np.ndarray | None = None) -> np.ndarray:
     """Largest x in [lo, hi] with ``excess(x, rows) <= 0`` for a continuous excess rising in x (one per row).
 
     Chandrupatla's method (1997; inverse quadratic interpolation when the last three points allow it,
@@ -127,7 +136,8 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
     evaluates the rows ``rows`` (None: all) at points ``x``; ``lo`` (default 0) starts the search from below.
     With ``args`` (per-row arrays, or zero-dimensional ones for all rows) ``excess(x, *args)`` is called instead
     with the args of the rows evaluated, compacted with the solver's state as rows converge (no gather per call).
-    ``trace`` (one row): the ends, the start and every iteration (``SolveTrace``).
+    ``trace`` (one row): the ends, the start and every iteration (``SolveTrace``). ``f_hi``: ``excess`` at ``hi``
+    where the caller has it (the same numbers; not evaluated again).
     """
     big = np.finfo(float).max
     if args is None:
@@ -137,7 +147,8 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
         def at(x, rows, values):
             return excess(x, *values)
         args = tuple(_f(a) for a in args)
-    f_hi = at(hi, None, args)
+    if f_hi is None:
+        f_hi = at(hi, None, args)
     below = f_hi <= 0
     out = np.where(below, hi, 0.0)
     active = np.flatnonzero(~below)
