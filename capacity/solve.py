@@ -65,6 +65,8 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
     bounds, for the trace. ``latency_at_hi`` (no ``bracket``): ``latency(hi, *args)`` where the caller has it
     already (the same numbers), so the solve does not evaluate it again.
     """
+    if latency_at_hi is not None and bracket is not None:
+        raise ValueError("largest_rate_meeting: latency_at_hi is the latency at hi, not at a bracket's end; give one")
     target, hi = _f(target), _f(hi)
     shape = np.broadcast_shapes(target.shape, hi.shape, *(np.shape(a) for a in args))
     rate = np.array(np.broadcast_to(hi, shape), dtype=float).reshape(-1)
@@ -97,8 +99,6 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
             trace.top, trace.bottom = _one(top), _one(lo) if lo is not None else 0.0
         f_top = None
         if latency_at_hi is not None:
-            if bracket is not None:
-                raise ValueError("largest_rate_meeting: latency_at_hi is the latency at hi, not at a bracket's end")
             f_top = over(np.broadcast_to(_f(latency_at_hi), shape).reshape(-1)[rows], want)
         rate[rows] = solve_rising(excess, top, lo, rtol=rtol, trace=trace, args=(want, *flat), f_hi=f_top)
     if trace is not None:

@@ -112,3 +112,60 @@ def test_moe_tpot_search_below_the_every_expert_closed_form_finds_the_same_fixed
     s = narrowed[finite]
     lam = rates[finite]
     assert np.all(s * (1 - lam * prefill) - model.rows(np.zeros(s.size, dtype=np.intp)).step_s(lam * 300.0 * s) <= 0)
+
+
+@pytest.mark.parametrize("ratio", [False, True])
+def test_the_latency_at_hi_given_by_the_caller_changes_nothing(ratio):
+    """``latency_at_hi`` (what ``options.chunked`` passes: its TPOT at the ceiling's batch) skips one evaluation per
+    row and gives the same bits; an infinite target (no search) and a row whose hi keeps the promise included."""
+    rng = np.random.default_rng(5)
+    n = 500
+    c = rng.uniform(0.1, 3.0, n)
+    target = np.exp(rng.uniform(-5.0, 8.0, n))
+    target[::7] = np.inf
+    hi = np.exp(rng.uniform(0.0, 3.0, n))
+
+    def latency(x, c_):
+        return x * x * x + c_ * x + 1.0  # > 0, for the ratio form
+
+    calls = []
+
+    def counted(x, c_):
+        calls.append(np.size(x))
+        return latency(x, c_)
+
+    plain = solve.largest_rate_meeting(counted, target, hi, (c,), ratio=ratio)
+    evaluated = sum(calls)
+    calls.clear()
+    given = solve.largest_rate_meeting(counted, target, hi, (c,), ratio=ratio, latency_at_hi=latency(hi, c))
+    assert np.array_equal(plain.view(np.int64), given.view(np.int64))
+    assert sum(calls) == evaluated - np.isfinite(target).sum()  # hi is not evaluated again
+    assert np.any(plain == hi) and np.any(plain < hi)  # both kinds of rows are in the test
+    with pytest.raises(ValueError, match="latency_at_hi"):
+        solve.largest_rate_meeting(latency, target, hi, (c,), bracket=lambda t, c_: (0.0 * t, hi),
+                                   latency_at_hi=latency(hi, c))
+
+
+def test_chunked_solves_give_the_same_batches_as_without_the_ceilings_tpot():
+    """``options.chunked`` hands its TPOT and load solves the TPOT at the ceiling's batch: the batches equal those of
+    the solves evaluating it themselves (bit for bit)."""
+    from capacity import options
+
+    rng = np.random.default_rng(6)
+    n = 2000
+    pieces = ((rng.uniform(5e-3, 3e-2, n), rng.uniform(1e-5, 1e-4, n)), (rng.uniform(1e-3, 5e-3, n),
+                                                                         rng.uniform(5e-5, 2e-4, n)))
+    a_tokens, p_tokens = rng.uniform(20, 4000, n), rng.uniform(50, 16000, n)
+    budget, b_max = rng.choice([2048.0, 8192.0], n), rng.uniform(1, 1000, n)
+    tpot, ttft = rng.choice([np.inf, 0.03, 0.05, 0.1], n), rng.choice([np.inf, 0.5, 3.0], n)
+    load = rng.choice([0.0, 1.0, 5.0, 20.0], n)
+    got = options.chunked(pieces, b_max, a_tokens, p_tokens, budget, tpot, ttft, load)
+    args = (a_tokens, p_tokens, budget, *pieces[0], *pieces[1])
+    b_ceiling = got["batch_ceiling"]
+    b_promise = solve.largest_rate_meeting(options._tpot_of_batch, tpot, b_ceiling, args, rtol=options.RTOL,
+                                           ratio=False)
+    known = got["load_known"]
+    b_load = solve.largest_rate_meeting(options._batch_gap, np.where(known, 0.0, np.inf), b_ceiling,
+                                        (np.where(known, load, 0.0), *args), rtol=options.RTOL, ratio=False)
+    assert np.array_equal(got["batch_tpot"], b_promise) and np.array_equal(got["batch_load"], b_load)
+    assert np.any(known) and np.any((b_promise > 0) & (b_promise < b_ceiling))
