@@ -147,8 +147,9 @@ def test_the_latency_at_hi_given_by_the_caller_changes_nothing(ratio):
 
 
 def test_chunked_solves_give_the_same_batches_as_without_the_ceilings_tpot():
-    """``options.chunked`` hands its TPOT and load solves the TPOT at the ceiling's batch: the batches equal those of
-    the solves evaluating it themselves (bit for bit)."""
+    """``options.chunked`` hands its TPOT and load solves the TPOT at the ceiling's batch, and its TTFT solve the TTFT
+    there where the TPOT's batch is the ceiling's: the batches equal those of the solves evaluating hi themselves
+    (bit for bit)."""
     from capacity import options
 
     rng = np.random.default_rng(6)
@@ -164,8 +165,11 @@ def test_chunked_solves_give_the_same_batches_as_without_the_ceilings_tpot():
     b_ceiling = got["batch_ceiling"]
     b_promise = solve.largest_rate_meeting(options._tpot_of_batch, tpot, b_ceiling, args, rtol=options.RTOL,
                                            ratio=False)
+    b_goodput = solve.largest_rate_meeting(options._ttft_of_batch, ttft, b_promise, args, rtol=options.RTOL)
     known = got["load_known"]
     b_load = solve.largest_rate_meeting(options._batch_gap, np.where(known, 0.0, np.inf), b_ceiling,
                                         (np.where(known, load, 0.0), *args), rtol=options.RTOL, ratio=False)
-    assert np.array_equal(got["batch_tpot"], b_promise) and np.array_equal(got["batch_load"], b_load)
-    assert np.any(known) and np.any((b_promise > 0) & (b_promise < b_ceiling))
+    for key, batch in (("batch_tpot", b_promise), ("batch_goodput", b_goodput), ("batch_load", b_load)):
+        assert np.array_equal(got[key].view(np.int64), batch.view(np.int64)), key
+    assert np.any(known) and np.any((b_promise > 0) & (b_promise < b_ceiling)) and np.any(b_promise == b_ceiling)
+    assert np.any((b_goodput > 0) & (b_goodput < b_promise))
