@@ -134,21 +134,28 @@ def _batch_gap_of_tpot(b, load, a_tokens, tpot_s):
     return b - load * a_tokens * tpot_s
 
 
-def _latency_where_known(latency, batch: np.ndarray, args: tuple, known_batch: np.ndarray,
-                         known_value: np.ndarray) -> np.ndarray:
-    """``latency(batch, *args)``: ``known_value`` (the latency at ``known_batch``, the same numbers) in the rows where
-    ``batch`` is ``known_batch``, the other rows evaluated alone (as many evaluations as they are)."""
-    shape = np.broadcast_shapes(np.shape(batch), np.shape(known_batch), np.shape(known_value),
+def _where_known(evaluate, batch: np.ndarray, args: tuple, known_batch: np.ndarray, known: tuple) -> tuple:
+    """``evaluate(batch, *args)`` (a tuple of arrays): ``known`` (its values at ``known_batch``, the same numbers) in
+    the rows where ``batch`` is ``known_batch``, the other rows evaluated alone (as many evaluations as they are)."""
+    shape = np.broadcast_shapes(np.shape(batch), np.shape(known_batch), *(np.shape(k) for k in known),
                                 *(np.shape(a) for a in args))
 
     def flat(a: ArrayLike) -> np.ndarray:
         return np.broadcast_to(_f(a), shape).reshape(-1)
 
-    out = np.array(flat(known_value))
+    outs = [np.array(flat(k)) for k in known]
     other = np.flatnonzero(flat(batch) != flat(known_batch))
     if other.size:
-        out[other] = latency(flat(batch)[other], *(a if np.ndim(a) == 0 else flat(a)[other] for a in args))
-    return out.reshape(shape)
+        for out, value in zip(outs, evaluate(flat(batch)[other], *(a if np.ndim(a) == 0 else flat(a)[other]
+                                                                     for a in args)), strict=True):
+            out[other] = value
+    return tuple(out.reshape(shape) for out in outs)
+
+
+def _at_batch_flat(b, *args):
+    """``_at_batch`` as one flat tuple: (λ, T, TTFT, pipe share, d_p, x, S)."""
+    *values, terms = _at_batch(b, *args)
+    return (*values, *terms)
 
 
 def pipe_full_batch(output_tokens: ArrayLike, prompt_tokens: ArrayLike, token_budget: ArrayLike) -> np.ndarray:
@@ -198,14 +205,16 @@ def chunked(pieces: tuple, batch_max: ArrayLike, output_tokens: ArrayLike, prefi
                                        ("batch_tpot", "batch_goodput", "batch_load")}
     # The ceiling's batch first: the TPOT and load solves start from it and take its TPOT (the same numbers their
     # latencies give there) instead of evaluating it again.
-    ceiling, tpot_ceiling, ttft_ceiling, _, at_ceiling = _at_batch(b_ceiling, *args)
+    at_ceiling_values = _at_batch_flat(b_ceiling, *args)
+    ceiling, tpot_ceiling, ttft_ceiling, _, *at_ceiling = at_ceiling_values
     b_promise = largest_rate_meeting(_tpot_of_batch, tpot_slo_s, b_ceiling, args, rtol=RTOL, ratio=False,
                                      trace=traces.get("batch_tpot"), latency_at_hi=tpot_ceiling)
     b_goodput = largest_rate_meeting(_ttft_of_batch, ttft_slo_s, b_promise, args, rtol=RTOL,
                                      trace=traces.get("batch_goodput"),
-                                     latency_at_hi=_latency_where_known(_ttft_of_batch, b_promise, args, b_ceiling,
-                                                                        ttft_ceiling))
-    lam, tpot, ttft, _, at_goodput = _at_batch(b_goodput, *args)
+                                     latency_at_hi=_where_known(lambda b, *a: (_ttft_of_batch(b, *a),), b_promise, args,
+                                                                b_ceiling, (ttft_ceiling,))[0])
+    # Where no promise binds the goodput's batch is the ceiling's: its values are known there.
+    lam, tpot, ttft, _, *at_goodput = _where_known(_at_batch_flat, b_goodput, args, b_ceiling, at_ceiling_values)
     # At a load: the batch whose load it is (λ(B) rises with B); above the ceiling none.
     load = _f(arrival_rate)
     known = (load > 0) & (load <= ceiling)

@@ -173,3 +173,11 @@ def test_chunked_solves_give_the_same_batches_as_without_the_ceilings_tpot():
         assert np.array_equal(got[key].view(np.int64), batch.view(np.int64)), key
     assert np.any(known) and np.any((b_promise > 0) & (b_promise < b_ceiling)) and np.any(b_promise == b_ceiling)
     assert np.any((b_goodput > 0) & (b_goodput < b_promise))
+    # The values at the goodput's batch (taken from the ceiling's where the batches are the same) are _at_batch's.
+    lam, tpot_g, ttft_g, _, (plain, extra, service) = options._at_batch(b_goodput, *args)
+    none = ~(b_goodput > 0)
+    for key, value in (("goodput_rps", np.where(none, 0.0, lam)), ("tpot_at_goodput_s", np.where(none, np.inf, tpot_g)),
+                       ("ttft_at_goodput_s", np.where(none, np.inf, ttft_g)), ("plain_goodput_s", plain),
+                       ("extra_goodput_s", extra), ("service_goodput_s", service)):
+        assert np.array_equal(got[key].view(np.int64), value.view(np.int64)), key
+    assert np.any(b_goodput == b_ceiling) and np.any(b_goodput != b_ceiling)
