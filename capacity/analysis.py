@@ -567,6 +567,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         is_moe[moe] = True
 
         def for_ttft(dense: np.ndarray, lam: np.ndarray) -> np.ndarray:
+            if t_prefill_gpu is t_prefill:  # no batched prefill: the dense closed form is that already
+                return dense
             return np.where(is_moe, slo.tpot_at_rate_s(lam, t_prefill, a_tokens, pieces), dense)
 
         (ttft_below, step_fixed), (ttft_load, step_load) = (ttft_at(goodput, for_ttft(fixed_goodput, goodput)),
