@@ -18,6 +18,7 @@ admitted, and (blocks on demand) the step at which the pool runs out.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -29,10 +30,31 @@ from .entities import Request
 STALL_LIMIT = 1000
 
 
-def run_continuous(e: Engine) -> None:
-    """Run the continuous-batching engine until every request has completed or been rejected."""
+#: ``event_loop`` choices: "auto" (the compiled loop where it supports the engine and pays for its start), "compiled"
+#: (the compiled loop wherever it supports the engine) or "python" (the reference loop below, always).
+EVENT_LOOPS = ("auto", "compiled", "python")
+#: "auto" runs smaller runs in Python while numba is not loaded yet: importing it and loading the cached kernel
+#: takes about 0.5 s, what the Python loop needs for some 25,000 requests (benchmarks/bench_sim_variable.py).
+AUTO_MIN_REQUESTS = 25_000
+#: ... and, where the compiled functions cannot be cached on disk, while the kernel is not compiled in this
+#: process yet (compiling takes seconds: the benchmark prints it).
+AUTO_MIN_REQUESTS_UNCACHED = 500_000
+
+
+def run_continuous(e: Engine, event_loop: str = "auto") -> None:
+    """Run the continuous-batching engine until every request has completed or been rejected.
+
+    ``event_loop`` (``EVENT_LOOPS``): the compiled loop (``compiled.py``, bit-identical results) or the Python loop
+    below, the reference; ``e.event_loop`` says which ran and why.
+    """
+    if event_loop not in EVENT_LOOPS:
+        raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, got {event_loop!r}")
     if not e.config.chunked_prefill:
+        kernel = _compiled_loop(e, event_loop) if event_loop != "python" else None
+        if kernel is not None:
+            return kernel.run(e)
         return _run_unchunked(e)
+    e.event_loop = "python (the compiled loop does not support chunked prefill)"
     iteration = _chunked_iteration
     stalls = 0
     arrival, n = e.arrival, e.n
@@ -45,6 +67,28 @@ def run_continuous(e: Engine) -> None:
             stalls = 0
         elif _idle(e, stalls := stalls + 1):
             return
+
+
+def _compiled_loop(e: Engine, event_loop: str):  # noqa: ANN202 (the module, imported on demand)
+    """The compiled loop's module when it should run ``e`` (None: the Python loop runs; ``e.event_loop`` says why)."""
+    if event_loop == "auto" and e.n < AUTO_MIN_REQUESTS and "capacity.simulator.compiled" not in sys.modules:
+        e.event_loop = f"python (a small run: under {AUTO_MIN_REQUESTS:,} requests the Python loop starts sooner)"
+        return None
+    try:
+        from . import compiled  # imports numba (about 0.4 s): only here, only for a run that uses it
+    except ImportError as exc:  # numba missing or broken: the Python loop gives the same results, slower
+        e.event_loop = f"python (compiled loop unavailable: {exc})"
+        return None
+    why = compiled.unsupported(e)
+    if why is not None:
+        e.event_loop = f"python (the compiled loop does not support {why})"
+        return None
+    if event_loop == "auto" and not compiled.cached and not compiled.compiled_here() and \
+            e.n < AUTO_MIN_REQUESTS_UNCACHED:
+        e.event_loop = "python (no writable cache for the compiled loop: compiling it would take longer)"
+        return None
+    e.event_loop = "compiled (numba)"
+    return compiled
 
 
 def _tick(e: Engine) -> None:
@@ -231,6 +275,7 @@ def _chunked_iteration(e: Engine) -> bool:
 
 def run_static(e: Engine) -> None:
     """Static batching: prefill a batch together, decode it until its longest member finishes, repeat."""
+    e.event_loop = "python (static batching: a few events per batch)"
     cost = e.cost
     while True:
         budget.check()  # once per batch: the app's hard deadline (a no-op without an active budget)
