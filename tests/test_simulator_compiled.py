@@ -4,8 +4,9 @@ For every configuration it supports the compiled loop must give the very same pe
 and counters as ``scheduler._run_unchunked`` (bit for bit: it compiles the cost model's own functions and does
 the same operations in the same order). Random configurations over a fixed list of seeds (block sizes from 1
 to past the Fenwick threshold, pools that force preemption, priorities, bounded queues, both cost models, both
-KV allocations, requests too long for the pool); chunked re-entry with tiny buffers; the fallback to Python
-where the compiled loop does not apply or numba is missing or cannot cache; the app's deadline stopping it.
+KV allocations, whole and chunked prefills, requests too long for the pool); chunked re-entry with tiny
+buffers; the fallback to Python where the compiled loop does not apply or numba is missing or cannot cache;
+the app's deadline stopping it.
 The pinned seeded runs run on both loops in ``tests/test_simulator_pinned.py``.
 """
 
@@ -56,6 +57,7 @@ def random_case(seed: int) -> tuple[Scenario, dict]:
         "watermark": float(rng.choice([0.0, 0.01, 0.05])),
         "max_batched_tokens": int(rng.choice([64, 512, 8192])),
         "prefix_caching": bool(rng.integers(0, 2)),
+        "chunked_prefill": bool(rng.random() < 0.4),
     }
     if rng.random() < 0.5:
         overrides["max_num_seqs"] = int(rng.integers(1, 40))
@@ -107,7 +109,9 @@ def test_random_configurations_reach_every_path(random_runs):
     mixed = [s for s, r, _ in random_runs if r.requests["priority"].nunique() > 1 and r.counters["preemptions"]]
     fenwick = [s for s, r, _ in random_runs if r.scenario.serving.block_size > 256
                and r.config.kv_allocation == "on_demand"]
-    for name, seeds in {"preemption": preempted, "rejection": rejected, "queue full": queue_full,
+    chunked = [s for s, r, _ in random_runs if r.config.chunked_prefill and r.counters["preemptions"]]
+    for name, seeds in {"chunked prefill with preemption": chunked,
+                        "preemption": preempted, "rejection": rejected, "queue full": queue_full,
                         "max_model_len": too_long, "priorities with preemption": mixed,
                         "blocks past the residue limit": fenwick}.items():
         assert seeds, f"no seed reaches {name}"
@@ -141,7 +145,7 @@ def test_the_essay_scenarios_agree():
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    ({"chunked_prefill": True}, "chunked prefill"),
+    ({"cpu_offload": "1 GB", "offload_bandwidth": "50 GB/s", "shared_prefix_tokens": 64}, "KV offload"),
     ({"shared_prefix_tokens": 64, "prefix_groups": 2}, "shared prefixes"),
     ({"record_tokens": True}, "record_tokens"),
     ({"policy": "static"}, "static batching"),

@@ -1,20 +1,21 @@
-"""The compiled event loop: continuous batching with whole prefills, over plain arrays, compiled with numba.
+"""The compiled event loop: continuous batching over plain arrays, compiled with numba.
 
-``scheduler._run_unchunked`` is the reference: this module runs the same iterations in the same order on the
-same numbers (issue 17: a million requests with variable lengths and blocks on demand in seconds, not tens
-of seconds). Requests are rows of integer and float arrays instead of objects; the waiting queue and the
-finish heap are binary heaps over ``(priority rank, request)`` and ``(finish step, admission)`` keys, which
-pop in the order of the reference's ``heapq`` tuples; the decoding set is a dense list with positions; the
-KV pool without prefix sharing is one count of free blocks; the growth tracker keeps the same per-residue
-counts and Fenwick tree. Step times come from the cost model's own functions (``cost_models.dense_window``,
-``roofline_step_s``, ``teaching_window`` ...), compiled here from the very same Python functions, so there is one
-home for every formula and the floating-point operations happen in the same order: results are bit-identical
-to the Python loop (``tests/test_simulator_compiled.py``).
+``scheduler.run_continuous`` (``_run_unchunked``, ``_chunked_iteration``) is the reference: this module runs the
+same iterations in the same order on the same numbers (issue 17: a million requests with variable lengths and
+blocks on demand in seconds, not tens of seconds). Requests are rows of integer and float arrays instead of
+objects; the waiting queue and the finish heap are binary heaps over ``(priority rank, request)`` and
+``(finish step, admission)`` keys, which pop in the order of the reference's ``heapq`` tuples; the decoding set
+is a dense list with positions, the prefilling set (chunked prefill) a FIFO; the KV pool without prefix sharing
+is one count of free blocks; the growth tracker keeps the same per-residue counts and Fenwick tree. Step times
+come from the cost model's own functions (``cost_models.dense_window``, ``roofline_step_s``, ``teaching_window``
+...), compiled here from the very same Python functions, so there is one home for every formula and the
+floating-point operations happen in the same order: results are bit-identical to the Python loop
+(``tests/test_simulator_compiled.py``).
 
-What it runs (``unsupported`` says why not, and the Python loop runs instead): the continuous policy without
-chunked prefill; the teaching cost model or a dense roofline without sliding windows; no shared prefixes (no
-prefix cache), no KV offload, no recorded token times. Priorities, bounded queues, blocks on demand with
-preemption and reserved blocks are all supported.
+What it runs (``unsupported`` says why not, and the Python loop runs instead): the continuous policy, with
+whole or chunked prefills; the teaching cost model or a dense roofline without sliding windows; no shared
+prefixes (no prefix cache), no KV offload, no recorded token times. Priorities, bounded queues, blocks on
+demand with preemption and reserved blocks are all supported.
 
 The kernel runs ``CHUNK_ITERATIONS`` iterations per call and returns; between calls ``budget.check()`` enforces
 the app's deadline and growing buffers are enlarged. Compiled functions are cached on disk (``cache=True``,
@@ -54,12 +55,13 @@ S_USEFUL, S_OFFERED, S_DSTEPS, S_PREFILL, S_PREEMPT, S_NWIN, S_NSEG, S_SEEN, S_S
 S_STALLS, S_GCOUNT, S_USUM = range(21, 24)
 # settings (same array)
 C_SLOTS, C_OFFERED_SLOTS, C_POOL, C_BS, C_GROWTH, C_WATERMARK, C_BUDGET, C_RESERVE = range(24, 32)
-C_LIMIT_N, C_LIMIT_T, C_MIXED, C_TL_LIMIT, C_KIND = range(32, 37)
-N_STATE = 37
+C_LIMIT_N, C_LIMIT_T, C_MIXED, C_TL_LIMIT, C_KIND, C_CHUNKED = range(32, 38)
+S_PHEAD, S_NPF = range(38, 40)  # the prefilling FIFO (chunked prefill): its head and length
+N_STATE = 40
 # float scalars (``fs``)
 F_NOW, F_LAST_END = 0, 1
 # per-request integer state (columns of ``ri``)
-R_GEN, R_PRIV, R_GROWC, R_SEQ, R_EPOCH, R_SEGW, R_NPRE, R_DECPOS = range(8)
+R_GEN, R_PRIV, R_GROWC, R_SEQ, R_EPOCH, R_SEGW, R_NPRE, R_DECPOS, R_TOPF = range(9)
 # per-request float state (columns of ``rf``)
 R_SEGF, R_LAST, R_ITLX = range(3)
 # per-request results (rows of ``out``)
@@ -113,8 +115,8 @@ def compiled_here() -> bool:
 def unsupported(e: Engine) -> str | None:
     """Why the compiled loop cannot run engine ``e`` (None: it can)."""
     c = e.config
-    if c.policy != "continuous" or c.chunked_prefill:
-        return "chunked prefill" if c.chunked_prefill else f"policy {c.policy}"
+    if c.policy != "continuous":
+        return f"policy {c.policy}"
     if e.tokens is not None:
         return "record_tokens"
     if e.alloc.cpu_blocks:
@@ -428,7 +430,7 @@ def _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out
     batch = st[S_NDEC]
     context = st[S_CTX] + batch * step
     now = fs[F_NOW]
-    if st[S_QLEN] == 0 and batch < st[C_SLOTS] and st[S_NEXT] < n:
+    if st[S_QLEN] == 0 and batch + st[S_NPF] < st[C_SLOTS] and st[S_NEXT] < n:
         until = _steps_to_reach(st, coef, batch, context, arrival[st[S_NEXT]] - now)
         if until < k:
             k = until
@@ -467,12 +469,13 @@ def _try_admit(st, fs, prompt, output, ri, out, r):
     bs = st[C_BS]
     tokens = prompt[r] + output[r] if st[C_RESERVE] else prompt[r] + ri[r, R_GEN] + 1
     total = -(-tokens // bs)
-    spare = st[C_WATERMARK] + st[S_RESV] if st[S_NDEC] > 0 else 0
+    spare = st[C_WATERMARK] + st[S_RESV] if st[S_NDEC] > 0 or st[S_NPF] > 0 else 0
     if st[S_FREE] - total < spare:
         return False
     ri[r, R_PRIV] = total
     st[S_FREE] -= total
     st[S_PREFILL] += prompt[r] + ri[r, R_GEN]
+    ri[r, R_TOPF] = prompt[r] + ri[r, R_GEN]
     st[S_ADM] += 1
     ri[r, R_SEQ] = st[S_ADM]
     if ri[r, R_GEN] == 0 and ri[r, R_NPRE] == 0:
@@ -506,7 +509,7 @@ def _record(st, fs, tl_f, tl_i):
     """``Engine.record_now`` and ``Timeline.add``: one sampled row; halve the rows at twice the limit."""
     j = st[S_NROWS]
     tl_f[j] = fs[F_NOW]
-    tl_i[0, j], tl_i[1, j], tl_i[2, j] = st[S_NDEC], st[S_QLEN], st[C_POOL] - st[S_FREE]
+    tl_i[0, j], tl_i[1, j], tl_i[2, j] = st[S_NDEC] + st[S_NPF], st[S_QLEN], st[C_POOL] - st[S_FREE]
     j += 1
     if j >= 2 * st[C_TL_LIMIT]:
         half = j // 2
@@ -519,19 +522,100 @@ def _record(st, fs, tl_f, tl_i):
 
 
 @_jit
+def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap, fheap, dec, pre,
+                       residues, tree, win, seg_i, seg_f, scratch, n):
+    """``scheduler._chunked_iteration``: all decodes plus prompt chunks within the token budget; else a window.
+
+    The prefilling requests form a FIFO (``pre``, a ring): chunks go to its first entries, and only the last
+    chunk can be partial (it used up the budget), so the prefills that complete are a prefix of it.
+    """
+    if st[C_GROWTH]:
+        bs = st[C_BS]
+        while st[S_NDEC] > 0 and residues[bs - 1 - st[S_STEP] % bs] > st[S_FREE]:  # one step does not fit
+            _preempt_one(st, fs, prompt, rank, ri, rf, qheap, dec, residues, tree, seg_i, seg_f, n)
+        st[S_RESV] = residues[bs - 1 - st[S_STEP] % bs]
+    room = st[C_BUDGET] - st[S_NDEC]
+    chunks, tokens, head = 0, 0, st[S_PHEAD]
+    while chunks < st[S_NPF] and room > 0:
+        r = pre[(head + chunks) % n]
+        take = min(ri[r, R_TOPF], room)
+        scratch[chunks] = take
+        chunks += 1
+        room -= take
+        tokens += take
+    while room > 0 and st[S_QLEN] > 0 and st[S_NDEC] + st[S_NPF] < st[C_SLOTS]:
+        r = qheap[0] % n
+        if not _try_admit(st, fs, prompt, output, ri, out, r):
+            break
+        _qpop(st, qheap)
+        st[S_QTOK] -= prompt[r]
+        pre[(head + st[S_NPF]) % n] = r
+        st[S_NPF] += 1
+        take = min(ri[r, R_TOPF], room)
+        scratch[chunks] = take
+        chunks += 1
+        room -= take
+        tokens += take
+    if chunks == 0:
+        st[S_RESV] = 0
+        if st[S_NDEC] == 0:
+            return False
+        _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap, fheap, dec,
+                       residues, tree, win, seg_i, seg_f, n)
+        return True
+    if st[S_NDEC] > 0:  # Engine.run_decode(1, reserved, extra_prefill_tokens=tokens)
+        batch, step, now = st[S_NDEC], st[S_STEP], fs[F_NOW]
+        duration = _step_s(st, coef, batch, st[S_CTX] + batch * step, tokens)
+        w = st[S_NWIN]
+        first_end = now + duration
+        win[0, w] = first_end
+        win[1, w] = duration
+        gap = first_end - fs[F_LAST_END]
+        win[2, w] = gap if gap > duration else duration
+        st[S_NWIN] = w + 1
+        if st[S_RESV]:
+            st[S_FREE] -= st[S_RESV]
+            used = st[C_POOL] - st[S_FREE]
+            if used > st[S_PEAK]:
+                st[S_PEAK] = used
+        fs[F_NOW] = fs[F_LAST_END] = now + duration
+        step += 1
+        st[S_STEP] = step
+        st[S_USEFUL] += batch
+        st[S_OFFERED] += st[C_OFFERED_SLOTS]
+        st[S_DSTEPS] += 1
+        if fheap[0, 0] <= step:
+            _finish_due(st, fs, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f)
+        st[S_RESV] = 0
+    else:
+        fs[F_NOW] += _step_s(st, coef, 0, 0, tokens)
+    for j in range(chunks):
+        r = pre[(head + j) % n]
+        ri[r, R_TOPF] -= scratch[j]
+        if ri[r, R_TOPF] == 0:  # a prefix of the FIFO completes: pop its head
+            st[S_PHEAD] = (st[S_PHEAD] + 1) % n
+            st[S_NPF] -= 1
+            _prefill_done(st, fs, prompt, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f, r)
+    return True
+
+
+@_jit
 def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, rf, out, out_pre, rejected, qheap, fheap, dec,
-         residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, max_iterations):
-    """``scheduler._run_unchunked`` for at most ``max_iterations`` iterations: DONE, MORE, GROW (buffers) or STALL."""
+         pre, residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, max_iterations):
+    """``scheduler.run_continuous`` for at most ``max_iterations`` iterations: DONE, MORE, GROW (buffers) or STALL."""
     n = arrival.shape[0]
     for _ in range(max_iterations):
         if st[S_NEXT] < n and arrival[st[S_NEXT]] <= fs[F_NOW]:
             _ingest(st, fs, arrival, prompt, rank, reject, qheap, rejected, n)
-        pending = st[S_QLEN] + st[S_NDEC] + 1  # most segments or heap entries one iteration can add
+        pending = st[S_QLEN] + 2 * st[S_NDEC] + st[S_NPF] + 1  # most segments or heap entries an iteration adds
         if st[S_NWIN] + 1 > win.shape[1] or st[S_NSEG] + pending > seg_f.shape[0] or \
                 st[S_HLEN] + pending > fheap.shape[0]:
             return GROW
         progressed = True
-        if st[S_QLEN] > 0:  # _unchunked_iteration: admit what fits and prefill it alone, else a decode window
+        if st[C_CHUNKED]:
+            progressed = _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap,
+                                            fheap, dec, pre, residues, tree, win, seg_i, seg_f, scratch, n)
+        elif st[S_QLEN] > 0:  # _unchunked_iteration: admit what fits and prefill it alone, else a decode window
             if st[C_GROWTH] and st[S_NDEC] > 0:
                 st[S_RESV] = residues[st[C_BS] - 1 - st[S_STEP] % st[C_BS]]  # next_step_blocks
             admitted, tokens = 0, 0
@@ -568,7 +652,7 @@ def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, rf, out, out_p
             st[S_STALLS] = 0
             continue
         st[S_STALLS] += 1  # _idle
-        if st[S_NEXT] >= n and st[S_QLEN] == 0 and st[S_NDEC] == 0:
+        if st[S_NEXT] >= n and st[S_QLEN] == 0 and st[S_NDEC] == 0 and st[S_NPF] == 0:
             return DONE
         nxt = arrival[st[S_NEXT]] if st[S_NEXT] < n else math.inf
         if st[S_STALLS] > STALL_LIMIT or (nxt == math.inf and st[S_NDEC] == 0):
@@ -623,7 +707,8 @@ def run(e: Engine) -> None:
         config.max_batched_tokens, e.reserve
     st[C_LIMIT_N] = -1 if config.max_queued_requests is None else config.max_queued_requests
     st[C_LIMIT_T] = -1 if config.max_queued_tokens is None else config.max_queued_tokens
-    st[C_MIXED], st[C_TL_LIMIT], st[C_KIND] = e.mixed_priorities, e.timeline.limit, kind
+    st[C_MIXED], st[C_TL_LIMIT], st[C_KIND], st[C_CHUNKED] = e.mixed_priorities, e.timeline.limit, kind, \
+        config.chunked_prefill
     st[S_FREE], st[S_STRIDE], st[S_SEEN] = e.alloc.free, e.timeline.stride, e.timeline.seen
     table = e.table
     arrival = np.ascontiguousarray(table.arrival_s, dtype=np.float64)
@@ -632,7 +717,7 @@ def run(e: Engine) -> None:
     rank = np.unique(np.asarray(table.priority, dtype=np.int64), return_inverse=True)[1].astype(np.int64).reshape(-1)
     reject = np.zeros(n, dtype=np.bool_)
     reject[list(e.reject_at_arrival)] = True
-    ri = np.zeros((n, 8), dtype=np.int64)
+    ri = np.zeros((n, 9), dtype=np.int64)
     ri[:, R_DECPOS] = -1
     rf = np.zeros((n, 3), dtype=np.float64)
     out = np.full((4, n), np.nan)
@@ -640,6 +725,7 @@ def run(e: Engine) -> None:
     rejected = np.zeros((2, n), dtype=np.int64)
     qheap = np.zeros(max(n, 1), dtype=np.int64)
     dec = np.zeros(max(n, 1), dtype=np.int64)
+    pre = np.zeros(max(n, 1), dtype=np.int64)
     scratch = np.zeros(max(n, 1), dtype=np.int64)
     residues = np.zeros(e.block_size, dtype=np.int64)
     tree = np.zeros(e.block_size + 1, dtype=np.int64)
@@ -655,13 +741,13 @@ def run(e: Engine) -> None:
         st[S_NROWS] += 1
     while True:
         code = _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, rf, out, out_pre, rejected, qheap, fheap,
-                    dec, residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, CHUNK_ITERATIONS)
+                    dec, pre, residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, CHUNK_ITERATIONS)
         if code == DONE:
             break
         if code == STALL:
             raise RuntimeError(f"scheduler made no progress at t={fs[F_NOW]:.3f} s with {st[S_QLEN]} waiting")
         if code == GROW:
-            pending = int(st[S_QLEN] + st[S_NDEC] + 1)
+            pending = int(st[S_QLEN] + 2 * st[S_NDEC] + st[S_NPF] + 1)
             win = _grown_to(win, int(st[S_NWIN]) + 1, 1)
             seg_i = _grown_to(seg_i, int(st[S_NSEG]) + pending, 1)
             seg_f = _grown_to(seg_f, int(st[S_NSEG]) + pending, 0)

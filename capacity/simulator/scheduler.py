@@ -49,12 +49,11 @@ def run_continuous(e: Engine, event_loop: str = "auto") -> None:
     """
     if event_loop not in EVENT_LOOPS:
         raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, got {event_loop!r}")
+    kernel = _compiled_loop(e, event_loop) if event_loop != "python" else None
+    if kernel is not None:
+        return kernel.run(e)
     if not e.config.chunked_prefill:
-        kernel = _compiled_loop(e, event_loop) if event_loop != "python" else None
-        if kernel is not None:
-            return kernel.run(e)
         return _run_unchunked(e)
-    e.event_loop = "python (the compiled loop does not support chunked prefill)"
     iteration = _chunked_iteration
     stalls = 0
     arrival, n = e.arrival, e.n
