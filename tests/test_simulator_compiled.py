@@ -191,6 +191,22 @@ def test_auto_runs_small_runs_in_python_until_numba_is_loaded(monkeypatch):
     assert simulate(scenario, requests=100, rate=20).event_loop == "compiled (numba)"
 
 
+def test_auto_under_a_time_budget_waits_for_the_kernel_to_be_loaded(monkeypatch):
+    """The app's deadline cannot cut numba's import or a compile: under a budget "auto" starts neither."""
+    import capacity.simulator
+    from capacity.simulator import scheduler
+
+    scenario = Scenario.from_dict(SMALL)
+    monkeypatch.setattr(scheduler, "AUTO_MIN_REQUESTS", 100)
+    monkeypatch.delattr(capacity.simulator, "compiled")
+    monkeypatch.delitem(sys.modules, "capacity.simulator.compiled")
+    with budget.time_budget(60):
+        assert simulate(scenario, requests=100, rate=20).event_loop.startswith("python (a time budget is active")
+    assert simulate(scenario, requests=100, rate=20).event_loop == "compiled (numba)"  # no budget: it loads
+    with budget.time_budget(60):
+        assert simulate(scenario, requests=100, rate=20).event_loop == "compiled (numba)"  # loaded: used
+
+
 def test_unknown_event_loop_is_refused():
     with pytest.raises(ValueError, match="event_loop must be one of auto, compiled, python"):
         simulate(Scenario.from_dict(SMALL), event_loop="fast", requests=10, rate=20)

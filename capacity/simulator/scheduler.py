@@ -36,6 +36,8 @@ EVENT_LOOPS = ("auto", "compiled", "python")
 #: "auto" runs smaller runs in Python while numba is not loaded yet: importing it and loading the cached kernel
 #: takes about 0.5 s, what the Python loop needs for some 25,000 requests (benchmarks/bench_sim_variable.py).
 AUTO_MIN_REQUESTS = 25_000
+#: Under an active time budget (the app) "auto" also runs in Python until the kernel is loaded in the process: the
+#: deadline is checked between the kernel's chunks, and importing numba and loading (or compiling) cannot be cut.
 #: ... and, where the compiled functions cannot be cached on disk, while the kernel is not compiled in this
 #: process yet (compiling takes seconds: the benchmark prints it).
 AUTO_MIN_REQUESTS_UNCACHED = 500_000
@@ -70,8 +72,14 @@ def run_continuous(e: Engine, event_loop: str = "auto") -> None:
 
 def _compiled_loop(e: Engine, event_loop: str):  # noqa: ANN202 (the module, imported on demand)
     """The compiled loop's module when it should run ``e`` (None: the Python loop runs; ``e.event_loop`` says why)."""
-    if event_loop == "auto" and e.n < AUTO_MIN_REQUESTS and "capacity.simulator.compiled" not in sys.modules:
+    loaded = "capacity.simulator.compiled" in sys.modules
+    if event_loop == "auto" and e.n < AUTO_MIN_REQUESTS and not loaded:
         e.event_loop = f"python (a small run: under {AUTO_MIN_REQUESTS:,} requests the Python loop starts sooner)"
+        return None
+    if event_loop == "auto" and budget.deadline() < math.inf and not (loaded and sys.modules[
+            "capacity.simulator.compiled"].compiled_here()):
+        e.event_loop = "python (a time budget is active: importing numba and loading or compiling the loop cannot " \
+                       "be interrupted)"
         return None
     try:
         from . import compiled  # imports numba (about 0.4 s): only here, only for a run that uses it
