@@ -76,10 +76,10 @@ class TeachingCost:
                                prefill_tokens)
 
     def decode_run_s(self, batch: int, context_tokens: float, steps: int) -> float:
-        return steps * (self.decode_base_s + self.decode_per_seq_s * batch)
+        return teaching_window(self.decode_base_s, self.decode_per_seq_s, batch, steps)[0]
 
     def last_step_s(self, batch: int, context_tokens: float, steps: int) -> float:
-        return self.decode_base_s + self.decode_per_seq_s * batch
+        return teaching_window(self.decode_base_s, self.decode_per_seq_s, batch, steps)[2]
 
     def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
         return teaching_steps_to_reach(self.decode_base_s, self.decode_per_seq_s, batch, duration_s)

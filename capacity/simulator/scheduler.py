@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+from types import ModuleType
 
 import numpy as np
 
@@ -36,10 +37,10 @@ EVENT_LOOPS = ("auto", "compiled", "python")
 #: "auto" runs smaller runs in Python while numba is not loaded yet: importing it and loading the cached kernel
 #: takes about 0.5 s, what the Python loop needs for some 25,000 requests (benchmarks/bench_sim_variable.py).
 AUTO_MIN_REQUESTS = 25_000
-#: Under an active time budget (the app) "auto" also runs in Python until the kernel is loaded in the process: the
-#: deadline is checked between the kernel's chunks, and importing numba and loading (or compiling) cannot be cut.
 #: ... and, where the compiled functions cannot be cached on disk, while the kernel is not compiled in this
-#: process yet (compiling takes seconds: the benchmark prints it).
+#: process yet (compiling takes seconds: the benchmark prints it). Under an active time budget (the app) "auto"
+#: runs in Python until the kernel is loaded in the process: the deadline is checked between the kernel's
+#: chunks, and importing numba and loading (or compiling) the kernel cannot be cut.
 AUTO_MIN_REQUESTS_UNCACHED = 500_000
 
 
@@ -70,7 +71,7 @@ def run_continuous(e: Engine, event_loop: str = "auto") -> None:
             return
 
 
-def _compiled_loop(e: Engine, event_loop: str):  # noqa: ANN202 (the module, imported on demand)
+def _compiled_loop(e: Engine, event_loop: str) -> ModuleType | None:
     """The compiled loop's module when it should run ``e`` (None: the Python loop runs; ``e.event_loop`` says why)."""
     loaded = "capacity.simulator.compiled" in sys.modules
     if event_loop == "auto" and e.n < AUTO_MIN_REQUESTS and not loaded:
