@@ -73,10 +73,10 @@ def test_a_simulation_that_runs_past_its_budget_is_stopped(policy, monkeypatch):
     # deadline must stop it anyway. 200,000 requests take seconds even at 100,000 simulated requests/s.
     monkeypatch.setattr(config, "_S_PER_REQUEST", 0.0)
     scenario = load_scenario(BASE)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other jobs on a shared machine stretch wall time, not this
     with pytest.raises(BudgetExceeded), time_budget(0.05):
         simulate(scenario, policy=policy, rate=500.0, requests=200_000)
-    assert time.perf_counter() - start < 1.0  # the budget plus the granularity of the checks
+    assert time.process_time() - start < 1.0  # the budget plus the granularity of the checks (~0.2-0.3 s here)
 
 
 def _app(params: dict[str, str]) -> AppTest:
