@@ -25,8 +25,24 @@ def start(params: dict[str, str] | None = None) -> AppTest:
     return at.run()
 
 
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells as shown: outer pipes and bold dropped, backslash escapes undone."""
+    return [re.sub(r"\\(.)", r"\1", cell.strip()).removeprefix("**").removesuffix("**")
+            for cell in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
+
+
+def headline_figures(at: AppTest) -> dict[str, str]:
+    """The headline's figures as shown (label -> value), read from its table (app_views/figures.py)."""
+    for block in at.markdown:
+        rows = block.value.splitlines()
+        if rows and rows[0].startswith("| Requests that fit |"):
+            return dict(zip(_cells(rows[0]), _cells(rows[2]), strict=True))
+    return {}
+
+
 def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    """Every figure on the page: the headline's and the open view's ``st.metric`` values."""
+    return {**headline_figures(at), **{m.label: m.value for m in at.metric}}
 
 
 def in_view(at: AppTest, view: str) -> dict[str, str]:

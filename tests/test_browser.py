@@ -114,9 +114,22 @@ def number(page, label: str, value: float) -> None:
     settle(page)
 
 
+#: The value shown under ``label``: a column of the headline's figures table (app_views/figures.py), or a view's
+#: st.metric.
+FIGURE_JS = """label => {
+  for (const table of document.querySelectorAll('[data-testid="stMarkdownContainer"] table')) {
+    const at = [...table.querySelectorAll('thead th')].map(th => th.innerText.trim()).indexOf(label);
+    if (at >= 0) return table.querySelector('tbody tr').children[at].innerText.trim();
+  }
+  for (const box of document.querySelectorAll('[data-testid="stMetric"]'))
+    if (box.innerText.includes(label)) return box.querySelector('[data-testid="stMetricValue"]').innerText.trim();
+  return null;
+}"""
+
+
 def metric(page, label: str) -> str:
-    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
-    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+    page.wait_for_function(f"label => ({FIGURE_JS})(label) !== null", arg=label, timeout=60_000)
+    return page.evaluate(FIGURE_JS, label)
 
 
 def headline(page) -> dict[str, str]:
