@@ -53,6 +53,7 @@ def _money(value: float | None, digits: int = 2) -> str:
 def headline(results: Any, ctx: Context) -> None:
     """The one-sentence answer, six figures, and the fleet the entered load needs."""
     r, s = results, results.scenario
+    gpus = s.gpu.gpus_per_replica * s.gpu.replicas
     st.markdown(f"#### {plain(answer(r))}")
     st.markdown(figures_markdown([
         ("Requests that fit", f"{r['batch_max']:,.0f}",
@@ -64,7 +65,7 @@ def headline(results: Any, ctx: Context) -> None:
         ("$ per M output tokens", format_value("cost_per_million_tokens", r["cost_per_million_tokens"]),
          "GPU cost over the tokens served at the goodput"),
         ("Monthly cost", _money(monthly_cost(r), 0),
-         f"{s.gpu.gpus_per_replica * s.gpu.replicas:,} GPUs x price x 730 h"),
+         f"{gpus:,} GPU{'' if gpus == 1 else 's'} x price x 730 h"),
     ]))
     if ctx.load_rps:
         try:

@@ -19,10 +19,21 @@ from capacity.formatting import format_value
 from capacity.units import format_bytes
 from capacity.verdict import verdict
 
-#: The figures a salesperson is asked about after the headline, in the order a conversation takes.
-KEY_FIGURES = ["kv_bytes_per_token", "pool_bytes", "blocks_per_request", "decode_step_s", "decode_bound",
-               "prefill_s", "tpot_at_ceiling_s", "ttft_at_goodput_s", "output_tokens_per_s_at_goodput",
-               "capacity_given_up"]
+#: The figures a salesperson is asked about after the headline, in the order a conversation takes: result key ->
+#: its name on screen (the meaning column is the library's, ``capacity.analysis.RESULTS``).
+KEY_FIGURES = {"kv_bytes_per_token": "KV cache per token", "pool_bytes": "KV pool per GPU",
+               "blocks_per_request": "Blocks per request", "decode_step_s": "Decode step",
+               "decode_bound": "Decode step bound by", "prefill_s": "Prefill",
+               "tpot_at_ceiling_s": "TPOT at the ceiling",
+               "ttft_at_goodput_s": "TTFT at goodput", "output_tokens_per_s_at_goodput": "Output at goodput",
+               "capacity_given_up": "Ceiling the promises give up"}
+
+
+def _shown(key: str, value: float | str, binary: bool) -> str:
+    """A result as shown: fractions as percentages, everything else with its unit (``format_value``)."""
+    if key == "capacity_given_up" and isinstance(value, float):
+        return f"{value * 100:,.1f}%"
+    return format_value(key, value, binary)
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -48,7 +59,7 @@ def render(st: Any, ctx: Context) -> None:
         ("part", "memory"), [(part, format_bytes(value, ctx.binary)) for part, value in split.items()]))
     right.markdown("##### Key figures\n" + _table(
         ("quantity", "value", "meaning"),
-        [(key.replace("_", " "), format_value(key, r[key], ctx.binary), RESULTS[key][1]) for key in KEY_FIGURES]))
+        [(label, _shown(key, r[key], ctx.binary), RESULTS[key][1]) for key, label in KEY_FIGURES.items()]))
     for note in r.notes():
         st.caption(plain(f"Note: {humanise(note)}"))
     st.caption("Charts: Memory (where memory goes, requests by context length), Roofline (the batch knee), "

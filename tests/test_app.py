@@ -387,3 +387,26 @@ def test_a_new_model_or_gpu_renames_the_sizing_unless_the_user_named_it():
     at.sidebar.text_input(key="name").input("ACME pilot").run()
     at.sidebar.selectbox(key="gpu").select("h200").run()
     assert saved(at)["name"] == "ACME pilot"
+
+
+def test_a_shared_link_does_not_claim_to_be_the_first_preset():
+    # Issue 13 (left from the last session): after a share link (or an upload) the preset box still named the
+    # landing preset, while the sizing was the link's. It says where the sizing came from; the sizing is kept.
+    link = {"model": "llama-3-70b", "gpu": "h100-sxm", "gpu_count": "4", "prompt_tokens": "2000"}
+    at = start(link)
+    box = at.sidebar.selectbox(key="preset")
+    assert box.value not in PRESETS and box.value == "loaded from the share link", box.value
+    assert box.options[-1] == box.value and list(box.options[:-1]) == list(PRESETS)
+    data = saved(at)
+    assert data["model"]["name"] == "llama-3-70b" and data["workload"]["prompt_tokens"] == 2000
+    assert_headline(at, Scenario.from_dict(data).evaluate())
+    # Choosing a preset afterwards loads it, and the loaded entry goes (the sizing it named is no longer shown).
+    at = choose(at, ESSAY_001)
+    assert at.sidebar.selectbox(key="preset").value == ESSAY_001
+    assert list(at.sidebar.selectbox(key="preset").options) == list(PRESETS)
+    assert_headline(at, Scenario.from_dict(preset_data(ESSAY_001)).evaluate())
+
+
+def test_a_link_holding_only_the_view_keeps_the_landing_preset_named():
+    at = start({"view": "Memory"})
+    assert at.sidebar.selectbox(key="preset").value == next(iter(PRESETS))

@@ -92,6 +92,9 @@ def settle(page) -> None:
     except Exception:  # noqa: BLE001 - the rerun may have finished before we looked
         pass
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
+    # Every element drawn: the headline shows before the widgets' code has arrived (each widget shows a skeleton
+    # until then), so a test reading a widget waits for them.
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000)
 
 
 def open_app(page, url: str) -> None:
@@ -134,6 +137,11 @@ def metric(page, label: str) -> str:
 
 def headline(page) -> dict[str, str]:
     return {label: metric(page, label) for label in ("Requests that fit", "Ceiling", "Goodput under promises")}
+
+
+def preset_shown(page) -> str:
+    """The entry the "Start from a preset" box shows."""
+    return page.get_by_role("combobox", name="Start from a preset", exact=True).input_value().strip()
 
 
 def expected(results) -> dict[str, str]:
@@ -197,6 +205,8 @@ def test_yaml_upload_round_trips(page, app_url, tmp_path):
     page.get_by_text("Loaded acme.yaml").first.wait_for(timeout=30_000)
     settle(page)
     assert headline(page) == expected(Scenario.from_dict(source).evaluate())
+    # The preset box says where the sizing came from, not the landing preset it replaced (left from issue 13).
+    assert preset_shown(page) == "loaded from acme.yaml"
     saved = save(page, tmp_path)
     assert saved.name == "ACME_RAG_pilot.yaml" or saved.name.startswith("ACME")
     back = yaml.safe_load(saved.read_text())
@@ -217,6 +227,7 @@ def test_share_link_carries_the_sizing_and_the_view(page, browser, app_url):
     try:
         open_app(other, link)
         assert headline(other) == before
+        assert preset_shown(other) == "loaded from the share link"
         other.get_by_text("In flight at goodput").first.wait_for(timeout=30_000)  # the Promise view is open
     finally:
         other.close()
@@ -263,6 +274,7 @@ def test_salesperson_walk_name_fleet_plan_tokens_per_day_and_link(page, browser,
     try:
         open_app(other, link)
         assert headline(other) == before
+        assert preset_shown(other) == "loaded from the share link"
         assert other.get_by_label("headroom (% spare)", exact=True).input_value() == "25.00"
         other.get_by_text("Cheapest that keeps the promises").first.wait_for(timeout=60_000)  # Fleet view open
         shoot(other, "walk-3-link.png")
