@@ -410,3 +410,14 @@ def test_a_shared_link_does_not_claim_to_be_the_first_preset():
 def test_a_link_holding_only_the_view_keeps_the_landing_preset_named():
     at = start({"view": "Memory"})
     assert at.sidebar.selectbox(key="preset").value == next(iter(PRESETS))
+
+
+def test_the_landing_page_needs_no_chart_or_metric_code_before_its_first_number():
+    # Issue 13 (speed): the first number waited for plotly.js (4.7 MB, the Memory view's charts) and for
+    # st.metric's code, both fetched after the sidebar widgets'. The landing view is text, the headline a table.
+    at = start()
+    assert at.button_group(key="view").value == "Summary"
+    assert not at.get("plotly_chart") and not at.metric and not at.dataframe
+    assert headline_figures(at)["Requests that fit"] == "752"  # essay 000, as its essay works it out
+    summary = " ".join(m.value for m in at.markdown)
+    assert "What binds and what would move it" in summary and "KV memory binds" in summary
