@@ -10,6 +10,8 @@ prefill, the ceiling, the TPOT bound (closed form for dense rows; for MoE rows C
 compacted MoE rows) and the TTFT bound (Chandrupatla with compaction), through the same formula functions,
 with no chunking, no serving options, no other results and no conversions. It must agree with the
 project's goodput to 1e-11 (relative); the ratio of the times is what the rest of the table costs.
+The floor is timed twice: on all rows at once, and in the slices ``evaluate_arrays`` uses
+(``frame.CHUNK_ROWS``, whose temporaries stay in the CPU cache), the fairer floor where slicing pays.
 
     python benchmarks/bench_floor.py [--rows 1000000] [--repeat 5]
 
@@ -35,7 +37,7 @@ from bench_million import scenarios  # noqa: E402
 
 from capacity import memory, roofline, slo  # noqa: E402
 from capacity.analysis import complete_inputs, step_model  # noqa: E402
-from capacity.frame import evaluate_arrays, evaluate_frame, frame_inputs  # noqa: E402
+from capacity.frame import CHUNK_ROWS, evaluate_arrays, evaluate_frame, frame_inputs  # noqa: E402
 
 
 def floor_goodput(inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -66,6 +68,12 @@ def floor_goodput(inputs: dict[str, np.ndarray]) -> np.ndarray:
     return slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
 
 
+def floor_sliced(inputs: dict[str, np.ndarray], rows: int = CHUNK_ROWS) -> np.ndarray:
+    """``floor_goodput`` in slices of ``rows`` rows (as ``evaluate_arrays`` slices) [requests/s]."""
+    n = len(next(iter(inputs.values())))
+    return np.concatenate([floor_goodput({k: v[i:i + rows] for k, v in inputs.items()}) for i in range(0, n, rows)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -84,10 +92,12 @@ def main() -> None:
     worst = float(np.nanmax(np.where(floor == ours, 0.0, rel)))
     print(f"floor agrees with evaluate_frame's goodput: worst relative difference {worst:.1e} "
           f"({'ok' if worst <= 1e-11 else 'NOT within 1e-11'})")
-    times: dict[str, list[float]] = {"floor (goodput only)": [], "evaluate_arrays": [], "evaluate_frame": []}
-    cpu: dict[str, list[float]] = {name: [] for name in times}
-    calls = {"floor (goodput only)": lambda: floor_goodput(x), "evaluate_arrays": lambda: evaluate_arrays(x),
-             "evaluate_frame": lambda: evaluate_frame(df)}
+    sliced = floor_sliced(x)
+    print(f"floor in slices equals the floor on all rows: {'yes' if np.array_equal(sliced, floor) else 'NO'}")
+    calls = {"floor (goodput only)": lambda: floor_goodput(x), "floor in slices": lambda: floor_sliced(x),
+             "evaluate_arrays": lambda: evaluate_arrays(x), "evaluate_frame": lambda: evaluate_frame(df)}
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    cpu: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(args.repeat):
         for name, call in calls.items():
             start, start_cpu = time.perf_counter(), time.process_time()
@@ -101,9 +111,13 @@ def main() -> None:
     for name, t in med.items():
         print(f"{name:22s} median {t:6.3f} s wall ({args.rows / t:11,.0f} rows/s) {t / base:5.2f}x the floor; "
               f"{med_cpu[name]:6.3f} s CPU {med_cpu[name] / base_cpu:5.2f}x the floor")
+    sliced_cpu = med_cpu["floor in slices"]
+    print(f"evaluate_arrays against the floor in slices: {med['evaluate_arrays'] / med['floor in slices']:.2f}x wall, "
+          f"{med_cpu['evaluate_arrays'] / sliced_cpu:.2f}x CPU")
     print(f"first call of evaluate_frame (cold): {first:.3f} s")
-    verdict = med["evaluate_frame"] <= 1.0 * args.rows / 1e6 and med_cpu["evaluate_frame"] <= 3 * base_cpu
-    print(f"target: <= 1 s per million and within 3x of the floor: {'met' if verdict else 'NOT met'}")
+    floor_cpu = min(base_cpu, sliced_cpu)
+    verdict = med["evaluate_frame"] <= 1.0 * args.rows / 1e6 and med_cpu["evaluate_frame"] <= 3 * floor_cpu
+    print(f"target: <= 1 s per million and within 3x of the (faster) floor: {'met' if verdict else 'NOT met'}")
 
 
 if __name__ == "__main__":

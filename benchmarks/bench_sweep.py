@@ -11,17 +11,23 @@ csv, ...) and medians reported. Beside them, in this process, the pieces on the 
 * the old path for reference, on a 100,000-row slice (``--baseline``): the whole grid in one DataFrame and
   ``DataFrame.to_csv``, scaled to the full grid.
 
-    python benchmarks/bench_sweep.py [--steps 1000] [--repeat 3] [--baseline]
+    python benchmarks/bench_sweep.py [--steps 1000 | --rows N] [--repeat 3] [--baseline] [--progress]
 
 Targets (issue 17): a 1,000,000-row sweep to CSV <= 10 s end to end, to Parquet <= 3 s, peak <= 500 MB.
-A 100,000,000-row sweep (``--steps 10000``) keeps the same peak: the grid is never held whole (65,536 rows
-at a time); only its time grows, linearly.
+A 100,000,000-row sweep keeps the same peak: the grid is never held whole (65,536 rows at a time, the next
+evaluated while the last is written); only its time grows, linearly. To show it:
+
+    python benchmarks/bench_sweep.py --rows 100000000 --formats parquet --repeat 1 --no-pieces --progress
+
+(``--progress``: the command's progress bar on stderr; the file, about 8 bytes a row as Parquet, is written to
+the temporary directory, ``--out-dir`` elsewhere, and removed after its size is read.)
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
 import statistics
 import subprocess
@@ -39,13 +45,13 @@ def vary(steps: int) -> list[str]:
     return [f"serving.memory_utilization=0.5:0.95:{steps}", f"slo.tpot=20ms:200ms:{steps}"]
 
 
-def run_cli(fmt: str, steps: int, out_dir: str) -> tuple[float, float, int, float]:
+def run_cli(fmt: str, steps: int, out_dir: str, progress: bool = False) -> tuple[float, float, int, float]:
     """(wall s, peak RSS MB, file bytes, CPU s) of one ``capacity sweep`` in a fresh process."""
     out = Path(out_dir) / f"sweep.{fmt}"
     args = [sys.executable, "-m", "capacity", "sweep", str(SCENARIO)]
     for spec in vary(steps):
         args += ["--vary", spec]
-    args += ["-o", str(out), "--no-progress"]
+    args += ["-o", str(out), "--progress" if progress else "--no-progress"]
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -107,20 +113,26 @@ def baseline(steps: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help="STEPS of each of the two axes (rows = steps^2)")
+    parser.add_argument("--rows", type=int, default=None,
+                        help="at least this many rows (sets --steps to the ceiling of its square root)")
+    parser.add_argument("--progress", action="store_true", help="show each run's progress bar on stderr")
+    parser.add_argument("--out-dir", default=None, help="where the files are written (default: a temporary folder)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--formats", default="csv,parquet")
     parser.add_argument("--baseline", action="store_true", help="also time the old DataFrame.to_csv path")
     parser.add_argument("--no-pieces", action="store_true", help="skip the in-process breakdown")
     args = parser.parse_args()
     formats = args.formats.split(",")
+    if args.rows is not None:
+        args.steps = math.isqrt(max(args.rows, 1) - 1) + 1
     rows = args.steps**2
     print(f"machine: {os.cpu_count()} CPUs visible, Python {sys.version.split()[0]}; grid {args.steps} x "
           f"{args.steps} = {rows:,} rows")
     results: dict[str, list[tuple[float, float, int, float]]] = {f: [] for f in formats}
-    with tempfile.TemporaryDirectory() as out_dir:
+    with tempfile.TemporaryDirectory(dir=args.out_dir) as out_dir:
         for _ in range(args.repeat):
             for fmt in formats:
-                results[fmt].append(run_cli(fmt, args.steps, out_dir))
+                results[fmt].append(run_cli(fmt, args.steps, out_dir, args.progress))
     targets = {"csv": 10.0 * rows / 1e6, "parquet": 3.0 * rows / 1e6}
     for fmt, runs in results.items():
         wall = statistics.median(r[0] for r in runs)
@@ -128,7 +140,8 @@ def main() -> None:
         each = ", ".join(f"{r[0]:.2f}" for r in runs)
         cpu = statistics.median(r[3] for r in runs)
         print(f"capacity sweep -> {fmt:8s} median {wall:6.2f} s end to end, {cpu:6.2f} s CPU (runs {each}), "
-              f"peak RSS {peak:,.0f} MB, file {runs[0][2] / 1e6:,.1f} MB; {rows / wall:,.0f} rows/s; target "
+              f"peak RSS {peak:,.0f} MB, file {runs[0][2] / 1e6:,.1f} MB; {rows / wall:,.0f} rows/s "
+              f"({wall / rows * 1e6:.2f} s per million); target "
               f"<= {targets.get(fmt, float('nan')):g} s and <= 500 MB: "
               f"{'met' if wall <= targets.get(fmt, 0) and peak <= 500 else 'NOT met'}")
     if not args.no_pieces:

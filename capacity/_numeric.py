@@ -31,6 +31,16 @@ def as_float(x: ArrayLike) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
+def one_value_or(a: np.ndarray) -> np.ndarray:
+    """``a[0]`` as a zero-dimensional array where every value of the 1-D float64 ``a`` has the same bits (NaN and -0.0
+    kept apart), else ``a``. Elementwise formulas give the same numbers on it, broadcast, computed once instead of
+    per row (a sweep's constant inputs, a solve's arguments shared by every row)."""
+    if a.ndim != 1 or a.size == 0 or a.dtype != np.float64:
+        return a
+    bits = a.view(np.int64)
+    return np.array(a[0]) if bits[0] == bits[-1] and bool(np.all(bits == bits[0])) else a
+
+
 def finite_or_none(value: object) -> float | None:
     """``value`` as a finite float, or None for inf, -inf and NaN: the one place every writer (JSON null, a blank
     CSV cell, #N/A in a workbook) turns an unbounded or undefined number into "no number"."""

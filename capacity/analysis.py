@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 
 from . import engines, memory, options, roofline, slo
 from ._numeric import as_float as _f
+from ._numeric import one_value_or
 from .solve import SolveTrace
 from .specs import DEFAULT_MAX_BATCHED_TOKENS
 
@@ -306,19 +307,23 @@ class StepModel:
     def step_s(self, batch: ArrayLike) -> np.ndarray:
         return self.decode_terms(batch)[2]
 
-    @cached_property
-    def _table(self) -> np.ndarray:
-        """Every array field, broadcast together and flattened, one row each (for ``rows``)."""
-        arrays = [np.asarray(getattr(self, name), dtype=float) for name in _ARRAY_FIELDS]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        return np.stack([np.broadcast_to(a, shape).reshape(-1) for a in arrays])
-
     def rows(self, rows: np.ndarray) -> StepModel:
-        """The model of some rows (indices into the flattened arrays of all fields broadcast together)."""
-        table = self._table
+        """The model of some rows (indices into the flattened arrays of all fields broadcast together).
+
+        Each field is gathered alone (a field with one value for all rows is broadcast, not gathered)."""
+        shape = np.broadcast_shapes(*(np.shape(getattr(self, name)) for name in _ARRAY_FIELDS))
         # A model of one row (one scenario, its loads an array) is the same model for every row asked for.
-        picked = table[:, rows] if table.shape[1] > 1 else np.broadcast_to(table, (table.shape[0], np.size(rows)))
-        return StepModel(**dict(zip(_ARRAY_FIELDS, picked, strict=True)), all_dense=self.all_dense)
+        one = int(np.prod(shape)) <= 1
+        picked = {}
+        for name in _ARRAY_FIELDS:
+            a = np.asarray(getattr(self, name), dtype=float)
+            if one:
+                picked[name] = np.broadcast_to(a.reshape(()), (np.size(rows),))
+            elif a.ndim == 0:
+                picked[name] = np.broadcast_to(a, np.shape(rows))
+            else:
+                picked[name] = (a.reshape(-1) if a.shape == shape else np.broadcast_to(a, shape).reshape(-1))[rows]
+        return StepModel(**picked, all_dense=self.all_dense)
 
     def step_rows(self, batch: ArrayLike, rows: np.ndarray) -> np.ndarray:
         """Step time of rows ``rows`` at batches ``batch`` (one per row) [s]; what the row-wise solvers call."""
@@ -330,12 +335,16 @@ class StepModel:
     @cached_property
     def _row_steps(self) -> tuple[Callable[..., np.ndarray], tuple[np.ndarray, ...]]:
         """``(step, args)`` with ``step(batch, *args)`` the step time of the rows whose ``args`` are given, for the
-        row-wise solvers (``slo.*_rows``): ``args`` are every array field per row (broadcast together)
-        and ``memory.moe_read_terms`` of the rows; a solver compacts them as rows converge, so no evaluation
-        gathers the model again (``step_rows``) or recomputes what does not depend on the batch."""
+        row-wise solvers (``slo.*_rows``): ``args`` are every array field per row (broadcast together; a field
+        with one value for every row zero-dimensional) and ``memory.moe_read_terms`` of the rows; a solver
+        compacts them as rows converge, so no evaluation gathers the model again (``step_rows``) or recomputes
+        what does not depend on the batch."""
         all_dense = self.all_dense
         shape = np.broadcast_shapes(*(np.shape(getattr(self, name)) for name in _ARRAY_FIELDS))
-        table = tuple(row.reshape(shape) for row in self._table)
+        # Per row, broadcast together; a field with one value for every row stays one value (not gathered or
+        # computed per row by the solvers, the same arithmetic).
+        table = tuple(one_value_or(field) if field.ndim == 1 else field for field in (
+            np.broadcast_to(np.asarray(getattr(self, name), dtype=float), shape) for name in _ARRAY_FIELDS))
         fields = dict(zip(_ARRAY_FIELDS, table, strict=True))
         terms = memory.moe_read_terms(fields["params"], fields["active_params"], fields["experts"],
                                       fields["experts_per_token"])

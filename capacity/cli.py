@@ -6,13 +6,15 @@ internal error (reported in one line, never a traceback).
 Start-up: this module imports only the standard library at the top. Each subcommand imports what it needs
 when it runs, and the subcommands defined in other modules (``EXTERNAL``) are imported only when named, so
 ``capacity --version`` imports neither numpy nor pandas and ``capacity evaluate`` not pandas
-(``benchmarks/bench_startup.py`` measures it; ``tests/test_startup.py`` checks which modules load).
+(``benchmarks/bench_startup.py`` measures it; ``tests/test_startup.py`` checks which modules load). ``main``
+starts OpenBLAS with one thread unless the user chose a number (``_one_blas_thread``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -181,8 +183,23 @@ def _runner(command: str) -> Callable[[argparse.Namespace], Any]:
     return {"evaluate": _evaluate, "sweep": _sweep, "simulate": _simulate}[command]
 
 
+def _one_blas_thread() -> None:
+    """Start OpenBLAS with one thread unless the user chose a number (``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``).
+
+    No command multiplies matrices large enough for OpenBLAS to use threads (its work is elementwise numpy, dot
+    products of a few values and pseudo-inverses of a few parameters), yet loading OpenBLAS with its default
+    pool starts a worker thread per further core that spins waiting for work: 30-60 ms of CPU in ``import
+    numpy`` on the 2-vCPU machine, and as much wall time when the cores are busy; the main thread's own time is
+    unchanged (``benchmarks/bench_startup.py``). It takes effect only before numpy's first import, so the CLI
+    sets it on entry; processes it starts inherit it.
+    """
+    if "numpy" not in sys.modules and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys():
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _one_blas_thread()
     args = _parser(_command_named(argv)).parse_args(argv)
     try:
         text = _runner(args.command)(args)

@@ -8,9 +8,10 @@ never touched (they are written as numbers, not text), so every numeric column r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by the functions that take a DataFrame (a sweep's CSV needs only neutralise)
+    import pandas as pd
 
 #: A text cell starting with one of these is a formula to Excel/LibreOffice (OWASP "CSV Injection").
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
@@ -28,6 +29,8 @@ def neutralise_value(value: Any) -> Any:
 
 def neutralise_frame(table: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``table`` whose text cells and column names are neutralised (numeric columns untouched)."""
+    import pandas as pd
+
     safe = table.copy()
     for col in safe.columns:
         if not pd.api.types.is_numeric_dtype(safe[col]) and not pd.api.types.is_bool_dtype(safe[col]):

@@ -7,6 +7,7 @@ an error holds at most ``MAX_PROBLEMS`` lines plus one "... and N more" (40,000 
 
 from __future__ import annotations
 
+import functools
 import reprlib
 from typing import Any
 
@@ -15,17 +16,22 @@ MAX_LINE = 300
 #: Problem lines kept; the rest are counted in a last line.
 MAX_PROBLEMS = 20
 
-_ESCAPES = {i: f"\\x{i:02x}" for i in [*range(0x20), 0x7F]} | {ord("\n"): "\\n", ord("\r"): "\\r",
-                                                                 ord("\t"): "\\t"}
-_ESCAPES |= {i: f"\\x{i:02x}" for i in range(0x80, 0xA0)}  # C1 controls (terminal escapes)
-_ESCAPES |= {i: f"\\u{i:04x}" for i in (0x2028, 0x2029, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
-                                        0x2066, 0x2067, 0x2068, 0x2069)}  # line separators and bidi overrides
-_ESCAPES |= {i: f"\\u{i:04x}" for i in range(0xD800, 0xE000)}  # lone surrogates cannot be encoded
+@functools.cache
+def _escapes() -> dict[int, str]:
+    """The ``str.translate`` table of the characters ``clean_line`` escapes (built on first use: ~2,100 entries)."""
+    table = {i: f"\\x{i:02x}" for i in [*range(0x20), 0x7F]} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+    table |= {i: f"\\x{i:02x}" for i in range(0x80, 0xA0)}  # C1 controls (terminal escapes)
+    table |= {i: f"\\u{i:04x}" for i in (0x2028, 0x2029, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+                                          0x2066, 0x2067, 0x2068, 0x2069)}  # line separators and bidi overrides
+    table |= {i: f"\\u{i:04x}" for i in range(0xD800, 0xE000)}  # lone surrogates cannot be encoded
+    return table
 
 
 def clean_line(text: str, limit: int = MAX_LINE) -> str:
     """``text`` as one printable line: control, bidi and surrogate characters escaped, cut to ``limit``."""
-    line = str(text).translate(_ESCAPES)
+    line = str(text)
+    if not (line.isascii() and line.isprintable()):  # printable ASCII holds nothing to escape
+        line = line.translate(_escapes())
     if len(line) > limit:
         keep = limit - 25
         line = f"{line[:keep]}... ({len(line) - keep:,} more characters)"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import stat
 import tempfile
 import threading
@@ -66,6 +65,8 @@ def _signals_raise() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+
+    import signal  # here, not at the top: only writing files needs it
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")

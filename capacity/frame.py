@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._numeric import one_value_or
 from .analysis import INPUT_DEFAULTS, INPUTS, LABELS, RESULTS, analyse
 
 if TYPE_CHECKING:  # pandas is imported by the functions that take or return a DataFrame (sweeps need none)
@@ -69,7 +70,9 @@ def evaluate_arrays(x: dict[str, np.ndarray], chunk_rows: int = CHUNK_ROWS, text
     out: dict[str, np.ndarray] = {}
     for start in range(0, max(n, 1), chunk_rows):
         stop = min(start + chunk_rows, n)
-        part = analyse({k: v[start:stop] for k, v in x.items()}, text=text)
+        # An input with one value in every row of the slice goes in as a scalar: what depends on such inputs alone
+        # (most of a sweep's table) is computed once, with the same arithmetic.
+        part = analyse({k: one_value_or(v[start:stop]) for k, v in x.items()}, text=text)
         if start == 0 and stop == n:
             return {key: np.broadcast_to(value, (n,)) for key, value in part.items()}
         for key, value in part.items():

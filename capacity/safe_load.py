@@ -16,7 +16,6 @@ Every failure is one ScenarioError naming the origin and, for YAML, the line.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -267,6 +266,8 @@ def check_json_value(value: Any, origin: str, max_depth: int = MAX_DEPTH) -> Non
 
 def parse_json(text: str | bytes, origin: str = "JSON", max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` refusing duplicate keys, NaN/Infinity, huge integers, deep nesting and lone surrogates."""
+    import json  # here, not at the top: reading a YAML scenario does not need it
+
     origin = clean_line(origin, 120)
     try:
         value = json.loads(text, object_pairs_hook=_pairs(origin), parse_int=_integer(origin),

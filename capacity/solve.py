@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._numeric import as_float as _f
+from ._numeric import one_value_or
 
 #: Iterations ``solve_rising`` runs at most per row.
 MAX_ITERATIONS = 100
@@ -99,12 +100,14 @@ def largest_rate_meeting(latency, target: ArrayLike, hi: ArrayLike, args: tuple,
 
 
 def _per_row(a: ArrayLike, shape: tuple[int, ...], rows: slice | np.ndarray) -> np.ndarray:
-    """``a`` broadcast to ``shape``, flattened, at ``rows``; a scalar stays a zero-dimensional array."""
+    """``a`` broadcast to ``shape``, flattened, at ``rows``; a scalar, or an array holding one value (bit for bit) in
+    every row, becomes a zero-dimensional array: the solver neither gathers nor computes it row by row, and the
+    arithmetic is the same."""
     a = _f(a)
     if a.ndim == 0:
         return a
     flat = a.reshape(-1) if a.shape == shape else np.broadcast_to(a, shape).reshape(-1)
-    return flat[rows]
+    return one_value_or(flat[rows])
 
 
 def _one(x: ArrayLike) -> float:
@@ -166,8 +169,9 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
             x = x1 + t * (x2 - x1)
             fx = np.minimum(at(x, active, values), big)
             same = (fx <= 0) == (f1 <= 0)
-            x3, f3 = np.where(same, x1, x2), np.where(same, f1, f2)
-            x2, f2 = np.where(same, x2, x1), np.where(same, f2, f1)
+            keep = np.negative(same.view(np.int8).astype(np.int64))  # all bits set where same
+            x3, x2 = _pick(keep, x1, x2)
+            f3, f2 = _pick(keep, f1, f2)
             x1, f1 = x, fx
             width = np.abs(x2 - x1)
             tol = rtol * np.maximum(x1, x2)
@@ -189,15 +193,26 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
                 # Finished rows are dropped (the state and the args compacted) once they are a quarter of the
                 # rows iterated: until then they iterate along, ignored, which costs less than compacting each time.
                 if dead * COMPACT_SHARE >= active.size:
+                    # Gathered by index: a boolean mask as scattered as converged rows is several times slower.
+                    kept = np.flatnonzero(live)
                     active, x1, f1, x2, f2, x3, f3, tol, width = (
-                        v[live] for v in (active, x1, f1, x2, f2, x3, f3, tol, width))
-                    values = None if values is None else _take(values, live)
+                        v.take(kept) for v in (active, x1, f1, x2, f2, x3, f3, tol, width))
+                    values = None if values is None else _take(values, kept)
                     live, dead = None, 0
             t = _next_t(x1, f1, x2, f2, x3, f3, tol, width)
         else:
             rest = slice(None) if live is None else live
             out[active[rest]] = np.where(f1[rest] <= 0, x1[rest], x2[rest])
     return out
+
+
+def _pick(keep: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(where(same, a, b), where(same, b, a))`` for ``keep`` all bits set where ``same`` and 0 elsewhere (int64):
+    the bits selected by xor, exact, and several times faster than ``np.where`` on a mask as scattered as this."""
+    ai, bi = a.view(np.int64), b.view(np.int64)
+    d = np.bitwise_xor(ai, bi)
+    np.bitwise_and(d, keep, out=d)
+    return np.bitwise_xor(d, bi).view(np.float64), np.bitwise_xor(d, ai, out=d).view(np.float64)
 
 
 #: Finished rows are compacted away once they are at least this share (1 / COMPACT_SHARE) of the rows iterated.
@@ -208,17 +223,58 @@ def _next_t(x1: np.ndarray, f1: np.ndarray, x2: np.ndarray, f2: np.ndarray, x3: 
             tol: np.ndarray, width: np.ndarray) -> np.ndarray:
     """Chandrupatla's next step as a share of the bracket ``x1 -> x2``: inverse quadratic interpolation through
     the last three points where they allow it, else 0.5 (bisection), at least ``tol / 2`` from either end."""
-    xi, phi = (x1 - x2) / (x3 - x2), (f1 - f2) / (f3 - f2)
-    quadratic = (1.0 - np.sqrt(1.0 - xi) < phi) & (phi < np.sqrt(xi))
-    t_quadratic = f1 / (f2 - f1) * f3 / (f2 - f3) + (x3 - x1) / (x2 - x1) * f1 / (f3 - f1) * f2 / (f3 - f2)
-    least = 0.5 * tol / width
-    t = np.clip(np.where(quadratic, t_quadratic, 0.5), least, 1.0 - least)
-    return np.where(np.isfinite(t), t, 0.5)
+    # In place, in the order of the formulas (same bits): xi = (x1 - x2) / (x3 - x2), phi = (f1 - f2) / (f3 - f2),
+    # quadratic where 1 - sqrt(1 - xi) < phi < sqrt(xi), and there
+    # t = f1 / (f2 - f1) * f3 / (f2 - f3) + (x3 - x1) / (x2 - x1) * f1 / (f3 - f1) * f2 / (f3 - f2).
+    xi, phi, tmp = np.subtract(x1, x2), np.subtract(f1, f2), np.subtract(x3, x2)
+    xi /= tmp
+    np.subtract(f3, f2, out=tmp)
+    phi /= tmp
+    np.subtract(1.0, xi, out=tmp)
+    np.sqrt(tmp, out=tmp)
+    np.subtract(1.0, tmp, out=tmp)
+    quadratic = tmp < phi
+    np.sqrt(xi, out=xi)
+    quadratic &= phi < xi
+    t = np.subtract(f2, f1, out=phi)
+    np.divide(f1, t, out=t)
+    t *= f3
+    np.subtract(f2, f3, out=tmp)
+    t /= tmp
+    second = np.subtract(x3, x1, out=xi)
+    np.subtract(x2, x1, out=tmp)
+    second /= tmp
+    second *= f1
+    np.subtract(f3, f1, out=tmp)
+    second /= tmp
+    second *= f2
+    np.subtract(f3, f2, out=tmp)
+    second /= tmp
+    t += second
+    # t where quadratic, else 0.5 (bisection): bits selected by xor, exact and faster than np.where on this mask
+    keep = np.negative(quadratic.view(np.int8).astype(np.int64))
+    bits = t.view(np.int64)
+    np.bitwise_xor(bits, _HALF_BITS, out=bits)
+    np.bitwise_and(bits, keep, out=bits)
+    np.bitwise_xor(bits, _HALF_BITS, out=bits)
+    least = np.multiply(0.5, tol, out=tmp)
+    least /= width
+    np.clip(t, least, 1.0 - least, out=t)
+    unusable = ~np.isfinite(t)
+    if unusable.any():
+        t[unusable] = 0.5
+    return t
+
+
+#: The bits of 0.5 (float64), for the bitwise select in ``_next_t``.
+_HALF_BITS = np.array(0.5).view(np.int64)
 
 
 def _take(values: tuple, rows: np.ndarray) -> tuple:
     """The per-row arrays of ``values`` at ``rows`` (indices or a mask); zero-dimensional ones (all rows) unchanged."""
-    return tuple(v if v.ndim == 0 else v[rows] for v in values)
+    if isinstance(rows, np.ndarray) and rows.dtype == bool:
+        rows = np.flatnonzero(rows)
+    return tuple(v if v.ndim == 0 else v.take(rows) for v in values)
 
 
 def _trace_start(trace: SolveTrace, excess, hi: np.ndarray, lo: np.ndarray | None, f_hi: np.ndarray,

@@ -8,7 +8,6 @@ path before raising one ScenarioError.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -367,6 +366,8 @@ def check_section(section: str, raw: Any, fields: Mapping[str, Check], extra: fr
             if unknown > 20:  # no suggestions past the 20th: difflib costs, and the error shows 20 lines
                 problems.append(f"{path} is not a known key")
                 continue
+            import difflib  # only for the error's suggestions
+
             close = difflib.get_close_matches(key[:100], list(fields), n=1)
             hint = f"; did you mean {close[0]}?" if close else f"; allowed: {', '.join(fields)}"
             problems.append(f"{path} is not a known key{hint}")

@@ -16,8 +16,10 @@ The table has one row per grid point: every flat input (base units), every resul
 The grid is never held whole: ``CHUNK_ROWS`` points at a time are built from their grid indices,
 evaluated (``frame.evaluate_arrays``) and handed to a pyarrow writer (CSV, Parquet) or the JSON
 writer, so memory stays bounded whatever the size (about 150 MB above the interpreter for the
-default chunk). Before any work, ``check_room`` refuses a grid too large for the disk (or, for
-XLSX and the in-memory ``run_sweep``, the memory) it would need.
+default chunk). CSV and Parquet chunks are written on one background thread while the next chunk is
+evaluated (``_write_behind``: at most one write in flight, in order). Arrow arrays are built from numpy
+buffers, so a CSV or Parquet sweep never imports pandas. Before any work, ``check_room`` refuses a grid
+too large for the disk (or, for XLSX and the in-memory ``run_sweep``, the memory) it would need.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -238,6 +240,8 @@ def arrow_schema(grid: Grid, meta: dict[str, Any] | None = None) -> pa.Schema:
     return schema
 
 
+# Arrow arrays are built from their buffers: ``pa.array`` imports pandas on its first call (0.3 s of a sweep).
+
 def _arrow_column(values: np.ndarray, kind: pa.DataType, blank: np.ndarray | None) -> pa.Array:
     """Non-finite values (and ``blank`` rows) become nulls; int64 columns are checked whole before the cast."""
     import pyarrow as pa
@@ -249,8 +253,44 @@ def _arrow_column(values: np.ndarray, kind: pa.DataType, blank: np.ndarray | Non
         whole = v.astype(np.int64)
         if not np.array_equal(whole, v):
             raise ValueError("a whole-number sweep column holds a fraction")  # a model bug: never write it truncated
-        return pa.array(whole, mask=missing if missing.any() else None)
-    return pa.array(v, mask=missing if missing.any() else None)
+        return _numbers(pa.int64(), whole, missing)
+    return _numbers(pa.float64(), v, missing)
+
+
+def _numbers(kind: pa.DataType, values: np.ndarray, missing: np.ndarray | None) -> pa.Array:
+    """An Arrow array of ``kind`` holding ``values`` (1-D numpy of that type), null where ``missing``."""
+    import pyarrow as pa
+
+    data = np.ascontiguousarray(values)
+    nulls = 0 if missing is None else int(np.count_nonzero(missing))
+    bitmap = pa.py_buffer(np.packbits(~missing, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(kind, data.size, [bitmap, pa.py_buffer(data)], null_count=nulls)
+
+
+def _strings(texts: list[str]) -> pa.Array:
+    """An Arrow string array of ``texts``."""
+    import pyarrow as pa
+
+    encoded = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets),
+                                                             pa.py_buffer(b"".join(encoded))])
+
+
+def _dictionary_of(texts: np.ndarray) -> pa.DictionaryArray:
+    """``texts`` (numpy of str) dictionary-encoded with int32 indices, the dictionary in order of first appearance."""
+    import pyarrow as pa
+
+    if texts.size and texts[0] == texts[-1] and bool(np.all(texts == texts[0])):
+        labels, codes = [str(texts[0])], np.zeros(texts.size, dtype=np.int32)
+    else:
+        unique, first, inverse = np.unique(texts.astype(str), return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(order.size, dtype=np.int32)
+        rank[order] = np.arange(order.size, dtype=np.int32)
+        labels, codes = [str(u) for u in unique[order]], rank[inverse.reshape(-1)]
+    return pa.DictionaryArray.from_arrays(_numbers(pa.int32(), codes, None), _strings(labels))
 
 
 def record_batches(grid: Grid, schema: pa.Schema, chunk_rows: int = CHUNK_ROWS,
@@ -258,7 +298,7 @@ def record_batches(grid: Grid, schema: pa.Schema, chunk_rows: int = CHUNK_ROWS,
     """The sweep table ``chunk_rows`` grid points at a time (or the rows ``index``, one batch), as ``schema``."""
     import pyarrow as pa
 
-    dictionaries = {key: pa.array([str(label) for label in labels]) for key, labels in LABELS.items()}
+    dictionaries = {key: _strings([str(label) for label in labels]) for key, labels in LABELS.items()}
     spans = [(0, 0, index)] if index is not None else [
         (start, min(start + chunk_rows, grid.rows), None) for start in range(0, grid.rows, chunk_rows)]
     for start, stop, rows in spans:
@@ -270,11 +310,10 @@ def record_batches(grid: Grid, schema: pa.Schema, chunk_rows: int = CHUNK_ROWS,
         for f in schema:
             name = f.name
             if name == "problem":
-                arrays.append(pa.array(problem, pa.string()).dictionary_encode())
+                arrays.append(_dictionary_of(problem))
             elif name in LABELS:
-                codes = np.asarray(results[name]).astype(np.int8)
-                arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, mask=bad if bad.any() else None),
-                                                             dictionaries[name]))
+                codes = np.broadcast_to(results[name], bad.shape).astype(np.int8)
+                arrays.append(pa.DictionaryArray.from_arrays(_numbers(pa.int8(), codes, bad), dictionaries[name]))
             elif name in x:
                 arrays.append(_arrow_column(x[name], f.type, None))
             else:
@@ -365,16 +404,16 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
             written += _tick(progress, batch)
     elif fmt == "csv":
         sink.write((",".join(_csv_quote(neutralise(name)) for name in schema.names) + "\n").encode("utf-8"))
-        for batch in batches:
-            sink.write(csv_text(batch, grid.coords(written, written + batch.num_rows)))
-            written += _tick(progress, batch)
+
+        def write_csv(batch: pa.RecordBatch, start: int) -> None:
+            sink.write(csv_text(batch, grid.coords(start, start + batch.num_rows)))
+
+        written = _write_behind(batches, write_csv, progress)
     elif fmt == "parquet":
         import pyarrow.parquet as pq
 
         with pq.ParquetWriter(sink, schema) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
-                written += _tick(progress, batch)
+            written = _write_behind(batches, lambda batch, _: writer.write_batch(batch), progress)
     else:
         head = json.dumps({**meta, "units": units_of(schema.names)}, indent=1)
         sink.write(head[:-2].encode("utf-8") + b',\n "rows": [')
@@ -385,6 +424,33 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
             written += _tick(progress, batch)
         sink.write(b"\n ]\n}\n")
     return written
+
+
+def _write_behind(batches: Iterator[pa.RecordBatch], write: Callable[[pa.RecordBatch, int], None],
+                  progress: Progress | None) -> int:
+    """``write(batch, first row)`` for each batch on one background thread while the next batch is evaluated here
+    (Arrow's writers and kernels release the GIL, so the two overlap on two cores); returns the rows written.
+
+    One write is in flight at a time, so memory holds at most the batch being written and the one being built;
+    batches are written in order, and an error in a write is raised here, at the latest after the last batch.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    written = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-writer") as pool:
+        pending: tuple[Any, pa.RecordBatch] | None = None
+        for batch in _and_end(batches):
+            if pending is not None:
+                pending[0].result()
+                written += _tick(progress, pending[1])
+            pending = None if batch is None else (pool.submit(write, batch, written), batch)
+    return written
+
+
+def _and_end(items: Iterator[Any]) -> Iterator[Any]:
+    """The items, then None."""
+    yield from items
+    yield None
 
 
 def _csv_quote(text: str) -> str:
@@ -412,11 +478,11 @@ def csv_text(batch: pa.RecordBatch, coords: tuple[np.ndarray, ...] = ()) -> memo
     fields: list[tuple] = []
     for col in batch.columns:
         if pa.types.is_dictionary(col.type):
-            labels = pa.array([_csv_quote(neutralise(str(t))) for t in col.dictionary.to_pylist()], pa.string())
+            labels = _strings([_csv_quote(neutralise(str(t))) for t in col.dictionary.to_pylist()])
             fields.append(("row", pc.take(labels, col.indices)))
             continue
-        valid = None if col.null_count == 0 else np.asarray(col.is_valid())
-        bits = col.fill_null(0).to_numpy().view(np.int64) if n else np.zeros(0, np.int64)
+        valid = _validity(col)
+        bits = _bits(col, valid) if n else np.zeros(0, np.int64)
         if n and bits[0] == bits[-1] and np.all(bits == bits[0]) and (valid is None or valid.all() or not valid.any()):
             fields.append(("const", "" if valid is not None and not valid[0] else pc.cast(col[0:1], pa.string())[0]
                            .as_py()))
@@ -425,7 +491,7 @@ def csv_text(batch: pa.RecordBatch, coords: tuple[np.ndarray, ...] = ()) -> memo
                      if _depends_only_on(bits, valid, c, first)), None)
         if axis is not None:
             present = firsts[axis] >= 0
-            strings = pc.cast(col.take(pa.array(np.where(present, firsts[axis], 0))), pa.string())
+            strings = pc.cast(col.take(_numbers(pa.int64(), np.where(present, firsts[axis], 0), None)), pa.string())
             fields.append(("axis", axis, strings))
             continue
         encoded = pc.dictionary_encode(col)
@@ -453,30 +519,49 @@ def csv_text(batch: pa.RecordBatch, coords: tuple[np.ndarray, ...] = ()) -> memo
     parts: list[Any] = []
     for f in merged:
         if f[0] == "const":
-            parts.append(pa.scalar(f[1]))
+            parts.append(_string_scalar(f[1]))
         elif f[0] == "axis":
-            parts.append(pc.take(f[2], coords[f[1]]))
+            parts.append(pc.take(f[2], _numbers(pa.int64(), coords[f[1]].astype(np.int64), None)))
         else:
             parts.append(f[1])
     if isinstance(parts[-1], pa.Scalar):
-        parts[-1] = pa.scalar(parts[-1].as_py() + "\n")
+        parts[-1] = _string_scalar(parts[-1].as_py() + "\n")
     else:
-        parts[-1] = pc.binary_join_element_wise(parts[-1], "\n", "", null_handling="replace", null_replacement="")
-    lines = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ",", null_handling="replace",
-                                                                         null_replacement="")
+        parts[-1] = pc.binary_join_element_wise(parts[-1], _string_scalar("\n"), _string_scalar(""),
+                                                null_handling="replace", null_replacement="")
+    lines = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(
+        *parts, _string_scalar(","), null_handling="replace", null_replacement="")
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
     return memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]]
 
 
+def _string_scalar(text: str) -> pa.Scalar:
+    """An Arrow string scalar (``pa.scalar`` would import pandas)."""
+    return _strings([text])[0]
+
+
+def _validity(col: pa.Array) -> np.ndarray | None:
+    """Which values of ``col`` are not null (bool), from its bitmap; None when none is null."""
+    if col.null_count == 0:
+        return None
+    raw = np.frombuffer(col.buffers()[0], dtype=np.uint8)
+    return np.unpackbits(raw, count=col.offset + len(col), bitorder="little")[col.offset:].astype(bool)
+
+
+def _bits(col: pa.Array, valid: np.ndarray | None) -> np.ndarray:
+    """The 64-bit pattern of each value of a float64 or int64 column, 0 where null."""
+    data = np.frombuffer(col.buffers()[1], dtype=np.int64, count=len(col), offset=col.offset * 8)
+    return data if valid is None else np.where(valid, data, 0)
+
+
 def _join(left: Any, right: Any) -> Any:
     """``left,right`` element-wise (strings per axis value, or one constant string); nulls as empty fields."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    left, right = (pa.scalar(v) if isinstance(v, str) else v for v in (left, right))
-    return pc.binary_join_element_wise(left, right, ",", null_handling="replace", null_replacement="")
+    left, right = (_string_scalar(v) if isinstance(v, str) else v for v in (left, right))
+    return pc.binary_join_element_wise(left, right, _string_scalar(","), null_handling="replace", null_replacement="")
 
 
 def _first_rows(coord: np.ndarray) -> np.ndarray:

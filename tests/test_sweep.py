@@ -53,7 +53,9 @@ def test_every_row_equals_the_scalar_scenario():
 def test_analyse_runs_once_per_chunk_of_the_grid(monkeypatch):
     calls = []
     real = frame_module.analyse
-    monkeypatch.setattr(frame_module, "analyse", lambda x, text=True: calls.append(len(x["layers"])) or real(x, text))
+    # Rows of the slice: inputs constant over it come as scalars (frame.evaluate_arrays), the varied ones as arrays.
+    monkeypatch.setattr(frame_module, "analyse", lambda x, text=True: calls.append(
+        np.broadcast_shapes(*(np.shape(v) for v in x.values()))[0]) or real(x, text))
     run_sweep(load_scenario(ESSAY001), ["memory_utilization=0.5:0.9:5", "prompt_tokens=100:1000:10"])
     assert calls == [50]
     calls.clear()

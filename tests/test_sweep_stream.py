@@ -164,3 +164,36 @@ def test_cli_streams_csv_to_stdout_with_one_header(capsys):
     table = pd.read_csv(io.StringIO(out))
     assert len(table) == 5 and out.count("memory_utilization,") == 1
     assert math.isclose(table["memory_utilization"].iloc[-1], 0.9)
+
+
+def test_writes_behind_the_evaluation_keep_order_and_raise_the_writers_error():
+    batches = [pa.RecordBatch.from_pydict({"a": [float(i)] * (i + 1)}) for i in range(5)]
+    seen: list[tuple[int, float]] = []
+    written = sweep_module._write_behind(iter(batches), lambda b, start: seen.append((start, b.column(0)[0].as_py())),
+                                         None)
+    assert written == 15 and seen == [(0, 0.0), (1, 1.0), (3, 2.0), (6, 3.0), (10, 4.0)]
+
+    def fail(batch, start):
+        if start > 0:
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        sweep_module._write_behind(iter(batches), fail, None)
+
+
+def test_a_sweep_imports_no_pandas():
+    """pyarrow imports pandas (0.3 s) to convert lists and Python scalars; the sweep builds Arrow arrays from
+    numpy buffers instead, so a CSV or Parquet sweep in a fresh process never loads it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from capacity.cli import main\n"
+            "for fmt in ('csv', 'parquet'):\n"
+            f"    sys.argv = ['capacity', 'sweep', {str(ESSAY001)!r}, '--vary',"
+            " 'serving.memory_utilization=0.1:0.95:7', '--vary', 'workload.prompt_tokens=1000:40000:3',"
+            " '--format', fmt]\n"
+            "    try:\n        main()\n    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "print('pandas' in sys.modules, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=SCENARIOS.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "False"
