@@ -13,7 +13,9 @@ import streamlit as st
 from app_views import sidebar
 from app_views.context import Context
 from app_views.exports import render_downloads
+from app_views.figures import figures_markdown
 from app_views.state import humanise, link_params, section_of, sizing_name, to_yaml
+from app_views.summary import cached_verdict
 from app_views.text import plain
 from app_views.views import VIEWS
 from capacity import Scenario, ScenarioError
@@ -22,7 +24,6 @@ from capacity.budget import BudgetExceeded, time_budget
 from capacity.files import safe_filename
 from capacity.fleet import fleet_for_load
 from capacity.formatting import format_value
-from capacity.verdict import verdict
 
 #: Time budget of one evaluation and of drawing one view [s] (``capacity.budget``): work estimated to take longer
 #: is refused before it starts, work that runs past it is stopped, so one session never holds a core for long.
@@ -45,12 +46,6 @@ def evaluate(scenario_json: str) -> tuple[Any, list[str] | None]:
         return None, list(exc.problems)
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
-def cached_verdict(scenario_json: str) -> list[str]:
-    results, _ = evaluate(scenario_json)
-    return verdict(results)
-
-
 def _money(value: float | None, digits: int = 2) -> str:
     return "no price set" if value is None or value != value else f"${value:,.{digits}f}"
 
@@ -58,19 +53,20 @@ def _money(value: float | None, digits: int = 2) -> str:
 def headline(results: Any, ctx: Context) -> None:
     """The one-sentence answer, six figures, and the fleet the entered load needs."""
     r, s = results, results.scenario
+    gpus = s.gpu.gpus_per_replica * s.gpu.replicas
     st.markdown(f"#### {plain(answer(r))}")
-    rows = [st.columns(3), st.columns(3)]
-    rows[0][0].metric("Requests that fit", f"{r['batch_max']:,.0f}",
-                      help="largest decode batch: KV pool, prefix sharing and max running sequences")
-    rows[0][1].metric("Ceiling", f"{r['ceiling_rps']:,.2f} req/s", help="throughput at the largest batch, per replica")
-    rows[0][2].metric("Goodput under promises", f"{r['goodput_rps']:,.2f} req/s",
-                      help=f"per replica; limited by {r['goodput_limit']}")
-    rows[1][0].metric("TPOT at goodput", format_value("tpot_at_goodput_s", r["tpot_at_goodput_s"]),
-                      help="time per output token users see at the goodput")
-    rows[1][1].metric("$ per M output tokens", format_value("cost_per_million_tokens", r["cost_per_million_tokens"]),
-                      help="GPU cost over the output tokens served at the goodput")
-    rows[1][2].metric("Monthly cost", _money(monthly_cost(r), 0),
-                      help=f"{s.gpu.gpus_per_replica * s.gpu.replicas:,} GPUs x price x 730 hours")
+    st.markdown(figures_markdown([
+        ("Requests that fit", f"{r['batch_max']:,.0f}",
+         "the largest decode batch (KV pool, shared prefix, running cap)"),
+        ("Ceiling", f"{r['ceiling_rps']:,.2f} req/s", "per replica, at the largest batch"),
+        ("Goodput under promises", f"{r['goodput_rps']:,.2f} req/s", f"per replica; set by {r['goodput_limit']}"),
+        ("TPOT at goodput", format_value("tpot_at_goodput_s", r["tpot_at_goodput_s"]),
+         "per output token, as users see it at the goodput"),
+        ("$ per M output tokens", format_value("cost_per_million_tokens", r["cost_per_million_tokens"]),
+         "GPU cost over the tokens served at the goodput"),
+        ("Monthly cost", _money(monthly_cost(r), 0),
+         f"{gpus:,} GPU{'' if gpus == 1 else 's'} x price x 730 h"),
+    ]))
     if ctx.load_rps:
         try:
             fleet = fleet_for_load(r, ctx.load_rps, ctx.peak_factor, ctx.headroom)
@@ -138,11 +134,12 @@ def main() -> None:
         return
     for line in cautions(results):
         st.warning(plain(line))
-    with st.expander("Verdict: what binds and what would move it", expanded=False):
-        for line in cached_verdict(scenario_json):
-            st.markdown(f"- {plain(humanise(line))}")
-        for note in results.notes():
-            st.caption(plain(f"Note: {humanise(note)}"))
+    if st.session_state["view"] != "Summary":  # the Summary view shows the verdict and notes itself
+        with st.expander("Verdict: what binds and what would move it", expanded=False):
+            for line in cached_verdict(scenario_json, results):
+                st.markdown(f"- {plain(humanise(line))}")
+            for note in results.notes():
+                st.caption(plain(f"Note: {humanise(note)}"))
     render_downloads(st, results, name)
     view = st.segmented_control("View", list(VIEWS), key="view", label_visibility="collapsed") or next(iter(VIEWS))
     try:

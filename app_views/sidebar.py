@@ -81,6 +81,7 @@ def start(params: dict[str, str]) -> None:
         st.session_state["doc"] = new
         st.session_state["user_set"] = set(overridden(new)) | ({"name"} if named_by_user(new) else set())
         messages["link"] = problems
+        _mark_loaded("the share link")
     else:
         st.session_state["doc"] = preset_doc(first)
     follow_name()
@@ -98,7 +99,16 @@ def follow_name() -> None:
         doc()["name"] = sizing_name(doc())
 
 
+def _mark_loaded(origin: str) -> None:
+    """The preset box names where a loaded sizing came from (an extra entry), not the preset it replaced."""
+    st.session_state["loaded_from"] = f"loaded from {origin}"
+    st.session_state["preset"] = st.session_state["loaded_from"]
+
+
 def on_preset() -> None:
+    if st.session_state["preset"] not in PRESETS:  # the "loaded from ..." entry: the loaded sizing stays
+        return
+    st.session_state.pop("loaded_from", None)
     st.session_state["doc"] = preset_doc(st.session_state["preset"])
     st.session_state["user_set"] = set()
     _messages().clear()
@@ -169,12 +179,13 @@ def on_upload() -> None:
     except ScenarioError as exc:
         messages["upload"] = [f"Could not load {upload.name}: {p}" for p in exc.problems]
         return
-    load_doc(new, f"Loaded {upload.name}")
+    load_doc(new, f"Loaded {upload.name}", origin=upload.name)
 
 
-def load_doc(new: dict[str, Any], note: str = "") -> None:
+def load_doc(new: dict[str, Any], note: str = "", origin: str = "a file") -> None:
     """Make ``new`` the sizing (an uploaded file or a test); its overrides count as the user's."""
     st.session_state["doc"] = new
+    _mark_loaded(origin)
     st.session_state["user_set"] = set(overridden(new)) | ({"name"} if named_by_user(new) else set())
     follow_name()
     if note:
@@ -229,8 +240,10 @@ def draw() -> dict[str, Any]:
     d = doc()
     unit = d.get("units", "GB") if d.get("units") in UNITS else "GB"
     sb.title("Sizing inputs")
-    sb.selectbox("Start from a preset", list(PRESETS), key="preset", on_change=on_preset,
-                 help="A starting point: every value below is yours to change.")
+    loaded = st.session_state.get("loaded_from")
+    sb.selectbox("Start from a preset", [*PRESETS, *([loaded] if loaded else [])], key="preset", on_change=on_preset,
+                 help="A starting point: every value below is yours to change. A loaded file or share link shows "
+                      "as where it came from.")
     sb.text_input("Scenario name", key="name", max_chars=120, on_change=on_field, args=("name",),
                   help="Names the saved file, the reports and the link.")
     sb.radio("Byte units", UNITS, key="units", horizontal=True, on_change=on_field, args=("units",),

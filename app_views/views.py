@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app_views import compare, cost, fleet, memory, numbers, promise, roofline, simulator, workloads
+from app_views import compare, cost, fleet, memory, numbers, promise, roofline, simulator, summary, workloads
 from app_views.context import Context
 
 VIEWS: dict[str, Callable[[Any, Context], Any]] = {
+    "Summary": summary.render,  # the landing view: text only, so the first number waits for no chart library
     "Memory": memory.render,
     "Roofline": roofline.render,
     "Promise": promise.render,

@@ -9,10 +9,13 @@ Two figures, each the median (and p90) of several tries against a fresh ``stream
   (the value the library computes for that prompt), for ``N`` edits, each made with the page at rest (the
   previous rerun finished and drawn: Streamlit's running indicator gone). Target: 150 ms median.
 
-Each is measured in two views: Memory (four Plotly charts) and All numbers (a table only), so the cost of
-the charts shows. Beside them, in the same run and interleaved, the **floor**: a Streamlit page holding one
-metric and one number input, nothing else (Streamlit's own cost of a page load and of a rerun on this
-machine at this moment). On a shared machine the ratio to the floor is the stable figure.
+Reruns are measured in three views: Summary (the landing view: text only), Memory (four Plotly charts) and
+All numbers (a data grid), so the cost of the charts and of the grid shows. The first loads also count what
+the browser downloads (bytes of scripts), which shows whether plotly.js (4.7 MB) was fetched.
+
+Beside them, in the same run and interleaved, the **floor**: a Streamlit page holding one metric and one
+number input, nothing else (Streamlit's own cost of a page load and of a rerun on this machine at this moment).
+On a shared machine the ratio to the floor is the stable figure.
 
     python benchmarks/bench_app_browser.py [N] [--loads 5] [--root DIR]
 
@@ -48,7 +51,12 @@ FLOOR_APP = '''import streamlit as st
 st.metric("Requests that fit", f"{3 * st.session_state.get('prompt', 1500):,}")
 st.number_input("prompt (tokens)", 1, 1_000_000, 1500, key="prompt")
 '''
-METRIC = ('() => { const m = [...document.querySelectorAll(\'[data-testid="stMetric"]\')]'
+#: The "Requests that fit" value on screen: a column of the app's headline table (app_views/figures.py), or the
+#: floor's st.metric.
+METRIC = ('() => { for (const t of document.querySelectorAll(\'[data-testid="stMarkdownContainer"] table\')) {'
+          ' const i = [...t.querySelectorAll("thead th")].map(e => e.innerText.trim()).indexOf("Requests that fit");'
+          ' if (i >= 0) return t.querySelector("tbody tr").children[i].innerText.trim(); }'
+          ' const m = [...document.querySelectorAll(\'[data-testid="stMetric"]\')]'
           '.find(e => e.innerText.startsWith("Requests that fit"));'
           ' return m ? m.querySelector(\'[data-testid="stMetricValue"]\').innerText.trim() : null; }')
 #: The page at rest: no script running (Streamlit's running indicator is gone).
@@ -95,15 +103,24 @@ def _server(script: Path, cwd: Path):
         server.wait(timeout=20)
 
 
-def _first_number(browser, url: str, expected: str) -> float:
+def _first_number(browser, url: str, expected: str) -> tuple[float, int]:
+    """Seconds from opening the page to the first number on screen, and bytes of script fetched by then."""
     context = browser.new_context(viewport={"width": 1600, "height": 1200})
     page = context.new_page()
+    scripts: list = []
+    page.on("response", lambda r: scripts.append(r) if r.request.resource_type == "script" else None)
     start = time.perf_counter()
     page.goto(url)
     page.wait_for_function(f"() => ({METRIC})() === '{expected}'", timeout=120_000, polling="raf")
     elapsed = time.perf_counter() - start
+    fetched = 0
+    for response in list(scripts):
+        try:
+            fetched += len(response.body())
+        except Exception:  # noqa: BLE001 (a response still streaming or gone: not counted)
+            pass
     context.close()
-    return elapsed
+    return elapsed, fetched
 
 
 def _open(browser, url: str, expected: str, view: str | None):
@@ -143,12 +160,16 @@ def main(n: int = 20, loads: int = 5, root: Path = ROOT) -> None:
         _open(browser, app_url, landing, None).close()            # server imports, caches
         _open(browser, floor_url, floor_value[1500], None).close()
         first: dict[str, list[float]] = {"app": [], "floor": []}
+        script_bytes: dict[str, int] = {}
         for _ in range(loads):                                    # interleaved
-            first["app"].append(_first_number(browser, app_url, landing))
-            first["floor"].append(_first_number(browser, floor_url, floor_value[1500]))
-        pages = {"Memory": _open(browser, app_url, landing, "Memory"),
-                 "All numbers": _open(browser, app_url, landing, "All numbers"),
-                 "floor": _open(browser, floor_url, floor_value[1500], None)}
+            for key, url, value in (("app", app_url, landing), ("floor", floor_url, floor_value[1500])):
+                took, script_bytes[key] = _first_number(browser, url, value)
+                first[key].append(took)
+        # The views this checkout has (a previous release, run with --root, may lack the Summary view).
+        known = (root / "app_views" / "views.py").read_text()
+        pages = {view: _open(browser, app_url, landing, view) for view in ("Summary", "Memory", "All numbers")
+                 if f'"{view}"' in known}
+        pages["floor"] = _open(browser, floor_url, floor_value[1500], None)
         reruns: dict[str, list[float]] = {k: [] for k in pages}
         for i, prompt in enumerate(prompts):                      # interleaved
             for key, page in pages.items():
@@ -161,6 +182,7 @@ def main(n: int = 20, loads: int = 5, root: Path = ROOT) -> None:
         target = f"   target 1500 ms: {'met' if med <= 1.5 else 'NOT met'}" if key == "app" else ""
         print(f"first number after opening, {label:<20} median {med * 1e3:7.0f} ms   p90 {p90 * 1e3:7.0f} ms   "
               f"(n={loads}){target}")
+        print(f"    scripts fetched before it, {label}: {script_bytes[key] / 1e6:,.2f} MB")
     print(f"first number, app / floor: {statistics.median(first['app']) / statistics.median(first['floor']):5.2f}x")
     floor = statistics.median(reruns["floor"])
     for key, times in reruns.items():

@@ -3,36 +3,49 @@
 Essay 001's sale-day engine (``scenarios/sim-essay-001-analytic.yaml``, roofline cost model) under Poisson
 arrivals below its goodput, with lognormal prompts (mean 1,000, sigma 0.6, 16-8,000 tokens) and uniform
 answers (50-550 tokens), continuous batching, blocks allocated on demand (growth tracked per step, with
-preemption when the pool runs dry). Prints the wall and CPU time of ``simulate_table`` (the workload is
-generated before the clock starts), requests per second, decode steps and the engine's iterations per request.
+preemption when the pool runs dry).
 
-``--baseline DIR`` also runs the same workload with the ``capacity`` package of another checkout (e.g. main
-before a change), each side in its own fresh process, the two interleaved ``--repeat`` times, and prints both
-medians, the speed-up and whether the summaries agree. On a shared machine the CPU time is the steadier figure.
+Prints, on the same workload in the same run:
 
-    python benchmarks/bench_sim_variable.py [--requests 1000000] [--rate 5.5] [--repeat 1] [--baseline /work/main]
+* the compiled event loop (``capacity/simulator/compiled.py``, numba) on all ``--requests`` requests, after a
+  warm-up run in the same process (the steady time: the kernel already compiled or loaded from its cache);
+* the Python event loop (the reference, ``scheduler._run_unchunked``) on the first ``--python-requests`` of the
+  same requests (it takes ~20 s for a million; ``--python-requests 0`` runs it on all of them), and the compiled
+  loop on that same prefix: their ratio is the speed-up on identical work; the Python time is also scaled to
+  the full run (per request; the cost per request barely changes with the run's length);
+* the compiled loop's start: a fresh process with an empty numba cache (import + compile + first run of 1,000
+  requests) and a fresh process with that cache warm (import + load + first run); the compile time is the
+  difference between the first and the steady small run.
+
+Times are ``simulate_table`` (the workload is generated before the clock starts: the event loop plus
+``metrics.collect``), wall and CPU, medians of ``--repeat`` fresh processes, interleaved. The summaries of
+the two loops on the prefix must be identical (the compiled loop is bit-identical to the reference).
+
+    python benchmarks/bench_sim_variable.py [--requests 1000000] [--python-requests 100000] [--rate 5.5] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "sim-essay-001-analytic.yaml"
+SMALL = 1_000  # requests of the warm-up and start-up runs
 
 
-def measure(code: Path, requests: int, rate: float) -> dict[str, float | dict]:
-    """One timed run with the ``capacity`` package under ``code``: wall and CPU seconds, and the summary."""
-    sys.path.insert(0, str(code))  # that checkout's capacity, also when another copy is installed
+def _setup(requests: int, rate: float):  # noqa: ANN202
+    sys.path.insert(0, str(ROOT))
     from capacity.scenario import load_scenario
-    from capacity.simulator import simulate_table
     from capacity.simulator.config import config_from_scenario
     from capacity.simulator.workloads import generate
 
@@ -42,52 +55,108 @@ def measure(code: Path, requests: int, rate: float) -> dict[str, float | dict]:
         scenario, requests=requests, rate=rate, kv_allocation="on_demand",
         prompt_tokens={"dist": "lognormal", "mean": 1000, "sigma": 0.6, "low": 16, "high": 8000},
         output_tokens={"dist": "uniform", "low": 50, "high": 550})
-    table = generate(config)
+    return scenario, config, generate(config)
+
+
+def _timed(scenario, config, table, loop: str) -> dict:  # noqa: ANN001
+    from capacity.simulator import simulate_table
+
+    gc.collect()
     wall, cpu = time.perf_counter(), time.process_time()
-    result = simulate_table(scenario, config, table)
+    result = simulate_table(scenario, config, table, loop)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"wall_s": wall, "cpu_s": cpu, "summary": result.to_json_dict()}
+    out = {"wall_s": wall, "cpu_s": cpu, "requests": len(table), "loop": result.event_loop,
+           "summary": result.to_json_dict()}
+    del result
+    return out
 
 
-def in_fresh_process(code: Path, requests: int, rate: float) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--code", str(code), "--requests", str(requests), "--rate",
-                          str(rate), "--json"], check=True, capture_output=True, text=True, cwd=ROOT)
+def steady(requests: int, python_requests: int, rate: float) -> dict:
+    """In one process: warm up the compiled loop, then time it on everything, and both loops on the prefix."""
+    import numpy as np
+
+    scenario, config, table = _setup(requests, rate)
+    prefix = table.take(np.arange(python_requests)) if 0 < python_requests < requests else table
+    _timed(scenario, config, table.take(np.arange(min(SMALL, requests))), "compiled")  # load or compile: not timed
+    return {"compiled": _timed(scenario, config, table, "compiled"),
+            "python_prefix": _timed(scenario, config, prefix, "python"),
+            "compiled_prefix": _timed(scenario, config, prefix, "compiled")}
+
+
+def start(rate: float) -> dict:
+    """In one fresh process: import + first compiled run of ``SMALL`` requests, then the same run again."""
+    import numpy as np
+
+    scenario, config, table = _setup(SMALL, rate)
+    small = table.take(np.arange(SMALL))
+    wall, cpu = time.perf_counter(), time.process_time()
+    from capacity.simulator import compiled  # numba's import and the decorators: part of the start
+
+    _timed(scenario, config, small, "compiled")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    again = _timed(scenario, config, small, "compiled")
+    return {"first_s": wall - again["wall_s"], "first_cpu_s": cpu - again["cpu_s"], "cached": compiled.cached}
+
+
+def in_fresh_process(args: list[str], env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, **(env or {})})
     return json.loads(out.stdout)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1_000_000)
+    parser.add_argument("--python-requests", type=int, default=100_000,
+                        help="requests the Python loop runs (a prefix of the same workload; 0: all)")
     parser.add_argument("--rate", type=float, default=5.5)
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--baseline", type=Path, help="another checkout whose capacity package to compare with")
-    parser.add_argument("--code", type=Path, default=ROOT, help=argparse.SUPPRESS)
-    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--worker", choices=("steady", "start"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.json:
-        print(json.dumps(measure(args.code, args.requests, args.rate)))
+    if args.worker == "steady":
+        print(json.dumps(steady(args.requests, args.python_requests, args.rate)))
         return
-    sides = {"this checkout": ROOT, **({f"baseline {args.baseline}": args.baseline} if args.baseline else {})}
-    runs: dict[str, list[dict]] = {name: [] for name in sides}
-    for _ in range(args.repeat):
-        for name, code in sides.items():
-            runs[name].append(in_fresh_process(code, args.requests, args.rate))
+    if args.worker == "start":
+        print(json.dumps(start(args.rate)))
+        return
     n = args.requests
-    medians = {}
-    for name, rs in runs.items():
-        wall, cpu = statistics.median(r["wall_s"] for r in rs), statistics.median(r["cpu_s"] for r in rs)
-        medians[name] = (wall, cpu)
-        s = rs[0]["summary"]
-        print(f"{name}: {n:,} requests (variable lengths, KV on demand) in {wall:.2f} s wall = {n / wall:,.0f} "
-              f"requests/s ({cpu:.2f} s CPU = {n / cpu:,.0f} requests/s); {s['decode_steps']:,} decode steps, "
-              f"{s['preemptions']:,} preemptions, p99 TTFT {s['p99_ttft_s'] * 1e3:.0f} ms, mean TPOT "
-              f"{s['mean_tpot_s'] * 1e3:.1f} ms; target <= 5 s per million: "
-              f"{'met' if wall <= 5 * n / 1e6 else 'NOT met'}")
-    if args.baseline:
-        (wall, cpu), (base_wall, base_cpu) = medians.values()
-        same = all(r["summary"] == runs["this checkout"][0]["summary"] for rs in runs.values() for r in rs)
-        print(f"speed-up over the baseline: {base_wall / wall:.2f}x wall, {base_cpu / cpu:.2f}x CPU "
-              f"(medians of {args.repeat} interleaved run(s) each); summaries {'identical' if same else 'DIFFER'}")
+    runs, starts = [], []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as cache:  # an empty numba cache: the first process compiles
+            env = {"NUMBA_CACHE_DIR": cache}
+            cold = in_fresh_process(["--worker", "start", "--rate", str(args.rate)], env)
+            warm = in_fresh_process(["--worker", "start", "--rate", str(args.rate)], env)
+            starts.append((cold, warm))
+            runs.append(in_fresh_process(["--worker", "steady", "--requests", str(n), "--python-requests",
+                                          str(args.python_requests), "--rate", str(args.rate)], env))
+
+    def med(key: str, field: str) -> float:
+        return statistics.median(r[key][field] for r in runs)
+
+    c_wall, c_cpu = med("compiled", "wall_s"), med("compiled", "cpu_s")
+    p_wall, p_cpu = med("python_prefix", "wall_s"), med("python_prefix", "cpu_s")
+    cp_wall, cp_cpu = med("compiled_prefix", "wall_s"), med("compiled_prefix", "cpu_s")
+    m = runs[0]["python_prefix"]["requests"]
+    s = runs[0]["compiled"]["summary"]
+    print(f"workload: {n:,} requests, variable lengths, KV on demand; {s['decode_steps']:,} decode steps, "
+          f"{s['preemptions']:,} preemptions, p99 TTFT {s['p99_ttft_s'] * 1e3:.0f} ms, mean TPOT "
+          f"{s['mean_tpot_s'] * 1e3:.1f} ms (medians of {args.repeat} fresh processes)")
+    print(f"compiled loop ({runs[0]['compiled']['loop']}), steady: {c_wall:.2f} s wall = {n / c_wall:,.0f} "
+          f"requests/s ({c_cpu:.2f} s CPU = {n / c_cpu:,.0f} requests/s); target <= 5 s per million: "
+          f"{'met' if c_wall <= 5 * n / 1e6 else 'NOT met'}")
+    print(f"python loop ({runs[0]['python_prefix']['loop']}) on the first {m:,} requests: {p_wall:.2f} s wall = "
+          f"{m / p_wall:,.0f} requests/s ({p_cpu:.2f} s CPU); scaled to {n:,}: {p_wall * n / m:.1f} s wall")
+    print(f"compiled loop on the same {m:,} requests: {cp_wall:.3f} s wall = {m / cp_wall:,.0f} requests/s "
+          f"({cp_cpu:.3f} s CPU); speed-up on identical work: {p_wall / cp_wall:.1f}x wall, {p_cpu / cp_cpu:.1f}x "
+          f"CPU; {n:,} compiled vs the scaled Python: {p_wall * n / m / c_wall:.1f}x")
+    same = all(r["python_prefix"]["summary"] == r["compiled_prefix"]["summary"] for r in runs)
+    print(f"summaries of the two loops on the prefix: {'identical' if same else 'DIFFER'}")
+    cold, cold_cpu = (statistics.median(c[k] for c, _ in starts) for k in ("first_s", "first_cpu_s"))
+    warm, warm_cpu = (statistics.median(w[k] for _, w in starts) for k in ("first_s", "first_cpu_s"))
+    print(f"compiled loop start (fresh process: import + first {SMALL:,}-request run, less the same run again): "
+          f"with an empty cache (compiling) {cold:.1f} s wall ({cold_cpu:.1f} s CPU); with the cache written by "
+          f"that process (import numba, load) {warm:.2f} s wall ({warm_cpu:.2f} s CPU); cache "
+          f"{'writable' if starts[0][0]['cached'] else 'NOT writable: compiled in every process'}")
 
 
 if __name__ == "__main__":

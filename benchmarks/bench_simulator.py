@@ -4,10 +4,12 @@
 
 Workload: essay 001's sale day (scenarios/sim-essay-001-analytic.yaml: llama-3-8b-like model,
 1,000-token prompts, 300-token answers, roofline cost model), Poisson arrivals below the goodput.
-The event-driven engine skips ahead over runs of decode steps in which the batch does not change;
-the naive loop below (the baseline, written here on purpose) visits every iteration and every
-sequence. Both run the same smaller workload, so their results must agree, and the ratio of their
-wall times is the speed-up of the fast-forward.
+The event-driven engine skips ahead over runs of decode steps in which the batch does not change; the naive
+loop (tests/simulator_reference.py: the baseline, which the tests also check the engine against) visits every
+iteration and every sequence. Both run the same smaller workload, so their results must agree, and the ratio
+of their wall times is the speed-up of the fast-forward. Both are Python: the event-driven engine runs its
+Python loop (``event_loop="python"``, the reference); the compiled loop is measured in
+``bench_sim_variable.py``.
 """
 
 from __future__ import annotations
@@ -17,73 +19,22 @@ import math
 import sys
 import time
 import warnings
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's capacity, also when another copy is installed
+sys.path.insert(1, str(ROOT / "tests"))  # the step-by-step reference loop the tests check the engine against
+
+from simulator_reference import naive_continuous  # noqa: E402
 
 from capacity.scenario import load_scenario  # noqa: E402
 from capacity.simulator import RooflineCost, simulate_table  # noqa: E402
 from capacity.simulator.config import config_from_scenario  # noqa: E402
-from capacity.simulator.workloads import RequestTable, generate  # noqa: E402
+from capacity.simulator.workloads import generate  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "sim-essay-001-analytic.yaml"
-
-
-def naive_continuous(table: RequestTable, cost: RooflineCost, pool_blocks: int, block_size: int,
-                     budget: int) -> tuple[np.ndarray, np.ndarray]:
-    """Continuous batching, one iteration per loop turn: KV reserved for prompt + answer, prefills alone, FCFS.
-
-    Returns (first-token times, finish times) [s]. O(iterations x batch): every decoding sequence is
-    visited on every step, which is what the event-driven engine avoids.
-    """
-    n = len(table)
-    arrival, prompt, output = table.arrival_s.tolist(), table.prompt_tokens.tolist(), table.output_tokens.tolist()
-    first, finish = [math.nan] * n, [math.nan] * n
-    queue: deque[int] = deque()
-    running: list[list[int]] = []  # [request, tokens generated]
-    free, now, nxt = pool_blocks, 0.0, 0
-    while nxt < n or queue or running:
-        while nxt < n and arrival[nxt] <= now:
-            queue.append(nxt)
-            nxt += 1
-        admitted, tokens = [], 0
-        while queue:
-            i = queue[0]
-            need = -(-(prompt[i] + output[i]) // block_size)
-            if need > free or (admitted and tokens + prompt[i] > budget):
-                break
-            queue.popleft()
-            free -= need
-            admitted.append(i)
-            tokens += prompt[i]
-        if admitted:
-            now += cost.step_s(0, 0, tokens)
-            for i in admitted:
-                first[i] = now
-                if output[i] == 1:
-                    finish[i] = now
-                    free += -(-(prompt[i] + output[i]) // block_size)
-                else:
-                    running.append([i, 1])
-        elif running:
-            now += cost.step_s(len(running), sum(prompt[i] + g for i, g in running), 0)
-            still = []
-            for seq in running:
-                seq[1] += 1
-                i = seq[0]
-                if seq[1] == output[i]:
-                    finish[i] = now
-                    free += -(-(prompt[i] + output[i]) // block_size)
-                else:
-                    still.append(seq)
-            running = still
-        else:
-            now = arrival[nxt]
-    return np.asarray(first), np.asarray(finish)
 
 
 def main() -> None:
@@ -101,7 +52,7 @@ def main() -> None:
     config = config_from_scenario(scenario, requests=args.requests, rate=args.rate)
     table = generate(config)
     start = time.perf_counter()
-    result = simulate_table(scenario, config, table)
+    result = simulate_table(scenario, config, table, "python")
     wall = time.perf_counter() - start
     summary = result.summary()
     print(f"event-driven: {args.requests:,} requests in {wall:.2f} s wall = {args.requests / wall:,.0f} requests/s "
@@ -111,11 +62,12 @@ def main() -> None:
     small = config_from_scenario(scenario, requests=args.naive_requests, rate=args.rate)
     small_table = generate(small)
     start = time.perf_counter()
-    fast = simulate_table(scenario, small, small_table)
+    fast = simulate_table(scenario, small, small_table, "python")
     fast_wall = time.perf_counter() - start
     start = time.perf_counter()
-    first, finish = naive_continuous(small_table, RooflineCost.from_scenario(scenario), int(analytic["pool_blocks"]),
-                                     scenario.serving.block_size, small.max_batched_tokens)
+    first, finish, _ = naive_continuous(small_table, RooflineCost.from_scenario(scenario), math.inf,
+                                        int(analytic["pool_blocks"]), scenario.serving.block_size,
+                                        small.max_batched_tokens)
     naive_wall = time.perf_counter() - start
     df = fast.requests
     gap = max(np.max(np.abs(df["ttft_s"] + df["arrival_s"] - first)), np.max(np.abs(df["finish_s"] - finish)))

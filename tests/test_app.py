@@ -25,8 +25,24 @@ def start(params: dict[str, str] | None = None) -> AppTest:
     return at.run()
 
 
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells as shown: outer pipes and bold dropped, backslash escapes undone."""
+    return [re.sub(r"\\(.)", r"\1", cell.strip()).removeprefix("**").removesuffix("**")
+            for cell in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
+
+
+def headline_figures(at: AppTest) -> dict[str, str]:
+    """The headline's figures as shown (label -> value), read from its table (app_views/figures.py)."""
+    for block in at.markdown:
+        rows = block.value.splitlines()
+        if rows and rows[0].startswith("| Requests that fit |"):
+            return dict(zip(_cells(rows[0]), _cells(rows[2]), strict=True))
+    return {}
+
+
 def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    """Every figure on the page: the headline's and the open view's ``st.metric`` values."""
+    return {**headline_figures(at), **{m.label: m.value for m in at.metric}}
 
 
 def in_view(at: AppTest, view: str) -> dict[str, str]:
@@ -371,3 +387,37 @@ def test_a_new_model_or_gpu_renames_the_sizing_unless_the_user_named_it():
     at.sidebar.text_input(key="name").input("ACME pilot").run()
     at.sidebar.selectbox(key="gpu").select("h200").run()
     assert saved(at)["name"] == "ACME pilot"
+
+
+def test_a_shared_link_does_not_claim_to_be_the_first_preset():
+    # Issue 13 (left from the last session): after a share link (or an upload) the preset box still named the
+    # landing preset, while the sizing was the link's. It says where the sizing came from; the sizing is kept.
+    link = {"model": "llama-3-70b", "gpu": "h100-sxm", "gpu_count": "4", "prompt_tokens": "2000"}
+    at = start(link)
+    box = at.sidebar.selectbox(key="preset")
+    assert box.value not in PRESETS and box.value == "loaded from the share link", box.value
+    assert box.options[-1] == box.value and list(box.options[:-1]) == list(PRESETS)
+    data = saved(at)
+    assert data["model"]["name"] == "llama-3-70b" and data["workload"]["prompt_tokens"] == 2000
+    assert_headline(at, Scenario.from_dict(data).evaluate())
+    # Choosing a preset afterwards loads it, and the loaded entry goes (the sizing it named is no longer shown).
+    at = choose(at, ESSAY_001)
+    assert at.sidebar.selectbox(key="preset").value == ESSAY_001
+    assert list(at.sidebar.selectbox(key="preset").options) == list(PRESETS)
+    assert_headline(at, Scenario.from_dict(preset_data(ESSAY_001)).evaluate())
+
+
+def test_a_link_holding_only_the_view_keeps_the_landing_preset_named():
+    at = start({"view": "Memory"})
+    assert at.sidebar.selectbox(key="preset").value == next(iter(PRESETS))
+
+
+def test_the_landing_page_needs_no_chart_or_metric_code_before_its_first_number():
+    # Issue 13 (speed): the first number waited for plotly.js (4.7 MB, the Memory view's charts) and for
+    # st.metric's code, both fetched after the sidebar widgets'. The landing view is text, the headline a table.
+    at = start()
+    assert at.button_group(key="view").value == "Summary"
+    assert not at.get("plotly_chart") and not at.metric and not at.dataframe
+    assert headline_figures(at)["Requests that fit"] == "752"  # essay 000, as its essay works it out
+    summary = " ".join(m.value for m in at.markdown)
+    assert "What binds and what would move it" in summary and "KV memory binds" in summary

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_app import headline_figures
 
 from capacity import budget
 from capacity.budget import BudgetExceeded, time_budget
@@ -73,10 +74,10 @@ def test_a_simulation_that_runs_past_its_budget_is_stopped(policy, monkeypatch):
     # deadline must stop it anyway. 200,000 requests take seconds even at 100,000 simulated requests/s.
     monkeypatch.setattr(config, "_S_PER_REQUEST", 0.0)
     scenario = load_scenario(BASE)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other jobs on a shared machine stretch wall time, not this
     with pytest.raises(BudgetExceeded), time_budget(0.05):
         simulate(scenario, policy=policy, rate=500.0, requests=200_000)
-    assert time.perf_counter() - start < 1.0  # the budget plus the granularity of the checks
+    assert time.process_time() - start < 1.0  # the budget plus the granularity of the checks (~0.2-0.3 s here)
 
 
 def _app(params: dict[str, str]) -> AppTest:
@@ -105,7 +106,7 @@ def test_app_a_huge_simulation_request_gets_an_inline_message_within_the_budget(
     assert "would take about" in errors and "simulate fewer requests" in errors, errors
     assert "Traceback" not in errors and "/" not in errors.replace("requests/s", "")
     assert took < BUDGET_S + 10  # app start-up plus evaluation; the simulation itself is refused up front
-    assert at.metric  # the headline is still shown above the refused view
+    assert headline_figures(at)  # the headline is still shown above the refused view
 
 
 def test_app_a_simulation_past_its_deadline_is_cut_off_with_an_inline_message(monkeypatch):
@@ -120,7 +121,7 @@ def test_app_a_simulation_past_its_deadline_is_cut_off_with_an_inline_message(mo
     took, errors = _run_timed(at)
     assert "time budget" in errors and "stopped" in errors, errors
     assert took < 15
-    assert at.metric
+    assert headline_figures(at)
 
 
 def test_app_config_json_with_10_to_the_12_layers_is_refused_inline_at_once():
@@ -135,7 +136,7 @@ def test_app_config_json_with_10_to_the_12_layers_is_refused_inline_at_once():
     assert not at.exception
     errors = " ".join(e.value for e in at.sidebar.error)
     assert "num\\_hidden\\_layers" in errors or "num_hidden_layers" in errors, errors
-    assert at.metric  # still usable: the previous sizing's headline
+    assert headline_figures(at)  # still usable: the previous sizing's headline
 
 
 def _pool_by_hand(pool, requests, shared, private, partial):
@@ -178,4 +179,4 @@ def test_app_a_tiny_model_with_millions_of_requests_renders_at_once():
     at.run()
     assert not at.exception
     assert time.perf_counter() - start < 20
-    assert int(at.metric[0].value.replace(",", "")) > 1_000_000  # requests that fit
+    assert int(headline_figures(at)["Requests that fit"].replace(",", "")) > 1_000_000  # requests that fit

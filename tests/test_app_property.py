@@ -11,6 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
+from test_app import headline_figures
 
 from app_views.state import presets, to_yaml
 from capacity import Scenario, ScenarioError
@@ -67,7 +68,7 @@ def test_after_any_edits_the_headline_is_the_cli_evaluation_of_the_saved_scenari
         assert at.error, "the library refuses the saved scenario but the app showed numbers"
         return
     assert not at.error, [e.value for e in at.error]
-    shown = {m.label: m.value for m in at.metric}
+    shown = headline_figures(at)
     assert shown["Requests that fit"] == f"{expected['batch_max']:,.0f}"
     assert shown["Ceiling"] == f"{expected['ceiling_rps']:,.2f} req/s"
     assert shown["Goodput under promises"] == f"{expected['goodput_rps']:,.2f} req/s"

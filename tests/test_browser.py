@@ -92,6 +92,9 @@ def settle(page) -> None:
     except Exception:  # noqa: BLE001 - the rerun may have finished before we looked
         pass
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
+    # Every element drawn: the headline shows before the widgets' code has arrived (each widget shows a skeleton
+    # until then), so a test reading a widget waits for them.
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000)
 
 
 def open_app(page, url: str) -> None:
@@ -114,13 +117,31 @@ def number(page, label: str, value: float) -> None:
     settle(page)
 
 
+#: The value shown under ``label``: a column of the headline's figures table (app_views/figures.py), or a view's
+#: st.metric.
+FIGURE_JS = """label => {
+  for (const table of document.querySelectorAll('[data-testid="stMarkdownContainer"] table')) {
+    const at = [...table.querySelectorAll('thead th')].map(th => th.innerText.trim()).indexOf(label);
+    if (at >= 0) return table.querySelector('tbody tr').children[at].innerText.trim();
+  }
+  for (const box of document.querySelectorAll('[data-testid="stMetric"]'))
+    if (box.innerText.includes(label)) return box.querySelector('[data-testid="stMetricValue"]').innerText.trim();
+  return null;
+}"""
+
+
 def metric(page, label: str) -> str:
-    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
-    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+    page.wait_for_function(f"label => ({FIGURE_JS})(label) !== null", arg=label, timeout=60_000)
+    return page.evaluate(FIGURE_JS, label)
 
 
 def headline(page) -> dict[str, str]:
     return {label: metric(page, label) for label in ("Requests that fit", "Ceiling", "Goodput under promises")}
+
+
+def preset_shown(page) -> str:
+    """The entry the "Start from a preset" box shows."""
+    return page.get_by_role("combobox", name="Start from a preset", exact=True).input_value().strip()
 
 
 def expected(results) -> dict[str, str]:
@@ -184,6 +205,8 @@ def test_yaml_upload_round_trips(page, app_url, tmp_path):
     page.get_by_text("Loaded acme.yaml").first.wait_for(timeout=30_000)
     settle(page)
     assert headline(page) == expected(Scenario.from_dict(source).evaluate())
+    # The preset box says where the sizing came from, not the landing preset it replaced (left from issue 13).
+    assert preset_shown(page) == "loaded from acme.yaml"
     saved = save(page, tmp_path)
     assert saved.name == "ACME_RAG_pilot.yaml" or saved.name.startswith("ACME")
     back = yaml.safe_load(saved.read_text())
@@ -204,6 +227,7 @@ def test_share_link_carries_the_sizing_and_the_view(page, browser, app_url):
     try:
         open_app(other, link)
         assert headline(other) == before
+        assert preset_shown(other) == "loaded from the share link"
         other.get_by_text("In flight at goodput").first.wait_for(timeout=30_000)  # the Promise view is open
     finally:
         other.close()
@@ -250,6 +274,7 @@ def test_salesperson_walk_name_fleet_plan_tokens_per_day_and_link(page, browser,
     try:
         open_app(other, link)
         assert headline(other) == before
+        assert preset_shown(other) == "loaded from the share link"
         assert other.get_by_label("headroom (% spare)", exact=True).input_value() == "25.00"
         other.get_by_text("Cheapest that keeps the promises").first.wait_for(timeout=60_000)  # Fleet view open
         shoot(other, "walk-3-link.png")

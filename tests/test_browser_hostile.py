@@ -161,7 +161,7 @@ def test_hostile_uploads_get_inline_messages_and_never_stall_another_session(  #
         assert "not valid JSON" in alerts(page) or "config.json" in alerts(page)
         assert_clean(page)
         shoot(page, "hostile-config.png")
-        assert page.locator('[data-testid="stMetric"]').count() >= 3  # still usable
+        assert headline(page)["Requests that fit"]  # still usable
         other, took = second_session_headline(browser, app_url)
         assert other == landing and took < limit, (took, baseline)
         assert hits == [], hits  # nothing was fetched from the address in the name

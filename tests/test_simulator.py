@@ -10,12 +10,11 @@ figures are compared in docs/simulator.md. Here we assert the directions.
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 import pytest
+from simulator_reference import naive_continuous
 
 from capacity import Scenario, decode_step_s, prefill_s
 from capacity.scenario import load_scenario
@@ -132,52 +131,6 @@ def test_largest_rate_keeping_the_tpot_promise_matches_the_goodput(sale_day):
 
 # --- fast-forward equals stepping one iteration at a time ---------------------------------------------------
 
-def _naive(table, cost, slots, pool_blocks, block_size, budget):
-    """Reference: continuous batching advanced one iteration at a time (reserve KV, prefill alone, FCFS)."""
-    n = len(table.arrival_s)
-    arrival, prompt, output = table.arrival_s.tolist(), table.prompt_tokens.tolist(), table.output_tokens.tolist()
-    first, finish, worst = [math.nan] * n, [math.nan] * n, [math.nan] * n
-    queue, running, free, now, nxt = deque(), [], pool_blocks, 0.0, 0
-    last = {}
-    while nxt < n or queue or running:
-        while nxt < n and arrival[nxt] <= now:
-            queue.append(nxt)
-            nxt += 1
-        admitted, tokens = [], 0
-        while queue and len(running) + len(admitted) < slots:
-            i = queue[0]
-            need = -(-(prompt[i] + output[i]) // block_size)
-            if need > free or (admitted and tokens + prompt[i] > budget):
-                break
-            queue.popleft()
-            free -= need
-            admitted.append(i)
-            tokens += prompt[i]
-        if admitted:
-            now += cost.step_s(0, 0, tokens)
-            for i in admitted:
-                first[i] = last[i] = now
-                if output[i] == 1:
-                    finish[i] = now
-                    free += -(-(prompt[i] + output[i]) // block_size)
-                else:
-                    running.append([i, 1])
-        elif running:
-            now += cost.step_s(len(running), sum(prompt[i] + g for i, g in running), 0)
-            for seq in running:
-                i = seq[0]
-                seq[1] += 1
-                worst[i] = max(worst[i], now - last[i]) if worst[i] == worst[i] else now - last[i]
-                last[i] = now
-                if seq[1] == output[i]:
-                    finish[i] = now
-                    free += -(-(prompt[i] + output[i]) // block_size)
-            running = [seq for seq in running if seq[1] < output[seq[0]]]
-        else:
-            now = arrival[nxt]
-    return np.array(first), np.array(finish), np.array(worst)
-
-
 @pytest.mark.parametrize("cost_model", ["teaching", "roofline"])
 def test_fast_forward_equals_stepping(cost_model):
     s = Scenario.from_dict(SMALL)
@@ -188,7 +141,7 @@ def test_fast_forward_equals_stepping(cost_model):
     table = generate(config)
     result = simulate_table(s, config, table)
     cost = TeachingCost() if cost_model == "teaching" else RooflineCost.from_scenario(s)
-    first, finish, worst = _naive(table, cost, 6, int(s.evaluate()["pool_blocks"]), 16, 600)
+    first, finish, worst = naive_continuous(table, cost, 6, int(s.evaluate()["pool_blocks"]), 16, 600)
     df = result.requests
     assert np.allclose(df["ttft_s"] + df["arrival_s"], first, rtol=0, atol=1e-6)
     assert np.allclose(df["finish_s"], finish, rtol=0, atol=1e-6)

@@ -5,7 +5,8 @@
 demand with preemption, reserved blocks, chunked prefill, static batching, prefix caching, priorities, bounded
 queues, replicas, MoE and sliding-window cost models, recorded token times). A speed-up that changes one
 request's timing fails here; an intentional change of behaviour regenerates the file and says why in its commit.
-Floats compare with rtol 1e-12 (NaN equals NaN); counts, statuses and counters compare equal.
+Floats compare with rtol 1e-12 (NaN equals NaN); counts, statuses and counters compare equal. Each case runs
+on the Python loop, and the cases in ``COMPILED`` also on the compiled loop (``capacity/simulator/compiled.py``).
 """
 
 from __future__ import annotations
@@ -84,10 +85,18 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def run(name: str) -> dict[str, np.ndarray]:
+#: The cases the compiled event loop (``capacity/simulator/compiled.py``) runs; the others fall back to Python.
+COMPILED = ("variable-on-demand", "variable-on-demand-overload", "variable-reserve", "small-preempting",
+            "small-preempting-variable", "small-chunked", "small-priorities", "small-bounded-queue",
+            "chunked-teaching", "continuous-teaching", "replicas-random")
+
+
+def run(name: str, event_loop: str = "auto") -> dict[str, np.ndarray]:
     """The arrays one case pins: per-request floats, statuses, preemptions, counters and the timeline."""
     scenario, overrides = CASES[name]
-    result = simulate(_scenario(scenario), **overrides)
+    result = simulate(_scenario(scenario), event_loop=event_loop, **overrides)
+    if event_loop != "auto":
+        assert result.event_loop.startswith(event_loop), result.event_loop
     df = result.requests
     out = {f"{name}/{col}": df[col].to_numpy(dtype=float) for col in FLOATS}
     out[f"{name}/status"] = df["status"].to_numpy(dtype=str)
@@ -112,9 +121,11 @@ def test_every_case_is_pinned(pinned):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("name", list(CASES))
-def test_seeded_run_matches_the_pinned_results(pinned, name):
-    now = run(name)
+@pytest.mark.parametrize(("name", "event_loop"), [(name, "python") for name in CASES] +
+                         [(name, "compiled") for name in COMPILED])
+def test_seeded_run_matches_the_pinned_results(pinned, name, event_loop):
+    """Both event loops reproduce the pinned results (the compiled one on the cases it runs)."""
+    now = run(name, event_loop)
     assert set(now) == {k for k in pinned if k.split("/")[0] == name}
     for key, want in pinned.items():
         if key not in now:

@@ -32,10 +32,13 @@ from .workloads import RequestTable, request_table
 UNLIMITED = 1 << 40
 
 
-def simulate(scenario: Scenario, base_dir: str | Path | None = None, **overrides: Any) -> SimulationResult:
+def simulate(scenario: Scenario, base_dir: str | Path | None = None, event_loop: str = "auto",
+             **overrides: Any) -> SimulationResult:
     """Simulate ``scenario``'s engine under its simulation block (``overrides`` win); ScenarioError on bad input.
 
-    ``base_dir`` resolves a relative ``trace`` path (the CLI passes the scenario file's folder).
+    ``base_dir`` resolves a relative ``trace`` path (the CLI passes the scenario file's folder). ``event_loop``:
+    "auto" (the compiled loop where it applies) or "python" (the reference loop); ``result.event_loop`` says
+    which ran.
     """
     config = config_from_scenario(scenario, **overrides)
     table = request_table(config, scenario.serving.max_model_len, base_dir)
@@ -43,13 +46,15 @@ def simulate(scenario: Scenario, base_dir: str | Path | None = None, **overrides
         from .retries import simulate_retries
 
         return simulate_retries(scenario, config, table)
-    return simulate_table(scenario, config, table)
+    return simulate_table(scenario, config, table, event_loop)
 
 
-def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestTable) -> SimulationResult:
+def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestTable,
+                   event_loop: str = "auto") -> SimulationResult:
     """Simulate an explicit request table (what ``simulate`` does after building the workload).
 
     With ``config.replicas > 1`` a router splits the requests over identical replicas (``router.py``).
+    ``event_loop``: as in ``simulate``.
     """
     if config.replicas > 1:
         replica = assign(table, config)
@@ -58,13 +63,13 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
         for r in range(config.replicas):
             budget.check()
             index = np.flatnonzero(replica == r)
-            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic)))
+            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop)))
         return merge(parts)
-    return _simulate_one(scenario, config, table)
+    return _simulate_one(scenario, config, table, event_loop=event_loop)
 
 
 def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable,
-                  analytic: Any = None) -> SimulationResult:
+                  analytic: Any = None, event_loop: str = "auto") -> SimulationResult:
     """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, when the caller has it)."""
     if analytic is None:
         analytic = scenario.evaluate()
@@ -86,7 +91,10 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
         bs = scenario.serving.block_size
         engine.enable_offload(int(memory.pool_blocks(config.cpu_offload_bytes, bs, kv)),
                               float(reload_s(bs, kv, config.offload_bandwidth)))
-    (run_static if config.policy == "static" else run_continuous)(engine)
+    if config.policy == "static":
+        run_static(engine)
+    else:
+        run_continuous(engine, event_loop)
     engine.alloc.check()
     if engine.alloc.used:
         raise RuntimeError(f"{engine.alloc.used} KV blocks still held after every request left")

@@ -72,21 +72,44 @@ class TeachingCost:
     name: str = "teaching"
 
     def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
-        decode = self.decode_base_s + self.decode_per_seq_s * batch if batch > 0 else 0.0
-        return decode + self.prefill_per_token_s * prefill_tokens
+        return teaching_step_s(self.decode_base_s, self.decode_per_seq_s, self.prefill_per_token_s, batch,
+                               prefill_tokens)
 
     def decode_run_s(self, batch: int, context_tokens: float, steps: int) -> float:
-        return steps * (self.decode_base_s + self.decode_per_seq_s * batch)
+        return teaching_window(self.decode_base_s, self.decode_per_seq_s, batch, steps)[0]
 
     def last_step_s(self, batch: int, context_tokens: float, steps: int) -> float:
-        return self.decode_base_s + self.decode_per_seq_s * batch
+        return teaching_window(self.decode_base_s, self.decode_per_seq_s, batch, steps)[2]
 
     def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
-        return max(1, math.ceil(duration_s / (self.decode_base_s + self.decode_per_seq_s * batch) - 1e-9))
+        return teaching_steps_to_reach(self.decode_base_s, self.decode_per_seq_s, batch, duration_s)
 
     def window(self, batch: int, context_tokens: float, steps: int) -> tuple[float, float, float]:
-        step = self.decode_base_s + self.decode_per_seq_s * batch
-        return steps * step, step, step
+        return teaching_window(self.decode_base_s, self.decode_per_seq_s, batch, steps)
+
+
+# The formulas below are plain functions of numbers (no objects, no numpy arrays) so that the compiled event
+# loop (``compiled.py``) compiles these very functions: the cost model's methods and the compiled loop share
+# one home for every step-time formula.
+
+
+def teaching_step_s(decode_base_s: float, decode_per_seq_s: float, prefill_per_token_s: float, batch: int,
+                    prefill_tokens: int) -> float:
+    """Essay 000's iteration: ``base + per_seq B`` (when ``B > 0``) ``+ per_token Pf`` [s]."""
+    decode = decode_base_s + decode_per_seq_s * batch if batch > 0 else 0.0
+    return decode + prefill_per_token_s * prefill_tokens
+
+
+def teaching_window(decode_base_s: float, decode_per_seq_s: float, batch: int,
+                    steps: int) -> tuple[float, float, float]:
+    """``(k step, step, step)`` with ``step = base + per_seq B`` [s]: every decode step of a fixed batch is equal."""
+    step = decode_base_s + decode_per_seq_s * batch
+    return steps * step, step, step
+
+
+def teaching_steps_to_reach(decode_base_s: float, decode_per_seq_s: float, batch: int, duration_s: float) -> int:
+    """Smallest ``k >= 1`` with ``k (base + per_seq B) >= duration`` (to rounding)."""
+    return max(1, math.ceil(duration_s / (decode_base_s + decode_per_seq_s * batch) - 1e-9))
 
 
 def _sum_max_linear(a: float, m: float, c: float, lo: int, hi: int) -> float:
@@ -165,10 +188,9 @@ class RooflineCost:
         return (1.0 - f) * context_tokens + f * min(context_tokens, batch * self.sliding_window)
 
     def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
-        memory = self._weights(batch + prefill_tokens) + self.kv_s_per_token * self._windowed(batch, context_tokens)
-        compute = self.decode_compute_s * batch + self.prefill_compute_s * prefill_tokens + self.compute_fixed_s
-        return roofline.pass_s(float(memory), float(compute), self.comm_s_per_token * (batch + prefill_tokens),
-                               self.fixed_s)
+        return roofline_step_s(self._weights(batch + prefill_tokens), self.kv_s_per_token,
+                               self._windowed(batch, context_tokens), self.decode_compute_s, self.prefill_compute_s,
+                               self.compute_fixed_s, self.comm_s_per_token, self.fixed_s, batch, prefill_tokens)
 
     def _pieces(self, batch: int, context_tokens: float) -> tuple[float, float, float, float, float]:
         """Memory term ``a + m j`` of decode step ``j`` before the window kink at ``j = kink``, after it
@@ -202,41 +224,17 @@ class RooflineCost:
         if self.moe_weights_s is not None or self.local_fraction:
             return (self.decode_run_s(batch, context_tokens, steps), self.step_s(batch, context_tokens, 0),
                     self.step_s(batch, context_tokens + batch * (steps - 1), 0))
-        # dense, no window (the common case, kept inline: the engine calls this once per window). ``first`` and
-        # ``last`` are ``step_s(batch, S, 0)`` and ``step_s(batch, S + B (k - 1), 0)``: the same pass, its terms
-        # already at hand (memory a, compute c, all-reduce), so ``pass_s`` is called on them directly.
-        kv = self.kv_s_per_token
-        a = self.weights_s + kv * context_tokens
-        m = kv * batch
-        c = self.decode_compute_s * batch + self.compute_fixed_s
-        comm = self.comm_s_per_token * batch
-        e = self.fixed_s + comm
-        first = _pass_s(a, c, comm, self.fixed_s)
-        last = first if steps == 1 else \
-            _pass_s(self.weights_s + kv * (context_tokens + batch * (steps - 1)), c, comm, self.fixed_s)
-        if a >= c:
-            return steps * (a + e) + m * steps * (steps - 1) / 2.0, first, last
-        return _sum_max_linear(a, m, c, 0, steps) + steps * e, first, last
+        return dense_window(self.weights_s, self.kv_s_per_token, self.decode_compute_s, self.compute_fixed_s,
+                            self.comm_s_per_token, self.fixed_s, batch, context_tokens, steps)
 
     def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
-        if self.moe_weights_s is None and not self.local_fraction:  # dense, no window: ``_pieces`` inline
-            kv = self.kv_s_per_token
-            a, m, kink = self.weights_s + kv * context_tokens, kv * batch, math.inf
-        else:
-            a, m, kink, _, _ = self._pieces(batch, context_tokens)
+        if self.moe_weights_s is None and not self.local_fraction:  # dense, no window: no kink
+            return dense_steps_to_reach(self.weights_s, self.kv_s_per_token, self.decode_compute_s,
+                                        self.compute_fixed_s, self.comm_s_per_token, self.fixed_s, batch,
+                                        context_tokens, duration_s)
+        a, m, kink, _, _ = self._pieces(batch, context_tokens)
         c = self.decode_compute_s * batch + self.compute_fixed_s
-        e = self.fixed_s + self.comm_s_per_token * batch
-        if a >= c:
-            flat = 0.0
-        else:  # compute-bound steps come first (all of them when the memory term does not grow)
-            flat = max(0.0, math.ceil((c - a) / m)) if m > 0 else math.inf
-        if flat * (c + e) >= duration_s:
-            k = math.ceil(duration_s / (c + e) - 1e-9)
-        else:  # n steps from j = flat: n (a + e + m flat) + m n (n - 1) / 2 >= rest
-            rest = duration_s - flat * (c + e)
-            b = a + e + m * flat - m / 2.0
-            n = (-b + math.sqrt(b * b + 2.0 * m * rest)) / m if m > 0 else rest / (a + e)
-            k = int(flat + math.ceil(n - 1e-9))
+        k = linear_steps_to_reach(a, m, c, self.fixed_s + self.comm_s_per_token * batch, duration_s)
         if k <= kink:
             return max(1, k)
         lo, hi = int(kink), max(int(kink) + 1, k)  # past the window kink steps grow slower: search
@@ -246,6 +244,68 @@ class RooflineCost:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if self.decode_run_s(batch, context_tokens, mid) < duration_s else (lo, mid)
         return max(1, hi)
+
+
+def roofline_step_s(weights_s: float, kv_s_per_token: float, context_read_tokens: float, decode_compute_s: float,
+                    prefill_compute_s: float, compute_fixed_s: float, comm_s_per_token: float, fixed_s: float,
+                    batch: int, prefill_tokens: int) -> float:
+    """One iteration: ``pass_s(W + kv S_w, B c_d + Pf c_p + c_0, (B + Pf) comm, o)`` [s] (``RooflineCost``)."""
+    memory = weights_s + kv_s_per_token * context_read_tokens
+    compute = decode_compute_s * batch + prefill_compute_s * prefill_tokens + compute_fixed_s
+    return _pass_s(float(memory), float(compute), comm_s_per_token * (batch + prefill_tokens), fixed_s)
+
+
+def dense_window(weights_s: float, kv_s_per_token: float, decode_compute_s: float, compute_fixed_s: float,
+                 comm_s_per_token: float, fixed_s: float, batch: int, context_tokens: float,
+                 steps: int) -> tuple[float, float, float]:
+    """``(decode_run_s, first step, last step)`` [s] of ``steps`` decode steps of a dense model without windows.
+
+    ``first`` and ``last`` are ``step_s(B, S, 0)`` and ``step_s(B, S + B (k - 1), 0)``: the same pass, its terms
+    (memory ``a``, compute ``c``, all-reduce) at hand, so ``pass_s`` is called on them directly; the run is
+    ``k (a + e) + m k (k - 1) / 2`` when memory-bound throughout, else ``_sum_max_linear``.
+    """
+    kv = kv_s_per_token
+    a = weights_s + kv * context_tokens
+    m = kv * batch
+    c = decode_compute_s * batch + compute_fixed_s
+    comm = comm_s_per_token * batch
+    e = fixed_s + comm
+    first = _pass_s(a, c, comm, fixed_s)
+    last = first if steps == 1 else _pass_s(weights_s + kv * (context_tokens + batch * (steps - 1)), c, comm, fixed_s)
+    if a >= c:
+        return steps * (a + e) + m * steps * (steps - 1) / 2.0, first, last
+    return _sum_max_linear(a, m, c, 0, steps) + steps * e, first, last
+
+
+def linear_steps_to_reach(a: float, m: float, c: float, e: float, duration_s: float) -> int:
+    """Smallest ``k`` with ``sum_{j<k} (max(a + m j, c) + e) >= duration`` (to rounding; may be 0).
+
+    Compute-bound steps ``max(0, ceil((c - a) / m))`` come first at ``c + e`` each, then ``n`` memory-bound steps
+    with ``n (a + e + m flat) + m n (n - 1) / 2 >= rest``: the root of that quadratic.
+    """
+    if a >= c:
+        flat = 0.0
+    else:  # compute-bound steps come first (all of them when the memory term does not grow)
+        flat = max(0.0, math.ceil((c - a) / m)) if m > 0 else math.inf
+    if flat * (c + e) >= duration_s:
+        k = math.ceil(duration_s / (c + e) - 1e-9)
+    else:  # n steps from j = flat: n (a + e + m flat) + m n (n - 1) / 2 >= rest
+        rest = duration_s - flat * (c + e)
+        b = a + e + m * flat - m / 2.0
+        n = (-b + math.sqrt(b * b + 2.0 * m * rest)) / m if m > 0 else rest / (a + e)
+        k = int(flat + math.ceil(n - 1e-9))
+    return k
+
+
+def dense_steps_to_reach(weights_s: float, kv_s_per_token: float, decode_compute_s: float, compute_fixed_s: float,
+                         comm_s_per_token: float, fixed_s: float, batch: int, context_tokens: float,
+                         duration_s: float) -> int:
+    """``steps_to_reach`` of a dense model without windows: ``max(1, linear_steps_to_reach(...))`` (no kink)."""
+    kv = kv_s_per_token
+    a, m = weights_s + kv * context_tokens, kv * batch
+    c = decode_compute_s * batch + compute_fixed_s
+    e = fixed_s + comm_s_per_token * batch
+    return max(1, linear_steps_to_reach(a, m, c, e, duration_s))
 
 
 def cost_model_for(scenario: Scenario, config: SimulationConfig) -> CostModel:

@@ -41,6 +41,7 @@ class Engine:
         self.watermark = math.ceil(config.watermark * pool_blocks) if not self.reserve else 0
         n = len(table)
         self.n = n
+        self.table = table  # the request arrays, as numpy (the compiled loop reads them without the lists below)
         self.arrival = table.arrival_s.tolist()
         self.prompt = table.prompt_tokens.tolist()
         self.output = table.output_tokens.tolist()
@@ -93,6 +94,7 @@ class Engine:
         self.reload_s_per_block = 0.0  # KV offload (``enable_offload``): transfer time of one block back [s]
         self.pending_reload_s = 0.0  # transfers the next pass waits for [s]
         self.reloaded: array | None = None  # tokens each request loaded back from the CPU tier
+        self.event_loop = "python"  # which loop ran it: the compiled one (compiled.py) or the Python reference
 
     def enable_offload(self, cpu_blocks: int, reload_s_per_block: float) -> None:
         """Give the pool a CPU tier of ``cpu_blocks`` blocks that load back at ``reload_s_per_block`` each."""

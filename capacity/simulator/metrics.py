@@ -57,7 +57,7 @@ def worst_gaps(e: Engine) -> np.ndarray:
     """
     gaps = np.asarray(e.max_itl, dtype=float)
     seg = e.segments
-    if not seg.rid:
+    if len(seg.rid) == 0:
         return gaps
     rid, lo, hi = np.asarray(seg.rid), np.asarray(seg.lo), np.asarray(seg.hi)
     keep = hi > lo
@@ -95,6 +95,7 @@ class SimulationResult:
     timeline: pd.DataFrame
     counters: dict[str, float]
     token_times: dict[int, np.ndarray] | None = field(default=None, repr=False)
+    event_loop: str = "python"  # which event loop ran: "compiled (numba)" or "python (why)" (scheduler.py)
 
     def summary(self) -> dict[str, Any]:
         """Aggregates in base units (seconds, requests/s, tokens/s); NaN where undefined (e.g. nothing completed)."""
@@ -221,7 +222,7 @@ def collect(e: Engine, table: RequestTable, scenario: Scenario, config: Simulati
     tokens = None
     if e.tokens is not None:
         tokens = {rid: np.concatenate(parts) for rid, parts in e.tokens.items()}
-    return SimulationResult(scenario, config, requests, timeline, counters, tokens)
+    return SimulationResult(scenario, config, requests, timeline, counters, tokens, e.event_loop)
 
 
 def waiting_timeline(requests: pd.DataFrame, points: int = 400) -> pd.DataFrame:

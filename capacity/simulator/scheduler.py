@@ -18,6 +18,8 @@ admitted, and (blocks on demand) the step at which the pool runs out.
 from __future__ import annotations
 
 import math
+import sys
+from types import ModuleType
 
 import numpy as np
 
@@ -29,8 +31,30 @@ from .entities import Request
 STALL_LIMIT = 1000
 
 
-def run_continuous(e: Engine) -> None:
-    """Run the continuous-batching engine until every request has completed or been rejected."""
+#: ``event_loop`` choices: "auto" (the compiled loop where it supports the engine and pays for its start), "compiled"
+#: (the compiled loop wherever it supports the engine) or "python" (the reference loop below, always).
+EVENT_LOOPS = ("auto", "compiled", "python")
+#: "auto" runs smaller runs in Python while numba is not loaded yet: importing it and loading the cached kernel
+#: takes about 0.5 s, what the Python loop needs for some 25,000 requests (benchmarks/bench_sim_variable.py).
+AUTO_MIN_REQUESTS = 25_000
+#: ... and, where the compiled functions cannot be cached on disk, while the kernel is not compiled in this
+#: process yet (compiling takes seconds: the benchmark prints it). Under an active time budget (the app) "auto"
+#: runs in Python until the kernel is loaded in the process: the deadline is checked between the kernel's
+#: chunks, and importing numba and loading (or compiling) the kernel cannot be cut.
+AUTO_MIN_REQUESTS_UNCACHED = 500_000
+
+
+def run_continuous(e: Engine, event_loop: str = "auto") -> None:
+    """Run the continuous-batching engine until every request has completed or been rejected.
+
+    ``event_loop`` (``EVENT_LOOPS``): the compiled loop (``compiled.py``, bit-identical results) or the Python loop
+    below, the reference; ``e.event_loop`` says which ran and why.
+    """
+    if event_loop not in EVENT_LOOPS:
+        raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, got {event_loop!r}")
+    kernel = _compiled_loop(e, event_loop) if event_loop != "python" else None
+    if kernel is not None:
+        return kernel.run(e)
     if not e.config.chunked_prefill:
         return _run_unchunked(e)
     iteration = _chunked_iteration
@@ -45,6 +69,34 @@ def run_continuous(e: Engine) -> None:
             stalls = 0
         elif _idle(e, stalls := stalls + 1):
             return
+
+
+def _compiled_loop(e: Engine, event_loop: str) -> ModuleType | None:
+    """The compiled loop's module when it should run ``e`` (None: the Python loop runs; ``e.event_loop`` says why)."""
+    loaded = "capacity.simulator.compiled" in sys.modules
+    if event_loop == "auto" and e.n < AUTO_MIN_REQUESTS and not loaded:
+        e.event_loop = f"python (a small run: under {AUTO_MIN_REQUESTS:,} requests the Python loop starts sooner)"
+        return None
+    if event_loop == "auto" and budget.deadline() < math.inf and not (loaded and sys.modules[
+            "capacity.simulator.compiled"].compiled_here()):
+        e.event_loop = "python (a time budget is active: importing numba and loading or compiling the loop cannot " \
+                       "be interrupted)"
+        return None
+    try:
+        from . import compiled  # imports numba (about 0.4 s): only here, only for a run that uses it
+    except ImportError as exc:  # numba missing or broken: the Python loop gives the same results, slower
+        e.event_loop = f"python (compiled loop unavailable: {exc})"
+        return None
+    why = compiled.unsupported(e)
+    if why is not None:
+        e.event_loop = f"python (the compiled loop does not support {why})"
+        return None
+    if event_loop == "auto" and not compiled.cached and not compiled.compiled_here() and \
+            e.n < AUTO_MIN_REQUESTS_UNCACHED:
+        e.event_loop = "python (no writable cache for the compiled loop: compiling it would take longer)"
+        return None
+    e.event_loop = "compiled (numba)"
+    return compiled
 
 
 def _tick(e: Engine) -> None:
@@ -231,6 +283,7 @@ def _chunked_iteration(e: Engine) -> bool:
 
 def run_static(e: Engine) -> None:
     """Static batching: prefill a batch together, decode it until its longest member finishes, repeat."""
+    e.event_loop = "python (static batching: a few events per batch)"
     cost = e.cost
     while True:
         budget.check()  # once per batch: the app's hard deadline (a no-op without an active budget)

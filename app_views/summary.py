@@ -1,0 +1,66 @@
+"""Summary view (the landing view): what binds, what would move it, and the key figures, as text only.
+
+No chart and no table widget: the page's first number should not wait for the browser to fetch and compile
+plotly.js (4.7 MB) or the data grid, and a rerun redraws three text blocks. The charts are one click away.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit
+
+from app_views.context import Context
+from app_views.state import humanise
+from app_views.text import plain
+from capacity.analysis import RESULTS
+from capacity.answer import memory_split
+from capacity.formatting import format_value
+from capacity.units import format_bytes
+from capacity.verdict import verdict
+
+#: The figures a salesperson is asked about after the headline, in the order a conversation takes: result key ->
+#: its name on screen (the meaning column is the library's, ``capacity.analysis.RESULTS``).
+KEY_FIGURES = {"kv_bytes_per_token": "KV cache per token", "pool_bytes": "KV pool per GPU",
+               "blocks_per_request": "Blocks per request", "decode_step_s": "Decode step",
+               "decode_bound": "Decode step bound by", "prefill_s": "Prefill",
+               "tpot_at_ceiling_s": "TPOT at the ceiling",
+               "ttft_at_goodput_s": "TTFT at goodput", "output_tokens_per_s_at_goodput": "Output at goodput",
+               "capacity_given_up": "Ceiling the promises give up"}
+
+
+def _shown(key: str, value: float | str, binary: bool) -> str:
+    """A result as shown: fractions as percentages, everything else with its unit (``format_value``)."""
+    if key == "capacity_given_up" and isinstance(value, float):
+        return f"{value * 100:,.1f}%"
+    return format_value(key, value, binary)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """A Markdown table of ``rows`` (every cell escaped: it shows exactly its characters)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(plain(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+@streamlit.cache_resource(show_spinner=False, max_entries=256)
+def cached_verdict(scenario_json: str, _results: Any) -> list[str]:
+    """``capacity.verdict`` of the sizing whose canonical JSON is ``scenario_json`` (it re-evaluates what-ifs)."""
+    return verdict(_results)
+
+
+def render(st: Any, ctx: Context) -> None:
+    r = ctx.results
+    st.markdown("##### What binds and what would move it\n" +
+                "\n".join(f"- {plain(humanise(line))}" for line in cached_verdict(ctx.scenario_json, r)))
+    split = memory_split(r)
+    left, right = st.columns(2)
+    left.markdown(f"##### Where one GPU's memory goes ({ctx.unit})\n" + _table(
+        ("part", "memory"), [(part, format_bytes(value, ctx.binary)) for part, value in split.items()]))
+    right.markdown("##### Key figures\n" + _table(
+        ("quantity", "value", "meaning"),
+        [(label, _shown(key, r[key], ctx.binary), RESULTS[key][1]) for key, label in KEY_FIGURES.items()]))
+    for note in r.notes():
+        st.caption(plain(f"Note: {humanise(note)}"))
+    st.caption("Charts: Memory (where memory goes, requests by context length), Roofline (the batch knee), "
+               "Promise (latency against load); the full list of results is under All numbers.")

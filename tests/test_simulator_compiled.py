@@ -1,0 +1,246 @@
+"""The compiled event loop (``capacity/simulator/compiled.py``) against the Python loop, its reference.
+
+For every configuration it supports the compiled loop must give the very same per-request results, timeline
+and counters as ``scheduler._run_unchunked`` (bit for bit: it compiles the cost model's own functions and does
+the same operations in the same order). Random configurations over a fixed list of seeds (block sizes from 1
+to past the Fenwick threshold, pools that force preemption, priorities, bounded queues, both cost models, both
+KV allocations, whole and chunked prefills, requests too long for the pool); chunked re-entry with tiny
+buffers; the fallback to Python where the compiled loop does not apply or numba is missing or cannot cache;
+the app's deadline stopping it.
+The pinned seeded runs run on both loops in ``tests/test_simulator_pinned.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capacity import budget
+from capacity.scenario import Scenario, load_scenario
+from capacity.simulator import _simulate_one, compiled, simulate, simulate_table
+from capacity.simulator.config import config_from_scenario
+from capacity.simulator.workloads import generate
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL = {  # tests/test_simulator.py's small engine: a KV pool of 95 blocks of 16 tokens
+    "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
+    "gpu": {"memory": "16.2 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s"},
+    "serving": {"memory_utilization": 1.0, "block_size": 16, "max_model_len": 4096, "step_overhead": "3 ms"},
+    "workload": {"prompt_tokens": 100, "output_tokens": 50, "arrival_rate": 20},
+}
+SEEDS = list(range(24))
+
+
+def random_case(seed: int) -> tuple[Scenario, dict]:
+    """A random small engine and simulation block the compiled loop supports (seeded)."""
+    rng = np.random.default_rng(seed)
+    block = int(rng.choice([1, 4, 16, 32, 300]))
+    raw = json.loads(json.dumps(SMALL))
+    raw["gpu"]["memory"] = f"{16.05 + rng.uniform(0, 0.6):.3f} GB"
+    raw["serving"]["block_size"] = block
+    raw["serving"]["max_model_len"] = int(rng.choice([400, 4096]))
+    low = int(rng.integers(1, 60))
+    overrides = {
+        "requests": int(rng.integers(250, 600)), "seed": seed,
+        "rate": float(rng.uniform(4, 45)), "arrival": str(rng.choice(["poisson", "gamma", "fixed", "instant"])),
+        "cost_model": str(rng.choice(["roofline", "teaching"])),
+        "kv_allocation": str(rng.choice(["on_demand", "reserve"])),
+        "prompt_tokens": {"dist": "uniform", "low": low, "high": low + int(rng.integers(1, 700))},
+        "output_tokens": {"dist": "uniform", "low": 1, "high": int(rng.integers(2, 300))},
+        "watermark": float(rng.choice([0.0, 0.01, 0.05])),
+        "max_batched_tokens": int(rng.choice([64, 512, 8192])),
+        "prefix_caching": bool(rng.integers(0, 2)),
+        "chunked_prefill": bool(rng.random() < 0.4),
+    }
+    if rng.random() < 0.5:
+        overrides["max_num_seqs"] = int(rng.integers(1, 40))
+    if rng.random() < 0.35:
+        overrides["priorities"] = [0, 1, 2] if rng.random() < 0.5 else [5, -3]
+    if rng.random() < 0.3:
+        overrides["max_queued_requests"] = int(rng.integers(0, 40))
+    if rng.random() < 0.3:
+        overrides["max_queued_tokens"] = int(rng.integers(200, 6000))
+    return Scenario.from_dict(raw), overrides
+
+
+def assert_same(a, b) -> None:  # noqa: ANN001
+    """Two SimulationResults are identical: every request's row (floats bit for bit), timeline, counters."""
+    assert a.requests.columns.equals(b.requests.columns)
+    for column in a.requests.columns:
+        x, y = a.requests[column].to_numpy(), b.requests[column].to_numpy()
+        if x.dtype.kind == "f":
+            assert np.array_equal(x, y, equal_nan=True), column
+        else:
+            assert np.array_equal(x, y), column
+    assert a.timeline.equals(b.timeline)
+    assert a.counters == b.counters
+
+
+@pytest.fixture(scope="module")
+def random_runs():
+    """(seed, python result, compiled result) for every seed."""
+    out = []
+    for seed in SEEDS:
+        scenario, overrides = random_case(seed)
+        out.append((seed, simulate(scenario, event_loop="python", **overrides),
+                    simulate(scenario, event_loop="compiled", **overrides)))
+    return out
+
+
+def test_compiled_loop_equals_python_on_random_configurations(random_runs):
+    for seed, python, fast in random_runs:
+        assert python.event_loop.startswith("python") and fast.event_loop == "compiled (numba)", seed
+        assert_same(python, fast)
+
+
+def test_random_configurations_reach_every_path(random_runs):
+    """The seed list covers what the compiled loop must get right: preemption, rejection, priorities, growth."""
+    preempted = [s for s, r, _ in random_runs if r.counters["preemptions"]]
+    rejected = [s for s, r, _ in random_runs if (r.requests["status"] == "rejected").any()]
+    queue_full = [s for s, r, _ in random_runs if r.requests["reject_reason"].str.startswith("queue full").any()]
+    too_long = [s for s, r, _ in random_runs if r.requests["reject_reason"].str.contains("max_model_len").any()]
+    mixed = [s for s, r, _ in random_runs if r.requests["priority"].nunique() > 1 and r.counters["preemptions"]]
+    fenwick = [s for s, r, _ in random_runs if r.scenario.serving.block_size > 256
+               and r.config.kv_allocation == "on_demand"]
+    chunked = [s for s, r, _ in random_runs if r.config.chunked_prefill and r.counters["preemptions"]]
+    for name, seeds in {"chunked prefill with preemption": chunked,
+                        "preemption": preempted, "rejection": rejected, "queue full": queue_full,
+                        "max_model_len": too_long, "priorities with preemption": mixed,
+                        "blocks past the residue limit": fenwick}.items():
+        assert seeds, f"no seed reaches {name}"
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+def test_chunks_and_growing_buffers_change_nothing(monkeypatch, seed):
+    """Seven iterations per kernel call and buffers that start at one row: many returns, re-entries, regrowths."""
+    scenario, overrides = random_case(seed)
+    want = simulate(scenario, event_loop="python", **overrides)
+    monkeypatch.setattr(compiled, "CHUNK_ITERATIONS", 7)
+    monkeypatch.setattr(compiled, "WINDOWS_PER_REQUEST", 0)
+    monkeypatch.setattr(compiled, "MIN_ROWS", 1)
+    grown = []
+    original = compiled._grown_to
+    monkeypatch.setattr(compiled, "_grown_to", lambda a, need, axis: grown.append(need) or original(a, need, axis))
+    got = simulate(scenario, event_loop="compiled", **overrides)
+    assert got.event_loop == "compiled (numba)"
+    assert_same(want, got)
+    assert grown  # the buffers did grow
+
+
+def test_the_essay_scenarios_agree():
+    """The sale-day engine with variable lengths and blocks on demand (the benchmark's workload, smaller)."""
+    scenario = load_scenario(ROOT / "scenarios" / "sim-essay-001-analytic.yaml")
+    overrides = {"requests": 4000, "rate": 6.5, "seed": 21, "kv_allocation": "on_demand",
+                 "prompt_tokens": {"dist": "lognormal", "mean": 1000, "sigma": 0.6, "low": 16, "high": 8000},
+                 "output_tokens": {"dist": "uniform", "low": 50, "high": 550}}
+    assert_same(simulate(scenario, event_loop="python", **overrides),
+                simulate(scenario, event_loop="compiled", **overrides))
+
+
+@pytest.mark.parametrize(("overrides", "why"), [
+    ({"cpu_offload": "1 GB", "offload_bandwidth": "50 GB/s", "shared_prefix_tokens": 64}, "KV offload"),
+    ({"shared_prefix_tokens": 64, "prefix_groups": 2}, "shared prefixes"),
+    ({"record_tokens": True}, "record_tokens"),
+    ({"policy": "static"}, "static batching"),
+])
+def test_unsupported_configurations_fall_back_to_python(overrides, why):
+    scenario = Scenario.from_dict(SMALL)
+    got = simulate(scenario, event_loop="compiled", requests=200, rate=20, seed=1, **overrides)
+    want = simulate(scenario, event_loop="python", requests=200, rate=20, seed=1, **overrides)
+    assert got.event_loop.startswith("python (") and why in got.event_loop
+    assert_same(want, got)
+
+
+def test_moe_cost_model_falls_back_to_python():
+    scenario = Scenario.from_dict({"model": "mixtral-8x7b", "gpu": {"name": "h100-sxm", "count": 2},
+                                   "workload": {"prompt_tokens": 500, "output_tokens": 50, "arrival_rate": 3}})
+    result = simulate(scenario, event_loop="compiled", requests=50)
+    assert "MoE" in result.event_loop
+
+
+def test_missing_numba_falls_back_to_python(monkeypatch):
+    scenario, overrides = random_case(5)
+    want = simulate(scenario, event_loop="python", **overrides)
+    import capacity.simulator
+
+    monkeypatch.delattr(capacity.simulator, "compiled")
+    monkeypatch.setitem(sys.modules, "capacity.simulator.compiled", None)  # the import now raises ImportError
+    got = simulate(scenario, event_loop="compiled", **overrides)
+    assert got.event_loop.startswith("python (compiled loop unavailable")
+    assert_same(want, got)
+
+
+def test_auto_runs_small_runs_in_python_until_numba_is_loaded(monkeypatch):
+    from capacity.simulator import scheduler
+
+    scenario = Scenario.from_dict(SMALL)
+    import capacity.simulator
+
+    monkeypatch.delattr(capacity.simulator, "compiled")
+    monkeypatch.delitem(sys.modules, "capacity.simulator.compiled")
+    small = simulate(scenario, requests=100, rate=20)
+    assert small.event_loop.startswith("python (a small run")
+    monkeypatch.setattr(scheduler, "AUTO_MIN_REQUESTS", 100)
+    assert simulate(scenario, requests=100, rate=20).event_loop == "compiled (numba)"
+
+
+def test_auto_under_a_time_budget_waits_for_the_kernel_to_be_loaded(monkeypatch):
+    """The app's deadline cannot cut numba's import or a compile: under a budget "auto" starts neither."""
+    import capacity.simulator
+    from capacity.simulator import scheduler
+
+    scenario = Scenario.from_dict(SMALL)
+    monkeypatch.setattr(scheduler, "AUTO_MIN_REQUESTS", 100)
+    monkeypatch.delattr(capacity.simulator, "compiled")
+    monkeypatch.delitem(sys.modules, "capacity.simulator.compiled")
+    with budget.time_budget(60):
+        assert simulate(scenario, requests=100, rate=20).event_loop.startswith("python (a time budget is active")
+    assert simulate(scenario, requests=100, rate=20).event_loop == "compiled (numba)"  # no budget: it loads
+    with budget.time_budget(60):
+        assert simulate(scenario, requests=100, rate=20).event_loop == "compiled (numba)"  # loaded: used
+
+
+def test_unknown_event_loop_is_refused():
+    with pytest.raises(ValueError, match="event_loop must be one of auto, compiled, python"):
+        simulate(Scenario.from_dict(SMALL), event_loop="fast", requests=10, rate=20)
+
+
+def test_the_deadline_stops_the_compiled_loop():
+    """The kernel runs in chunks; between them ``budget.check`` raises once the app's deadline has passed."""
+    scenario = load_scenario(ROOT / "scenarios" / "sim-essay-001-analytic.yaml")
+    config = config_from_scenario(scenario, requests=300_000, rate=5.5, kv_allocation="on_demand",
+                                  output_tokens={"dist": "uniform", "low": 50, "high": 550})
+    table = generate(config)
+    analytic = scenario.evaluate()
+    simulate_table(scenario, config_from_scenario(scenario, requests=50), generate(config_from_scenario(
+        scenario, requests=50)), "compiled")  # compiled or loaded before the clock starts
+    with budget.time_budget(0.01), pytest.raises(budget.BudgetExceeded) as stopped:
+        _simulate_one(scenario, config, table, analytic, "compiled")
+    assert any(entry.path.name == "compiled.py" and entry.name == "run" for entry in stopped.traceback)
+
+
+def test_without_a_writable_cache_it_compiles_in_the_process():
+    """No cache location (a read-only install): numba refuses ``cache=True``; the loop compiles per process."""
+    code = """if True:
+        import numba.core.caching as caching
+        caching.CacheImpl._locator_classes = []  # what numba finds when no cache directory is writable
+        from capacity.scenario import Scenario
+        from capacity.simulator import compiled, simulate
+        import tests.test_simulator_compiled as t
+        scenario, overrides = t.random_case(9)
+        a = simulate(scenario, event_loop="python", **overrides)
+        auto = simulate(scenario, **overrides)  # a small run: not worth compiling
+        b = simulate(scenario, event_loop="compiled", **overrides)
+        t.assert_same(a, b)
+        print(compiled.cached, auto.event_loop.startswith("python (no writable cache"), b.event_loop)
+    """
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "True", "compiled", "(numba)"]
