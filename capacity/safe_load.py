@@ -166,17 +166,27 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+#: Parser events that each start one value of the node graph (a key, a value, a list or a mapping); an alias
+#: stands for at least one.
+_VALUE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
+
+
 def _count_events(text: str, origin: str, max_nodes: int) -> None:
-    """Refuse a document of more than ``max_nodes`` written values after reading only that many parser events
-    (each value is one or two events), so a large file costs no more than a small one to refuse."""
+    """Refuse a document of more than ``max_nodes`` written values after reading only that many parser events,
+    before any node is built, so a large file costs no more than a small one to refuse.
+
+    Every counted event is at least one value of the expanded graph ``check_nodes`` counts, so a document this
+    refuses would be refused there too, with the same message.
+    """
     counter = _LOADER(text)
     try:
-        events = 0
+        values = 0
         while counter.check_event():
-            counter.get_event()
-            events += 1
-            if events > 2 * max_nodes + 8:
-                raise ScenarioError(f"{origin} holds over {max_nodes:,} values; a file of this kind needs far fewer")
+            if isinstance(counter.get_event(), _VALUE_EVENTS):
+                values += 1
+                if values > max_nodes:
+                    raise ScenarioError(f"{origin} holds over {max_nodes:,} values; a file of this kind needs far "
+                                        f"fewer")
     finally:
         counter.dispose()
 
