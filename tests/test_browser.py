@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,20 @@ def open_app(page, url: str) -> None:
     page.goto(url, wait_until="domcontentloaded")
     page.get_by_text("Requests that fit").first.wait_for(timeout=60_000)
     settle(page)
+
+
+@contextmanager
+def opened_share_link(browser, page):
+    """``page``'s share link opened in a second page: it shows the same headline and says it came from a link."""
+    link, before = page.url, headline(page)
+    other = browser.new_page(viewport={"width": 1600, "height": 1400})
+    try:
+        open_app(other, link)
+        assert headline(other) == before
+        assert preset_shown(other) == "loaded from the share link"
+        yield other
+    finally:
+        other.close()
 
 
 def select(page, label: str, option: str) -> None:
@@ -222,15 +237,8 @@ def test_share_link_carries_the_sizing_and_the_view(page, browser, app_url):
     settle(page)
     page.wait_for_function("() => window.location.search.includes('view=Promise') "
                            "&& window.location.search.includes('prompt_tokens=2000')")
-    link, before = page.url, headline(page)
-    other = browser.new_page(viewport={"width": 1600, "height": 1400})
-    try:
-        open_app(other, link)
-        assert headline(other) == before
-        assert preset_shown(other) == "loaded from the share link"
+    with opened_share_link(browser, page) as other:
         other.get_by_text("In flight at goodput").first.wait_for(timeout=30_000)  # the Promise view is open
-    finally:
-        other.close()
 
 
 def test_bad_link_values_are_named_inline_not_a_traceback(page, app_url):
@@ -269,14 +277,7 @@ def test_salesperson_walk_name_fleet_plan_tokens_per_day_and_link(page, browser,
     assert data["workload"]["arrival_rate"] == pytest.approx(2e9 / 86_400 / (1_200 + 250), rel=1e-12)
     assert headline(page) == expected(Scenario.from_dict(data).evaluate())
     page.wait_for_function("() => window.location.search.includes('view=Fleet')")
-    link, before = page.url, headline(page)
-    other = browser.new_page(viewport={"width": 1600, "height": 1400})
-    try:
-        open_app(other, link)
-        assert headline(other) == before
-        assert preset_shown(other) == "loaded from the share link"
+    with opened_share_link(browser, page) as other:
         assert other.get_by_label("headroom (% spare)", exact=True).input_value() == "25.00"
         other.get_by_text("Cheapest that keeps the promises").first.wait_for(timeout=60_000)  # Fleet view open
         shoot(other, "walk-3-link.png")
-    finally:
-        other.close()
