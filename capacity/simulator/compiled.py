@@ -179,6 +179,12 @@ def _fless(a0, a1, b0, b1):
 
 
 @_jit
+def _fmove(heap, dst, src):
+    """Copy the finish heap's row ``src`` (when, seq, epoch, request) over row ``dst``."""
+    heap[dst, 0], heap[dst, 1], heap[dst, 2], heap[dst, 3] = heap[src, 0], heap[src, 1], heap[src, 2], heap[src, 3]
+
+
+@_jit
 def _fpush(st, heap, when, seq, epoch, rid):
     i = st[S_HLEN]
     st[S_HLEN] = i + 1
@@ -186,8 +192,7 @@ def _fpush(st, heap, when, seq, epoch, rid):
         parent = (i - 1) >> 1
         if not _fless(when, seq, heap[parent, 0], heap[parent, 1]):
             break
-        heap[i, 0], heap[i, 1], heap[i, 2], heap[i, 3] = heap[parent, 0], heap[parent, 1], heap[parent, 2], \
-            heap[parent, 3]
+        _fmove(heap, i, parent)
         i = parent
     heap[i, 0], heap[i, 1], heap[i, 2], heap[i, 3] = when, seq, epoch, rid
 
@@ -209,8 +214,7 @@ def _fpop(st, heap):
             child += 1
         if not _fless(heap[child, 0], heap[child, 1], w, s):
             break
-        heap[i, 0], heap[i, 1], heap[i, 2], heap[i, 3] = heap[child, 0], heap[child, 1], heap[child, 2], \
-            heap[child, 3]
+        _fmove(heap, i, child)
         i = child
     heap[i, 0], heap[i, 1], heap[i, 2], heap[i, 3] = w, s, ep, r
 
