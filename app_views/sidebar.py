@@ -11,7 +11,6 @@ import copy
 from typing import Any
 
 import streamlit as st
-import yaml
 
 from app_views.state import (
     BLOCK_SIZES,
@@ -26,8 +25,8 @@ from app_views.state import (
     is_custom,
     load_text,
     named_by_user,
-    normalise,
     overridden,
+    preset_documents,
     presets,
     set_value,
     sizing_name,
@@ -44,7 +43,7 @@ MAX_UPLOAD_BYTES = 1_000_000
 
 @st.cache_resource
 def _preset_docs() -> dict[str, dict[str, Any]]:
-    return {name: normalise(yaml.safe_load(path.read_text(encoding="utf-8"))) for name, path in PRESETS.items()}
+    return preset_documents()
 
 
 def preset_doc(name: str) -> dict[str, Any]:

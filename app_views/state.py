@@ -29,7 +29,7 @@ import yaml
 
 from capacity import catalog
 from capacity.errors import ScenarioError, show
-from capacity.safe_load import parse_json
+from capacity.safe_load import load_shipped, parse_json
 from capacity.scenario import RESERVES, parse_yaml
 from capacity.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
 from capacity.units import parse_quantity
@@ -473,16 +473,27 @@ _MODEL_SHAPE = ("attention_heads", "max_position_embeddings", "attention", "kv_l
 # ---------------------------------------------------------------- presets, files and links
 
 
-def presets() -> dict[str, Path]:
-    """Shipped scenario files by their display name, essays first."""
+@functools.cache
+def _shipped_scenarios() -> dict[str, tuple[Path, Any]]:
+    """Shipped scenario files by their display name, essays first: (path, parsed mapping), each read once."""
     found = {}
     for path in sorted(SCENARIO_DIR.glob("*.yaml"), key=lambda p: (not p.name.startswith("essay"), p.name)):
         try:
-            name = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("name", path.stem)
+            data = load_shipped(path)
         except yaml.YAMLError:
             continue
-        found[str(name)] = path
+        found[str((data or {}).get("name", path.stem))] = (path, data)
     return found
+
+
+def presets() -> dict[str, Path]:
+    """Shipped scenario files by their display name, essays first."""
+    return {name: path for name, (path, _) in _shipped_scenarios().items()}
+
+
+def preset_documents() -> dict[str, dict[str, Any]]:
+    """Every shipped scenario in the app's shape (``normalise``: fresh copies), by display name."""
+    return {name: normalise(data) for name, (_, data) in _shipped_scenarios().items()}
 
 
 def load_text(text: str, origin: str = "the uploaded file") -> dict[str, Any]:

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ScenarioError
+from .safe_load import load_shipped
 
 #: Where the catalogs live: package data (capacity/catalogs/, shipped in the wheel; the checkout's root-level
 #: gpu_catalog.yaml and model_catalog.yaml link there), or $CAPACITY_CATALOG_DIR.
@@ -22,8 +21,7 @@ def _document(filename: str) -> dict[str, Any]:
     pure-Python ``yaml.safe_load`` takes ~10x longer: ~60 ms for model_catalog.yaml); both load the same values."""
     path = CATALOG_DIR / filename
     try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        return load_shipped(path) or {}
     except OSError as exc:
         raise ScenarioError(f"cannot read catalog {path}: {exc.strerror}") from None
 

@@ -163,7 +163,14 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 #: libyaml's parser when PyYAML has it (six times faster at composing), else the pure-Python one; both safe.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_shipped(path: str | Path) -> Any:
+    """A YAML file this package ships (catalogs, preset scenarios), safe-loaded with ``SAFE_LOADER``, without the
+    size and node limits user files get: ours, and read once per process. OSError and yaml.YAMLError pass on."""
+    with open(path, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=SAFE_LOADER)
 
 
 #: Parser events that each start one value of the node graph (a key, a value, a list or a mapping); an alias
@@ -178,7 +185,7 @@ def _count_events(text: str, origin: str, max_nodes: int) -> None:
     Every counted event is at least one value of the expanded graph ``check_nodes`` counts, so a document this
     refuses would be refused there too, with the same message.
     """
-    counter = _LOADER(text)
+    counter = SAFE_LOADER(text)
     try:
         values = 0
         while counter.check_event():
@@ -197,7 +204,7 @@ def parse_yaml(text: str, origin: str = "scenario", max_nodes: int = MAX_NODES) 
     loader = None
     try:
         _count_events(text, origin, max_nodes)
-        loader = _LOADER(text)
+        loader = SAFE_LOADER(text)
         node = loader.get_single_node()
         if node is None:
             return None

@@ -15,7 +15,7 @@ from capacity.errors import ScenarioError
 
 def _written_values(text: str) -> int:
     """Values the first pass counts: one per scalar, list, mapping or alias event."""
-    return sum(isinstance(e, safe_load._VALUE_EVENTS) for e in yaml.parse(text, Loader=safe_load._LOADER))
+    return sum(isinstance(e, safe_load._VALUE_EVENTS) for e in yaml.parse(text, Loader=safe_load.SAFE_LOADER))
 
 
 def _random_document(rng: random.Random, depth: int = 0) -> object:
@@ -30,14 +30,14 @@ def _random_document(rng: random.Random, depth: int = 0) -> object:
 @pytest.mark.parametrize("seed", range(40))
 def test_the_count_equals_check_nodes_without_aliases(seed):
     text = yaml.safe_dump({"root": _random_document(random.Random(seed))})
-    node = yaml.compose(text, Loader=safe_load._LOADER)
+    node = yaml.compose(text, Loader=safe_load.SAFE_LOADER)
     assert _written_values(text) == safe_load.check_nodes(node, "x")
 
 
 def test_with_aliases_the_count_stays_at_or_below_the_expanded_size():
     # a: [1, 2] is 3 values, b (an alias of it) expands to 3 more, c: {d: e} is 3: 1 + 2 keys + 3 + 3 + 1 + 3 = 13
     text = "a: &x [1, 2]\nb: *x\nc: {d: e}\n"
-    assert safe_load.check_nodes(yaml.compose(text, Loader=safe_load._LOADER), "x") == 13
+    assert safe_load.check_nodes(yaml.compose(text, Loader=safe_load.SAFE_LOADER), "x") == 13
     assert _written_values(text) == 1 + 3 + 3 + 1 + 1 + 2  # the alias counts once: 11
 
 
@@ -45,7 +45,7 @@ def test_a_document_over_the_limit_is_refused_before_any_node_is_built(monkeypat
     def no_composing(*_args, **_kwargs):
         raise AssertionError("composed a document the count should have refused")
 
-    monkeypatch.setattr(safe_load._LOADER, "get_single_node", no_composing)
+    monkeypatch.setattr(safe_load.SAFE_LOADER, "get_single_node", no_composing)
     limit = 50
     over = "".join(f"k{i}: 1\n" for i in range(limit // 2)) + "last: 1\n"  # 2 x 25 + 2 + the mapping = 53 values
     with pytest.raises(ScenarioError, match="holds over 50 values"):

@@ -68,7 +68,7 @@ def test_catalog_read_once_with_libyaml(monkeypatch: pytest.MonkeyPatch) -> None
     to the same values the pure-Python safe loader gives."""
     import yaml
 
-    from capacity import catalog
+    from capacity import catalog, safe_load
 
     if not hasattr(yaml, "CSafeLoader"):  # PyYAML's wheels carry libyaml; a source build may not
         pytest.skip("PyYAML without libyaml: the catalogs are read with the pure-Python loader")
@@ -85,7 +85,8 @@ def test_catalog_read_once_with_libyaml(monkeypatch: pytest.MonkeyPatch) -> None
     caches = (catalog._document, catalog._load, catalog._aliases, catalog.gpu_defaults)
     for cached in caches:
         cached.cache_clear()
-    monkeypatch.setattr(yaml, "CSafeLoader", Counting)
+    assert safe_load.SAFE_LOADER is yaml.CSafeLoader  # the loader the package's shipped files are read with
+    monkeypatch.setattr(safe_load, "SAFE_LOADER", Counting)
     monkeypatch.setattr(yaml, "SafeLoader", type("Refused", (), {"__init__": refuse}))
     monkeypatch.setattr(yaml, "safe_load", refuse)
     try:
