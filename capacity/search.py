@@ -248,7 +248,7 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
     meets = lost == 0 and len(done) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
         slo.tpot_s is None or math.isnan(p_tpot) or p_tpot <= slo.tpot_s)
     return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(len(df)),
-            "lost_requests": lost, "throughput_rps": result.summary()["throughput_rps"], "meets": bool(meets),
+            "lost_requests": lost, "throughput_rps": result.throughput_rps(), "meets": bool(meets),
             "simulation_s": time.perf_counter() - began, "event_loop": result.event_loop}
 
 

@@ -23,7 +23,7 @@ from ..scenario import Scenario
 from .config import SimulationConfig, config_from_scenario
 from .cost_models import CostModel, RooflineCost, TeachingCost, cost_model_for
 from .engine import Engine
-from .metrics import SimulationResult, collect
+from .metrics import Books, SimulationResult, books, result_of
 from .router import assign, merge, subset
 from .scheduler import run_continuous, run_static
 from .workloads import RequestTable, request_table
@@ -58,19 +58,22 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
     """
     if config.replicas > 1:
         replica = assign(table, config)
-        analytic = scenario.evaluate()  # the replicas are identical: one analytic evaluation serves them all
+        # the replicas are identical: one analytic evaluation and one cost model serve them all
+        analytic, cost = scenario.evaluate(), cost_model_for(scenario, config)
         parts = []
         for r in range(config.replicas):
             budget.check()
             index = np.flatnonzero(replica == r)
-            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop)))
-        return merge(parts)
-    return _simulate_one(scenario, config, table, event_loop=event_loop)
+            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost)))
+        return merge(parts, scenario, config)
+    b = _simulate_one(scenario, config, table, event_loop=event_loop)
+    return result_of(b, scenario, config)
 
 
-def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable,
-                  analytic: Any = None, event_loop: str = "auto") -> SimulationResult:
-    """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, when the caller has it)."""
+def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any = None,
+                  event_loop: str = "auto", cost: CostModel | None = None) -> Books:
+    """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, ``cost``: its cost model,
+    when the caller has them); its books."""
     if analytic is None:
         analytic = scenario.evaluate()
     pool_blocks = int(analytic["pool_blocks"])
@@ -81,7 +84,7 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     else:
         slots = config.max_num_seqs or UNLIMITED
         offered = config.max_num_seqs or batch_max
-    engine = Engine(table, config, cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
+    engine = Engine(table, config, cost or cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
                     scenario.serving.max_model_len, slots, offered)
     if config.cpu_offload_bytes:
         from .. import memory
@@ -98,7 +101,7 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     engine.alloc.check()
     if engine.alloc.used:
         raise RuntimeError(f"{engine.alloc.used} KV blocks still held after every request left")
-    return collect(engine, table, scenario, config)
+    return books(engine, table, config)
 
 
 __all__ = ["CostModel", "RooflineCost", "SimulationConfig", "SimulationResult", "TeachingCost", "config_from_scenario",
