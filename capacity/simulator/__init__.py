@@ -40,7 +40,7 @@ def simulate(scenario: Scenario, base_dir: str | Path | None = None, event_loop:
     "auto" (the compiled loop where it applies) or "python" (the reference loop); ``result.event_loop`` says
     which ran.
     """
-    config = config_from_scenario(scenario, **overrides)
+    config = config_from_scenario(scenario, event_loop, **overrides)
     table = request_table(config, scenario.serving.max_model_len, base_dir)
     if config.retries:
         from .retries import simulate_retries
