@@ -8,7 +8,8 @@ with the simulator's Python loop (``--event-loop python``, the baseline) and wit
 fresh process as ``capacity search`` runs (its parent never loads numba; the pool's workers do, at their first
 simulation). The results must agree: the same simulations, replica counts and percentiles, whatever the loop
 and the worker count. Reported: simulations, wall time, simulations per second, the ratio to the Python loop
-on one worker, and the median of ``--rounds`` rounds. With Dask installed (``--dask``), also a Dask
+on one worker, the CPU time of all the search's processes (steadier than wall time on a shared machine), each
+the median of ``--rounds`` rounds. With Dask installed (``--dask``), also a Dask
 ``LocalCluster`` of N worker processes (the path ``--cluster ADDRESS`` takes on a real cluster).
 
 Before the rounds, one process makes sure the compiled loop is in the disk cache (compiling it the first time
@@ -64,16 +65,26 @@ def one(workers: int, loop: str, requests: int) -> dict:
     """One search in this process (a fresh one): wall time, simulations, the loops that ran, the digest."""
     raw = _raw(requests)
     pool = cf.ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = search(raw, _grid(), 99.0, executor=pool, workers=workers, event_loop=loop)
     wall = time.perf_counter() - start
     if pool is not None:
         pool.shutdown()
+    cpu = time.process_time() - cpu + _children_cpu_s()
     best = result.cheapest
-    return {"wall_s": wall, "simulations": len(result.runs), "pruned": len(result.pruned), "digest": digest(result),
+    return {"wall_s": wall, "cpu_s": cpu, "simulations": len(result.runs), "pruned": len(result.pruned),
+            "digest": digest(result),
             "loops": sorted({r["event_loop"].split(" ")[0] for r in result.runs}),
             "cheapest": f"{best['gpu']} x{best['tensor_parallel']} x{best['replicas']} replicas, "
                         f"${best['cost_per_hour']:.2f}/h"}
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children (the pool's workers, once shut down)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _child(*args: str) -> dict:
@@ -121,17 +132,20 @@ def main() -> None:
                     _child("--child", str(workers), loop, "--requests", str(args.requests)))
     digests = {r["digest"] for rs in runs.values() for r in rs}
     sims = {r["simulations"] for rs in runs.values() for r in rs}
-    base = None
+    base = base_cpu = None
     for workers in counts:
         for loop in LOOPS:
             rs = runs[(workers, loop)]
             wall = statistics.median(r["wall_s"] for r in rs)
+            cpu = statistics.median(r["cpu_s"] for r in rs)
             rate = rs[0]["simulations"] / wall
             base = base or rate
+            base_cpu = base_cpu or cpu
             print(f"{workers:3d} local worker(s), --event-loop {loop:<6} (ran: {'+'.join(rs[0]['loops'])}): "
                   f"{rs[0]['simulations']} simulations ({rs[0]['pruned']} settings pruned) in {wall:6.2f} s "
                   f"(median of {len(rs)}) = {rate:6.2f} simulations/s ({rate / base:4.1f}x the Python loop on one "
-                  f"worker); cheapest {rs[0]['cheapest']}")
+                  f"worker); {cpu:6.2f} s of CPU in all processes ({base_cpu / cpu:4.1f}x less); cheapest "
+                  f"{rs[0]['cheapest']}")
     print(f"results identical across loops and worker counts: {len(digests) == 1 and len(sims) == 1} "
           f"(digests {sorted(digests)})")
     if args.dask:

@@ -201,6 +201,11 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
 
 # --- one simulation (what a worker runs) ------------------------------------------------------------------------
 
+#: Scenarios of the settings this process simulated lately, with their analytic evaluations (by scenario data).
+_EVALUATED: dict[str, tuple[Any, Any]] = {}
+_EVALUATED_MAX = 64
+
+
 def event_loop_for_search(event_loop: str = "auto") -> str:
     """The simulator's ``event_loop`` for the simulations of a search, in the process that runs them.
 
@@ -233,8 +238,15 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
     from .simulator import simulate
 
     began = time.perf_counter()
-    scenario = Scenario.from_dict(scenario_data(raw, setting))
-    result = simulate(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
+    data = scenario_data(raw, setting)
+    key = json.dumps(data, sort_keys=True, default=str)
+    if key not in _EVALUATED:  # the same engine is simulated at several replica counts: evaluated once
+        if len(_EVALUATED) >= _EVALUATED_MAX:
+            _EVALUATED.pop(next(iter(_EVALUATED)))
+        scenario = Scenario.from_dict(data)
+        _EVALUATED[key] = (scenario, scenario.evaluate())
+    scenario, analytic = _EVALUATED[key]
+    result = simulate(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop), analytic=analytic,
                       **{**(overrides or {}), "replicas": int(replicas)})
     df = result.requests
     done = df[df["status"] == "completed"]

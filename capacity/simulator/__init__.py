@@ -33,12 +33,13 @@ UNLIMITED = 1 << 40
 
 
 def simulate(scenario: Scenario, base_dir: str | Path | None = None, event_loop: str = "auto",
-             **overrides: Any) -> SimulationResult:
+             analytic: Any = None, **overrides: Any) -> SimulationResult:
     """Simulate ``scenario``'s engine under its simulation block (``overrides`` win); ScenarioError on bad input.
 
     ``base_dir`` resolves a relative ``trace`` path (the CLI passes the scenario file's folder). ``event_loop``:
     "auto" (the compiled loop where it applies) or "python" (the reference loop); ``result.event_loop`` says
-    which ran.
+    which ran. ``analytic``: ``scenario.evaluate()`` where the caller has it already (a search simulates one
+    engine at many replica counts).
     """
     config = config_from_scenario(scenario, event_loop, **overrides)
     table = request_table(config, scenario.serving.max_model_len, base_dir)
@@ -46,27 +47,27 @@ def simulate(scenario: Scenario, base_dir: str | Path | None = None, event_loop:
         from .retries import simulate_retries
 
         return simulate_retries(scenario, config, table)
-    return simulate_table(scenario, config, table, event_loop)
+    return simulate_table(scenario, config, table, event_loop, analytic)
 
 
 def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestTable,
-                   event_loop: str = "auto") -> SimulationResult:
+                   event_loop: str = "auto", analytic: Any = None) -> SimulationResult:
     """Simulate an explicit request table (what ``simulate`` does after building the workload).
 
     With ``config.replicas > 1`` a router splits the requests over identical replicas (``router.py``).
-    ``event_loop``: as in ``simulate``.
+    ``event_loop``, ``analytic``: as in ``simulate``.
     """
     if config.replicas > 1:
         replica = assign(table, config)
         # the replicas are identical: one analytic evaluation and one cost model serve them all
-        analytic, cost = scenario.evaluate(), cost_model_for(scenario, config)
+        analytic, cost = analytic or scenario.evaluate(), cost_model_for(scenario, config)
         parts = []
         for r in range(config.replicas):
             budget.check()
             index = np.flatnonzero(replica == r)
             parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost)))
         return merge(parts, scenario, config)
-    b = _simulate_one(scenario, config, table, event_loop=event_loop)
+    b = _simulate_one(scenario, config, table, analytic, event_loop)
     return result_of(b, scenario, config)
 
 

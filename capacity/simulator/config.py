@@ -276,8 +276,10 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
     if explicit_prefix and too_long:
         problems.append(too_long)
     if not problems:
-        compiled = event_loop != "python" and compiled_loop_runs(values, scenario)
-        problems += work_problems(values, scenario.serving.block_size, compiled)
+        found = work_problems(values, scenario.serving.block_size)
+        if found and event_loop != "python" and compiled_loop_runs(values, scenario):  # the compiled loop's estimate
+            found = work_problems(values, scenario.serving.block_size, compiled=True)  # is the smaller one
+        problems += found
     if problems:
         raise ScenarioError(*problems)
     if scenario.raw and scenario.raw.get("workloads") is not None and not {"prompt_tokens", "output_tokens",
