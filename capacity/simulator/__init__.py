@@ -60,7 +60,8 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
     if config.replicas > 1:
         replica = assign(table, config)
         # the replicas are identical: one analytic evaluation and one cost model serve them all
-        analytic, cost = analytic or scenario.evaluate(), cost_model_for(scenario, config)
+        analytic = analytic if analytic is not None else scenario.evaluate()
+        cost = cost_model_for(scenario, config)
         parts = []
         for r in range(config.replicas):
             budget.check()
