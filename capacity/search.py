@@ -22,7 +22,8 @@ The replica search per setting is a gallop then a bisection on the replica count
 taken as monotone in it), each step one simulation; every simulation is a task for an executor:
 ``concurrent.futures.ProcessPoolExecutor`` on local processes by default, or a Dask distributed cluster
 (``--cluster ADDRESS``, ``Client(address).get_executor()``) when one machine is not enough. Every simulation
-uses the same seed, so settings are compared on the same requests.
+uses the same seed, so settings are compared on the same requests; each reuses its setting's analytic
+evaluation from the pruning (``Candidate.evaluation``).
 """
 
 from __future__ import annotations
@@ -75,13 +76,15 @@ class Setting:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A setting the analytic model kept: GPUs per replica, price per GPU-hour, where its replica search starts."""
+    """A setting the analytic model kept: GPUs per replica, price per GPU-hour, where its replica search starts,
+    and its analytic evaluation (``Scenario.evaluate()``; the simulations of every replica count reuse it)."""
 
     setting: Setting
     gpus_per_replica: int
     price_per_hour: float | None
     start_replicas: int
     min_replicas: int
+    evaluation: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -195,16 +198,11 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
         low = max(1, math.ceil((1 - CEILING_MARGIN) * rate_rps / ceiling - 1e-9))
         gpus = int(r["gpus_per_replica"])
         kept.append(Candidate(setting, gpus, scenario.gpu.price_per_hour, min(max(start, low), MAX_REPLICAS),
-                              min(low, MAX_REPLICAS)))
+                              min(low, MAX_REPLICAS), r))
     return kept, pruned
 
 
 # --- one simulation (what a worker runs) ------------------------------------------------------------------------
-
-#: Scenarios of the settings this process simulated lately, with their analytic evaluations (by scenario data).
-_EVALUATED: dict[str, tuple[Any, Any]] = {}
-_EVALUATED_MAX = 64
-
 
 def event_loop_for_search(event_loop: str = "auto") -> str:
     """The simulator's ``event_loop`` for the simulations of a search, in the process that runs them.
@@ -228,26 +226,20 @@ def event_loop_for_search(event_loop: str = "auto") -> str:
 
 def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, percentile: float,
                        base_dir: str | None = None, overrides: Mapping[str, Any] | None = None,
-                       event_loop: str = "auto") -> dict[str, Any]:
+                       event_loop: str = "auto", evaluation: Any = None) -> dict[str, Any]:
     """Simulate ``replicas`` replicas of ``setting`` under the scenario's request stream; the percentiles and
     whether they keep the promises. A plain function of picklable arguments: any executor can run it.
-    ``event_loop``: as ``event_loop_for_search`` resolves it (the results are the same with either loop)."""
+    ``event_loop``: as ``event_loop_for_search`` resolves it (the results are the same with either loop);
+    ``evaluation``: the setting's ``Scenario.evaluate()`` where the caller has it (``Candidate.evaluation``)."""
     import numpy as np
 
     from .scenario import Scenario
     from .simulator import simulate
 
     began = time.perf_counter()
-    data = scenario_data(raw, setting)
-    key = json.dumps(data, sort_keys=True, default=str)
-    if key not in _EVALUATED:  # the same engine is simulated at several replica counts: evaluated once
-        if len(_EVALUATED) >= _EVALUATED_MAX:
-            _EVALUATED.pop(next(iter(_EVALUATED)))
-        scenario = Scenario.from_dict(data)
-        _EVALUATED[key] = (scenario, scenario.evaluate())
-    scenario, analytic = _EVALUATED[key]
-    result = simulate(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop), analytic=analytic,
-                      **{**(overrides or {}), "replicas": int(replicas)})
+    scenario = Scenario.from_dict(scenario_data(raw, setting)) if evaluation is None else evaluation.scenario
+    result = simulate(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
+                      analytic=evaluation, **{**(overrides or {}), "replicas": int(replicas)})
     df = result.requests
     done = df[df["status"] == "completed"]
     ttft = done["ttft_s"].to_numpy(float)
@@ -325,7 +317,7 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     runs: list[dict[str, Any]] = []
 
     def submit(s: _ReplicaSearch) -> Any:
-        args = (raw, s.c.setting, s.next, percentile, base_dir, None, event_loop)
+        args = (raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
         if executor is None:
             done: cf.Future = cf.Future()
             done.set_result(simulate_candidate(*args))
