@@ -259,6 +259,19 @@ def _catalog_shown(d: dict[str, Any], key: str, unit: str) -> tuple[str, str]:
     return f"{value:.2f}", "the catalog's is"
 
 
+#: How the caption of hidden inputs words each value ({} is the value; {unit} the byte unit shown).
+SUMMARY = {"layers": "{:,} layers", "kv_heads": "{:,} KV heads", "head_dim": "head dim {:,}",
+           "params_b": "{:,.4g}B parameters", "weights_mem": "weights {:,.2f} {unit}",
+           "memory_mem": "GPU memory {:,.2f} {unit}", "bandwidth_tbs": "{:,.4g} TB/s peak",
+           "tflops": "{:,.4g} TFLOP/s peak", "pipeline_parallel": "pipeline stages {:,}", "replicas": "replicas {:,}",
+           "price_per_hour": "${:,.2f} per GPU-hour", "bandwidth_efficiency": "bandwidth efficiency {:.2f}",
+           "flops_efficiency": "FLOP/s efficiency {:.2f}", "memory_utilization": "memory utilisation {:.2f}",
+           "block_size": "blocks of {:,} tokens", "max_model_len": "max model length {:,} tokens",
+           "step_overhead_ms": "step overhead {:,.4g} ms", "max_num_seqs": "max running {:,}",
+           "reserve_mem": "engine reserve {:,.2f} {unit} per GPU", "shared_prefix_tokens": "shared prefix {:,} tokens",
+           "headroom_pct": "headroom {:g}%", "peak_factor": "peak factor {:g}"}
+
+
 def hidden_summary(d: dict[str, Any], unit: str) -> str:
     """The inputs not drawn, with their values and units, as one line (✎ marks a value that overrides the catalog)."""
     values = widget_values(d)
@@ -269,20 +282,9 @@ def hidden_summary(d: dict[str, Any], unit: str) -> str:
         field = FIELDS[key]
         if field.only and not custom[field.only]:
             continue
-        value = values[key]
-        if field.kind == "bytes":
-            text = f"{value:,.2f} {unit}"
-        elif key == "price_per_hour":
-            text = f"${value:,.2f}"
-        elif field.kind == "percent":
-            text = f"{value:g}%"
-        elif key == "max_num_seqs" and not value:
-            text = "no cap"
-        elif field.kind in ("int", "choice"):
-            text = f"{value:,}"
-        else:
-            text = f"{value:,.4g}"
-        parts.append(f"{'✎ ' if key in mine else ''}{field.label} {text}")
+        text = "max running: no cap" if key == "max_num_seqs" and not values[key] else \
+            SUMMARY[key].format(values[key], unit=unit)
+        parts.append(f"{'✎ ' if key in mine else ''}{text}")
     return "; ".join(parts)
 
 
@@ -343,9 +345,8 @@ def draw() -> dict[str, Any]:
     boxes["model"] = sb.container()
 
     sb.subheader("GPU")
-    c1, c2 = sb.columns([2, 1])
-    c1.selectbox("GPU", [*catalog.gpus(), CUSTOM], key="gpu", on_change=on_choice, args=("gpu",))
-    _number(c2, "gpu_count", label="tensor parallel")
+    sb.selectbox("GPU", [*catalog.gpus(), CUSTOM], key="gpu", on_change=on_choice, args=("gpu",))
+    _number(sb, "gpu_count", label="tensor parallel", help="GPUs per replica that split each layer")
     if everything:
         if is_custom(d, "gpu"):
             _number(sb, "memory_mem", label=f"GPU memory ({unit})", format="%.2f")
@@ -409,7 +410,7 @@ def draw() -> dict[str, Any]:
     _number(c2, "ttft_ms", label="TTFT (ms, 0 = none)")
     boxes["slo"] = sb.container()
     if not everything:
-        sb.caption(plain("Not shown (\"Show all inputs\" above): " + hidden_summary(d, unit)))
+        sb.caption(plain("Not shown (turn on \"Show all inputs\" to change them): " + hidden_summary(d, unit)))
     for key in FIELDS:
         _show_messages(sb, key)
     return boxes
