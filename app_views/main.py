@@ -119,7 +119,11 @@ def main() -> None:
                          f"TFLOP/s effective per GPU; memory in {s.units}"))
         headline(results, ctx)
 
-    boxes = sidebar.draw()
+    shown = [humanise(p) for p in problems or []]
+    by_section: dict[str, list[str]] = {}
+    for problem, text in zip(problems or [], shown, strict=True):
+        by_section.setdefault(section_of(problem), []).append(text)
+    sidebar.draw(by_section)
     sb = st.sidebar
     sb.subheader("Save and load")
     sb.download_button("Save scenario (YAML)", to_yaml(doc), file_name=safe_filename(name, ".yaml"),
@@ -132,9 +136,6 @@ def main() -> None:
         st.query_params.from_dict(params)
 
     if ctx is None:
-        shown = [humanise(p) for p in problems]
-        for problem, text in zip(problems, shown, strict=True):
-            boxes.get(section_of(problem), boxes["serving"]).error(plain(text))
         st.error(plain("This sizing cannot be evaluated:\n" + "\n".join(f"• {p}" for p in shown)))
         return
     for line in cautions(results):

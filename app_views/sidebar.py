@@ -296,9 +296,20 @@ def _on_demand(sb: Any, d: dict[str, Any], unit: str, section: str) -> None:
             _mark(sb, key, shown, source, label=FIELDS[key].label)
 
 
-def draw() -> dict[str, Any]:
-    """Draw the inputs (every one with the "all inputs" toggle on, the often changed ones otherwise); returns
-    containers where the page puts each section's problems."""
+def _row(where: Any) -> Any:
+    """A row the inputs drawn into it share equally: one element, where ``columns(n)`` sends n + 1."""
+    return where.container(horizontal=True, gap="small")
+
+
+def draw(problems: dict[str, list[str]] | None = None) -> None:
+    """Draw the inputs (every one with the "all inputs" toggle on, the often changed ones otherwise), each
+    section followed by the sizing's problems that belong to it (``problems``: section -> messages)."""
+    problems = problems or {}
+
+    def section_problems(section: str) -> None:
+        for text in problems.get(section, []):
+            sb.error(plain(text))
+
     sb = st.sidebar
     sync(whole=False)  # widgets Streamlit forgot while not drawn get the mapping's values
     d = doc()
@@ -319,12 +330,11 @@ def draw() -> dict[str, Any]:
                            help="Engine, efficiencies, price, parallelism, fleet planning and a custom model's or "
                                 "GPU's numbers. Hidden, they keep their values (listed below the inputs) and are "
                                 "saved and linked as before.")
-    boxes: dict[str, Any] = {}
 
     sb.subheader("Model")
     sb.selectbox("Model", [*catalog.models(), CUSTOM], key="model", on_change=on_choice, args=("model",))
     if everything and is_custom(d, "model"):
-        c1, c2, c3 = sb.columns(3)
+        c1 = c2 = c3 = _row(sb)
         _number(c1, "layers")
         _number(c2, "kv_heads")
         _number(c3, "head_dim")
@@ -333,7 +343,7 @@ def draw() -> dict[str, Any]:
                      on_change=on_config, help="layers, heads, KV heads, head_dim, MLA, sliding windows and MoE "
                                                "are read from it; parameters are counted from its shapes")
     _show_messages(sb, "config_json")
-    c1, c2 = sb.columns(2)
+    c1 = c2 = _row(sb)
     c1.selectbox("weight dtype", DTYPES, key="weight_dtype", on_change=on_field, args=("weight_dtype",))
     c2.selectbox("KV dtype", KV_DTYPES, key="kv_dtype", on_change=on_field, args=("kv_dtype",))
     if everything:
@@ -342,7 +352,7 @@ def draw() -> dict[str, Any]:
         _mark(sb, "weights_mem", *_catalog_shown(d, "weights_mem", unit))
     else:
         _on_demand(sb, d, unit, "model")
-    boxes["model"] = sb.container()
+    section_problems("model")
 
     sb.subheader("GPU")
     sb.selectbox("GPU", [*catalog.gpus(), CUSTOM], key="gpu", on_change=on_choice, args=("gpu",))
@@ -350,33 +360,33 @@ def draw() -> dict[str, Any]:
     if everything:
         if is_custom(d, "gpu"):
             _number(sb, "memory_mem", label=f"GPU memory ({unit})", format="%.2f")
-            c1, c2 = sb.columns(2)
+            c1 = c2 = _row(sb)
             _number(c1, "bandwidth_tbs", format="%.3f")
             _number(c2, "tflops", format="%.1f")
-        c1, c2 = sb.columns(2)
+        c1 = c2 = _row(sb)
         _number(c1, "pipeline_parallel", label="pipeline")
         _number(c2, "replicas")
         _number(sb, "price_per_hour", format="%.2f",
                 help="an assumption; follows the catalog unless you type your own")
         _mark(sb, "price_per_hour", *_catalog_shown(d, "price_per_hour", unit))
-        c1, c2 = sb.columns(2)
+        c1 = c2 = _row(sb)
         _slider(c1, "bandwidth_efficiency", 0.01)
         _slider(c2, "flops_efficiency", 0.01)
         _mark(sb, "bandwidth_efficiency", *_catalog_shown(d, "bandwidth_efficiency", unit))
         _mark(sb, "flops_efficiency", *_catalog_shown(d, "flops_efficiency", unit))
     else:
         _on_demand(sb, d, unit, "gpu")
-    boxes["gpu"] = sb.container()
+    section_problems("gpu")
 
     if everything:
         sb.subheader("Serving engine")
         _slider(sb, "memory_utilization", 0.01)
-        c1, c2 = sb.columns(2)
+        c1 = c2 = _row(sb)
         c1.selectbox("block size (tokens)", BLOCK_SIZES, key="block_size", on_change=on_field,
                      args=("block_size",))
         _number(c2, "max_model_len", label="max model length")
         _mark(sb, "max_model_len", *_catalog_shown(d, "max_model_len", unit))
-        c1, c2 = sb.columns(2)
+        c1 = c2 = _row(sb)
         _number(c1, "step_overhead_ms", label="step overhead (ms)")
         _number(c2, "max_num_seqs", label="max running (0 = no cap)")
         _number(sb, "reserve_mem", label=f"engine reserve per GPU ({unit})", format="%.2f",
@@ -384,33 +394,32 @@ def draw() -> dict[str, Any]:
                      "start-up)")
     else:
         _on_demand(sb, d, unit, "serving")
-    boxes["serving"] = sb.container()
+    section_problems("serving")
 
     sb.subheader("Workload")
-    c1, c2 = sb.columns(2)
+    c1 = c2 = _row(sb)
     _number(c1, "prompt_tokens")
     _number(c2, "output_tokens")
     if everything:
-        c1, c2 = sb.columns(2)
+        c1 = c2 = _row(sb)
         _number(c1, "shared_prefix_tokens")
         _number(c2, "arrival_rate", label="load (requests/s)", format="%.2f",
                 help="the traffic to size for; 0 = not set")
-        c1, c2 = sb.columns(2)
+        c1 = c2 = _row(sb)
         _number(c1, "headroom_pct", step=5.0, help="spare capacity every fleet is sized with (headline, Cost and "
                                                     "Fleet; saved as fleet.headroom)")
         _number(c2, "peak_factor", step=1.0, help="design load over the entered load (saved as fleet.peak_factor)")
     else:
         _number(sb, "arrival_rate", label="load (requests/s)", format="%.2f",
                 help="the traffic to size for; 0 = not set")
-    boxes["workload"] = sb.container()
+    section_problems("workload")
 
     sb.subheader("Promises")
-    c1, c2 = sb.columns(2)
+    c1 = c2 = _row(sb)
     _number(c1, "tpot_ms", label="TPOT (ms, 0 = none)")
     _number(c2, "ttft_ms", label="TTFT (ms, 0 = none)")
-    boxes["slo"] = sb.container()
+    section_problems("slo")
     if not everything:
         sb.caption(plain("Not shown (turn on \"Show all inputs\" to change them): " + hidden_summary(d, unit)))
     for key in FIELDS:
         _show_messages(sb, key)
-    return boxes

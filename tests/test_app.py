@@ -40,9 +40,19 @@ def headline_figures(at: AppTest) -> dict[str, str]:
     return {}
 
 
+def figure_tables(at: AppTest) -> dict[str, str]:
+    """Every figures table on the page (the headline's and a view's, app_views/figures.py): label -> value."""
+    shown: dict[str, str] = {}
+    for block in at.markdown:
+        rows = block.value.splitlines()
+        if len(rows) == 4 and rows[1].startswith("|---") and rows[2].startswith("| **"):
+            shown.update(zip(_cells(rows[0]), _cells(rows[2]), strict=True))
+    return shown
+
+
 def metrics(at: AppTest) -> dict[str, str]:
-    """Every figure on the page: the headline's and the open view's ``st.metric`` values."""
-    return {**headline_figures(at), **{m.label: m.value for m in at.metric}}
+    """Every figure on the page: the headline's, the open view's figures table and ``st.metric`` values."""
+    return {**figure_tables(at), **{m.label: m.value for m in at.metric}}
 
 
 def in_view(at: AppTest, view: str) -> dict[str, str]:
