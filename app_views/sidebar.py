@@ -298,7 +298,7 @@ def _on_demand(sb: Any, d: dict[str, Any], unit: str, section: str) -> None:
 
 def _row(where: Any) -> Any:
     """A row the inputs drawn into it share equally: one element, where ``columns(n)`` sends n + 1."""
-    return where.container(horizontal=True, gap="small")
+    return where.container(horizontal=True, wrap=False, gap="small", vertical_alignment="bottom")
 
 
 def draw(problems: dict[str, list[str]] | None = None) -> None:
