@@ -288,12 +288,11 @@ def hidden_summary(d: dict[str, Any], unit: str) -> str:
     return "; ".join(parts)
 
 
-def _on_demand(sb: Any, d: dict[str, Any], unit: str, section: str) -> None:
-    """With the toggle off: the section's overridden catalog values, each marked with its way back."""
+def _on_demand(sb: Any, d: dict[str, Any], unit: str, section: str, mine: set[str]) -> None:
+    """With the toggle off: the section's overridden catalog values (``mine``), each marked with its way back."""
     for key in ON_DEMAND:
-        if FIELDS[key].follows and FIELDS[key].path[0] == section:
-            shown, source = _catalog_shown(d, key, unit)
-            _mark(sb, key, shown, source, label=FIELDS[key].label)
+        if key in mine and FIELDS[key].path[0] == section:
+            _mark(sb, key, *_catalog_shown(d, key, unit), label=FIELDS[key].label)
 
 
 def _row(where: Any) -> Any:
@@ -314,6 +313,7 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
     sync(whole=False)  # widgets Streamlit forgot while not drawn get the mapping's values
     d = doc()
     unit = d.get("units", "GB") if d.get("units") in UNITS else "GB"
+    mine = set(overridden(d))
     sb.title("Sizing inputs")
     loaded = st.session_state.get("loaded_from")
     sb.selectbox("Start from a preset", [*PRESETS, *([loaded] if loaded else [])], key="preset", on_change=on_preset,
@@ -351,7 +351,7 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
                 help="follows parameters x weight dtype unless you type your own")
         _mark(sb, "weights_mem", *_catalog_shown(d, "weights_mem", unit))
     else:
-        _on_demand(sb, d, unit, "model")
+        _on_demand(sb, d, unit, "model", mine)
     section_problems("model")
 
     sb.subheader("GPU")
@@ -375,7 +375,7 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
         _mark(sb, "bandwidth_efficiency", *_catalog_shown(d, "bandwidth_efficiency", unit))
         _mark(sb, "flops_efficiency", *_catalog_shown(d, "flops_efficiency", unit))
     else:
-        _on_demand(sb, d, unit, "gpu")
+        _on_demand(sb, d, unit, "gpu", mine)
     section_problems("gpu")
 
     if everything:
@@ -393,7 +393,7 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
                 help="memory the engine holds outside the KV pool: activations, CUDA graphs (vLLM logs it at "
                      "start-up)")
     else:
-        _on_demand(sb, d, unit, "serving")
+        _on_demand(sb, d, unit, "serving", mine)
     section_problems("serving")
 
     sb.subheader("Workload")
