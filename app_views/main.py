@@ -141,11 +141,14 @@ def main() -> None:
     for line in cautions(results):
         st.warning(plain(line))
     if st.session_state["view"] != "Summary":  # the Summary view shows the verdict and notes itself
-        with st.expander("Verdict: what binds and what would move it", expanded=False):
-            st.markdown("\n".join(f"- {plain(humanise(line))}" for line in cached_verdict(scenario_json, results)))
+        verdict_box = st.expander("Verdict: what binds and what would move it", key="verdict_open",
+                                  on_change="rerun")
+        if verdict_box.open:  # its what-ifs are evaluated (and its lines drawn) only when someone opens it
+            verdict_box.markdown("\n".join(f"- {plain(humanise(line))}"
+                                           for line in cached_verdict(scenario_json, results)))
             notes = results.notes()
-            if notes:  # one element each: every element is redrawn on every rerun
-                st.caption("  \n".join(plain(f"Note: {humanise(note)}") for note in notes))
+            if notes:  # one element for all: every element is redrawn on every rerun
+                verdict_box.caption("  \n".join(plain(f"Note: {humanise(note)}") for note in notes))
     render_downloads(st, results, name)
     view = st.segmented_control("View", list(VIEWS), key="view", label_visibility="collapsed") or next(iter(VIEWS))
     try:

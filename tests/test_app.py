@@ -447,3 +447,43 @@ def test_the_landing_page_needs_no_chart_or_metric_code_before_its_first_number(
     assert headline_figures(at)["Requests that fit"] == "752"  # essay 000, as its essay works it out
     summary = " ".join(m.value for m in at.markdown)
     assert "What binds and what would move it" in summary and "KV memory binds" in summary
+
+
+def test_the_verdict_outside_summary_is_evaluated_and_drawn_only_when_opened():
+    # Rerun speed (issue 13): the collapsed verdict box re-evaluated its what-ifs and sent its lines on every rerun.
+    at = start()
+    at.button_group(key="view").set_value("Memory").run()
+    assert at.expander[0].label == "Verdict: what binds and what would move it"
+    assert not any("KV memory binds" in m.value for m in at.markdown)
+    at.session_state["verdict_open"] = True  # the box opened (its state is the expander's key)
+    at.run()
+    assert any("KV memory binds: the pool holds 752 requests" in m.value.replace("\\", "") for m in at.markdown)
+
+
+def test_hidden_inputs_keep_their_values_across_reruns_and_are_saved():
+    # The rarely changed inputs are drawn only with "Show all inputs" on; hidden, they are not lost.
+    at = show_all(choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM"))
+    at.sidebar.number_input(key="price_per_hour").set_value(2.0).run()
+    at.sidebar.slider(key="memory_utilization").set_value(0.8).run()
+    at.sidebar.number_input(key="headroom_pct").set_value(20.0).run()
+    at.sidebar.toggle(key="more_inputs").set_value(False).run()
+    for prompt in (1000, 1700):  # reruns without the inputs drawn
+        at.sidebar.number_input(key="prompt_tokens").set_value(prompt).run()
+    assert not at.exception and not at.error
+    assert "price_per_hour" not in [n.key for n in at.sidebar.number_input]
+    data = saved(at)
+    assert data["gpu"]["price_per_hour"] == 2.0 and data["serving"]["memory_utilization"] == 0.8
+    assert data["fleet"]["headroom"] == 0.2 and data["workload"]["prompt_tokens"] == 1700
+    assert "  price_per_hour: 2\n" in to_yaml(at.session_state["doc"])  # the saved file
+    assert_headline(at, Scenario.from_dict(data).evaluate())
+    # Listed with their units, the override marked with its way back to the catalog's $3.49.
+    hidden = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")
+    assert "✎ $2.00 per GPU-hour" in hidden and "memory utilisation 0.80" in hidden and "headroom 20%" in hidden
+    assert any("price ($ per GPU-hour): your value" in c.value.replace("\\", "") and "3.49" in c.value.replace("\\", "")
+               for c in at.sidebar.caption)
+    at.sidebar.button(key="reset_price_per_hour").click().run()
+    assert "price_per_hour" not in saved(at)["gpu"]
+    show_all(at)
+    assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(3.49)
+    assert at.sidebar.slider(key="memory_utilization").value == pytest.approx(0.8)
+    assert at.sidebar.number_input(key="headroom_pct").value == 20.0
