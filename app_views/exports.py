@@ -53,7 +53,7 @@ EXPORTS: dict[str, tuple[Callable[[Results], Any], str, str]] = {
 
 def render_downloads(where: Any, results: Results, name: str) -> None:
     """One button per format, each file named after the scenario's name."""
-    cols = where.columns(len(EXPORTS))
-    for col, (label, (build, suffix, mime)) in zip(cols, EXPORTS.items(), strict=True):
-        col.download_button(label, lambda build=build: build(results), safe_filename(name, suffix), mime=mime,
+    row = where.container(horizontal=True, gap="small")  # one element (columns(n) would be n + 1)
+    for label, (build, suffix, mime) in EXPORTS.items():
+        row.download_button(label, lambda build=build: build(results), safe_filename(name, suffix), mime=mime,
                             key=f"export_{suffix}", width="stretch")

@@ -5,6 +5,7 @@ Everything shown is the library's (``capacity``): this module arranges it and co
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -24,6 +25,10 @@ from capacity.budget import BudgetExceeded, time_budget
 from capacity.files import safe_filename
 from capacity.fleet import fleet_for_load
 from capacity.formatting import format_value
+
+# What exists once the page's modules are imported (libraries, catalogs, presets) lives as long as the server: the
+# garbage collector need not scan it again (``.streamlit/config.toml`` turns off the full pass after every run).
+gc.freeze()
 
 #: Time budget of one evaluation and of drawing one view [s] (``capacity.budget``): work estimated to take longer
 #: is refused before it starts, work that runs past it is stopped, so one session never holds a core for long.
@@ -114,7 +119,11 @@ def main() -> None:
                          f"TFLOP/s effective per GPU; memory in {s.units}"))
         headline(results, ctx)
 
-    boxes = sidebar.draw()
+    shown = [humanise(p) for p in problems or []]
+    by_section: dict[str, list[str]] = {}
+    for problem, text in zip(problems or [], shown, strict=True):
+        by_section.setdefault(section_of(problem), []).append(text)
+    sidebar.draw(by_section)
     sb = st.sidebar
     sb.subheader("Save and load")
     sb.download_button("Save scenario (YAML)", to_yaml(doc), file_name=safe_filename(name, ".yaml"),
@@ -127,19 +136,19 @@ def main() -> None:
         st.query_params.from_dict(params)
 
     if ctx is None:
-        shown = [humanise(p) for p in problems]
-        for problem, text in zip(problems, shown, strict=True):
-            boxes.get(section_of(problem), boxes["serving"]).error(plain(text))
         st.error(plain("This sizing cannot be evaluated:\n" + "\n".join(f"• {p}" for p in shown)))
         return
     for line in cautions(results):
         st.warning(plain(line))
     if st.session_state["view"] != "Summary":  # the Summary view shows the verdict and notes itself
-        with st.expander("Verdict: what binds and what would move it", expanded=False):
-            for line in cached_verdict(scenario_json, results):
-                st.markdown(f"- {plain(humanise(line))}")
-            for note in results.notes():
-                st.caption(plain(f"Note: {humanise(note)}"))
+        verdict_box = st.expander("Verdict: what binds and what would move it", key="verdict_open",
+                                  on_change="rerun")
+        if verdict_box.open:  # its what-ifs are evaluated (and its lines drawn) only when someone opens it
+            verdict_box.markdown("\n".join(f"- {plain(humanise(line))}"
+                                           for line in cached_verdict(scenario_json, results)))
+            notes = results.notes()
+            if notes:  # one element for all: every element is redrawn on every rerun
+                verdict_box.caption("  \n".join(plain(f"Note: {humanise(note)}") for note in notes))
     render_downloads(st, results, name)
     view = st.segmented_control("View", list(VIEWS), key="view", label_visibility="collapsed") or next(iter(VIEWS))
     try:

@@ -8,6 +8,7 @@ import numpy as np
 
 from app_views import charts
 from app_views.context import Context
+from app_views.figures import figures_markdown
 from capacity.answer import memory_split, paged_over_contiguous
 from capacity.curves import concurrency_curve
 from capacity.formatting import format_value
@@ -20,13 +21,13 @@ CONTEXTS = np.unique(np.round(2.0 ** np.arange(8, 17.01, 0.5)))
 
 def render(st: Any, ctx: Context) -> None:
     r, binary = ctx.results, ctx.binary
-    c = st.columns(4)
-    c[0].metric("KV per token", format_bytes(r["kv_bytes_per_token"], binary))
-    c[1].metric("KV pool per GPU", format_value("pool_bytes", r["pool_bytes"], binary),
-                help=f"{r['pool_blocks']:,.0f} blocks")
-    c[2].metric("Blocks per request", f"{r['blocks_per_request']:,.0f}")
-    c[3].metric("Paged vs contiguous", f"{paged_over_contiguous(r):,.1f}x",
-                help="requests that fit with paged blocks over requests that fit reserving max model length each")
+    st.markdown(figures_markdown([  # one element, where four st.metric in columns are nine (app_views/figures.py)
+        ("KV per token", format_bytes(r["kv_bytes_per_token"], binary), "whole model, every layer"),
+        ("KV pool per GPU", format_value("pool_bytes", r["pool_bytes"], binary), f"{r['pool_blocks']:,.0f} blocks"),
+        ("Blocks per request", f"{r['blocks_per_request']:,.0f}", "prompt + answer, in blocks"),
+        ("Paged vs contiguous", f"{paged_over_contiguous(r):,.1f}x",
+         "requests that fit with paged blocks over those that fit reserving max model length each"),
+    ]))
     left, right = st.columns(2)
     left.plotly_chart(charts.memory_bar(memory_split(r), ctx.unit), width="stretch")
     right.plotly_chart(charts.concurrency_bars({

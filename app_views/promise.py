@@ -8,6 +8,7 @@ import numpy as np
 
 from app_views import charts
 from app_views.context import Context
+from app_views.figures import figures_markdown
 from capacity.answer import capacity_gap_rps
 from capacity.curves import load_curve
 from capacity.formatting import format_value
@@ -15,12 +16,13 @@ from capacity.formatting import format_value
 
 def render(st: Any, ctx: Context) -> None:
     r, s = ctx.results, ctx.results.scenario
-    c = st.columns(4)
-    c[0].metric("Goodput", f"{r['goodput_rps']:,.2f} req/s", help=f"set by {r['goodput_limit']}")
-    c[1].metric("In flight at goodput", f"{r['goodput_in_flight']:,.0f}")
-    c[2].metric("Capacity the promises cost", f"{capacity_gap_rps(r):,.2f} req/s",
-                help=f"{r['capacity_given_up'] * 100:,.1f}% of the ceiling")
-    c[3].metric("TPOT at the ceiling", format_value("tpot_at_ceiling_s", r["tpot_at_ceiling_s"]))
+    st.markdown(figures_markdown([  # one element, where four st.metric in columns are nine (app_views/figures.py)
+        ("Goodput", f"{r['goodput_rps']:,.2f} req/s", f"set by {r['goodput_limit']}"),
+        ("In flight at goodput", f"{r['goodput_in_flight']:,.0f}", "requests being decoded at once"),
+        ("Capacity the promises cost", f"{capacity_gap_rps(r):,.2f} req/s",
+         f"{r['capacity_given_up'] * 100:,.1f}% of the ceiling"),
+        ("TPOT at the ceiling", format_value("tpot_at_ceiling_s", r["tpot_at_ceiling_s"]), "at the largest batch"),
+    ]))
     if r["ceiling_rps"] > 0:
         rates = np.linspace(0, r["ceiling_rps"] * 0.999, 300)
         st.plotly_chart(charts.load_chart(load_curve(r, rates), r["ceiling_rps"], r["goodput_rps"],

@@ -8,18 +8,19 @@ import numpy as np
 
 from app_views import charts
 from app_views.context import Context
+from app_views.figures import figures_markdown
 from capacity.curves import balance_batch, decode_curve
 from capacity.formatting import format_value
 
 
 def render(st: Any, ctx: Context) -> None:
     r = ctx.results
-    c = st.columns(4)
-    c[0].metric("Memory term", format_value("decode_memory_s", r["decode_memory_s"]))
-    c[1].metric("Compute term", format_value("decode_compute_s", r["decode_compute_s"]))
-    c[2].metric("Prefill", format_value("prefill_s", r["prefill_s"]), help=f"{r['prefill_tokens']:,.0f} uncached "
-                "prompt tokens")
-    c[3].metric("Single stream", f"{r['single_stream_tokens_per_s']:,.0f} tokens/s")
+    st.markdown(figures_markdown([  # one element, where four st.metric in columns are nine (app_views/figures.py)
+        ("Memory term", format_value("decode_memory_s", r["decode_memory_s"]), "decode step's memory traffic time"),
+        ("Compute term", format_value("decode_compute_s", r["decode_compute_s"]), "decode step's arithmetic time"),
+        ("Prefill", format_value("prefill_s", r["prefill_s"]), f"{r['prefill_tokens']:,.0f} uncached prompt tokens"),
+        ("Single stream", f"{r['single_stream_tokens_per_s']:,.0f} tokens/s", "one request alone on the replica"),
+    ]))
     top = max(2.0, r["batch_max"] * 1.5)
     curve = decode_curve(r, np.unique(np.geomspace(1, top, 200).round()))
     left, right = st.columns(2)

@@ -129,6 +129,8 @@ def on_field(key: str) -> None:
 
 def on_choice(kind: str) -> None:
     choose(doc(), kind, st.session_state[kind], keep=st.session_state["user_set"])
+    if st.session_state[kind] == CUSTOM:
+        st.session_state[MORE] = True  # a custom model's (GPU's) numbers are the user's to type: show them
     follow_name()
     sync()
 
@@ -217,10 +219,12 @@ def _slider(where: Any, key: str, lo: float, **kw: Any) -> None:
     where.slider(kw.pop("label", f.label), lo, f.hi, key=key, step=0.01, on_change=on_field, args=(key,), **kw)
 
 
-def _mark(where: Any, key: str, shown: str, source: str = "the catalog's is") -> None:
-    """An overridden catalog value: say so, show the catalog's (or computed) value, offer the way back."""
+def _mark(where: Any, key: str, shown: str, source: str = "the catalog's is", label: str = "") -> None:
+    """An overridden catalog value: say so, show the catalog's (or computed) value, offer the way back.
+
+    ``label`` names the input when it is not drawn above the mark (the inputs shown on demand are hidden)."""
     if key in overridden(doc()):
-        where.caption(f"✎ your value; {source} {plain(shown)}")
+        where.caption(f"✎ {plain(label) + ': ' if label else ''}your value; {source} {plain(shown)}")
         where.button("Use the catalog value", key=f"reset_{key}", on_click=on_reset, args=(key,),
                      width="stretch")
 
@@ -232,12 +236,84 @@ def _show_messages(where: Any, *keys: str) -> None:
             where.error(plain(text))
 
 
-def draw() -> dict[str, Any]:
-    """Draw every input; returns containers where the page puts each section's problems."""
+#: The sidebar's toggle that draws every input (its state is the page's, not the sizing's: never saved or linked).
+MORE = "more_inputs"
+#: Inputs drawn only when the toggle is on (or, for a custom model or GPU's numbers, ...): rarely changed after the
+#: model and GPU are chosen. Their values stay in the one mapping (``doc``) while they are not drawn, so nothing is
+#: lost; one caption lists them. Fewer widgets per rerun: the browser redraws every drawn element on each rerun.
+ON_DEMAND = ("layers", "kv_heads", "head_dim", "params_b", "weights_mem", "memory_mem", "bandwidth_tbs", "tflops",
+             "pipeline_parallel", "replicas", "price_per_hour", "bandwidth_efficiency", "flops_efficiency",
+             "memory_utilization", "block_size", "max_model_len", "step_overhead_ms", "max_num_seqs", "reserve_mem",
+             "shared_prefix_tokens", "headroom_pct", "peak_factor")
+
+
+def _catalog_shown(d: dict[str, Any], key: str, unit: str) -> tuple[str, str]:
+    """(the catalog's value as text, the phrase naming where it comes from) for a catalog-derived input."""
+    value = catalog_value(d, key)
+    if key == "weights_mem":
+        return f"{value:,.2f} {unit}", "parameters x weight dtype give"
+    if key == "price_per_hour":
+        return f"${value:,.2f}", "the catalog's is"
+    if key == "max_model_len":
+        return f"{value:,} tokens (the context window)", "the catalog's is"
+    return f"{value:.2f}", "the catalog's is"
+
+
+#: How the caption of hidden inputs words each value ({} is the value; {unit} the byte unit shown).
+SUMMARY = {"layers": "{:,} layers", "kv_heads": "{:,} KV heads", "head_dim": "head dim {:,}",
+           "params_b": "{:,.4g}B parameters", "weights_mem": "weights {:,.2f} {unit}",
+           "memory_mem": "GPU memory {:,.2f} {unit}", "bandwidth_tbs": "{:,.4g} TB/s peak",
+           "tflops": "{:,.4g} TFLOP/s peak", "pipeline_parallel": "pipeline stages {:,}", "replicas": "replicas {:,}",
+           "price_per_hour": "${:,.2f} per GPU-hour", "bandwidth_efficiency": "bandwidth efficiency {:.2f}",
+           "flops_efficiency": "FLOP/s efficiency {:.2f}", "memory_utilization": "memory utilisation {:.2f}",
+           "block_size": "blocks of {:,} tokens", "max_model_len": "max model length {:,} tokens",
+           "step_overhead_ms": "step overhead {:,.4g} ms", "max_num_seqs": "max running {:,}",
+           "reserve_mem": "engine reserve {:,.2f} {unit} per GPU", "shared_prefix_tokens": "shared prefix {:,} tokens",
+           "headroom_pct": "headroom {:g}%", "peak_factor": "peak factor {:g}"}
+
+
+def hidden_summary(d: dict[str, Any], unit: str) -> str:
+    """The inputs not drawn, with their values and units, as one line (✎ marks a value that overrides the catalog)."""
+    values = widget_values(d)
+    mine = set(overridden(d))
+    custom = {"model": is_custom(d, "model"), "gpu": is_custom(d, "gpu")}
+    parts = []
+    for key in ON_DEMAND:
+        field = FIELDS[key]
+        if field.only and not custom[field.only]:
+            continue
+        text = "max running: no cap" if key == "max_num_seqs" and not values[key] else \
+            SUMMARY[key].format(values[key], unit=unit)
+        parts.append(f"{'✎ ' if key in mine else ''}{text}")
+    return "; ".join(parts)
+
+
+def _on_demand(sb: Any, d: dict[str, Any], unit: str, section: str, mine: set[str]) -> None:
+    """With the toggle off: the section's overridden catalog values (``mine``), each marked with its way back."""
+    for key in ON_DEMAND:
+        if key in mine and FIELDS[key].path[0] == section:
+            _mark(sb, key, *_catalog_shown(d, key, unit), label=FIELDS[key].label)
+
+
+def _row(where: Any) -> Any:
+    """A row the inputs drawn into it share equally: one element, where ``columns(n)`` sends n + 1."""
+    return where.container(horizontal=True, wrap=False, gap="small", vertical_alignment="bottom")
+
+
+def draw(problems: dict[str, list[str]] | None = None) -> None:
+    """Draw the inputs (every one with the "all inputs" toggle on, the often changed ones otherwise), each
+    section followed by the sizing's problems that belong to it (``problems``: section -> messages)."""
+    problems = problems or {}
+
+    def section_problems(section: str) -> None:
+        for text in problems.get(section, []):
+            sb.error(plain(text))
+
     sb = st.sidebar
-    sync(whole=False)  # widgets Streamlit forgot while hidden (custom-model fields) get the mapping's values
+    sync(whole=False)  # widgets Streamlit forgot while not drawn get the mapping's values
     d = doc()
     unit = d.get("units", "GB") if d.get("units") in UNITS else "GB"
+    mine = set(overridden(d))
     sb.title("Sizing inputs")
     loaded = st.session_state.get("loaded_from")
     sb.selectbox("Start from a preset", [*PRESETS, *([loaded] if loaded else [])], key="preset", on_change=on_preset,
@@ -250,12 +326,15 @@ def draw() -> dict[str, Any]:
     _show_messages(sb, "link", "upload", "loaded_error")
     for text in _messages().get("loaded", []):
         sb.success(plain(text))
-    boxes: dict[str, Any] = {}
+    everything = sb.toggle("Show all inputs", key=MORE,
+                           help="Engine, efficiencies, price, parallelism, fleet planning and a custom model's or "
+                                "GPU's numbers. Hidden, they keep their values (listed below the inputs) and are "
+                                "saved and linked as before.")
 
     sb.subheader("Model")
     sb.selectbox("Model", [*catalog.models(), CUSTOM], key="model", on_change=on_choice, args=("model",))
-    if is_custom(d, "model"):
-        c1, c2, c3 = sb.columns(3)
+    if everything and is_custom(d, "model"):
+        c1 = c2 = c3 = _row(sb)
         _number(c1, "layers")
         _number(c2, "kv_heads")
         _number(c3, "head_dim")
@@ -263,67 +342,84 @@ def draw() -> dict[str, Any]:
         sb.text_area("or paste a Hugging Face config.json (max 200 kB)", key="config_json", height=80,
                      on_change=on_config, help="layers, heads, KV heads, head_dim, MLA, sliding windows and MoE "
                                                "are read from it; parameters are counted from its shapes")
-        _show_messages(sb, "config_json")
-    c1, c2 = sb.columns(2)
+    _show_messages(sb, "config_json")
+    c1 = c2 = _row(sb)
     c1.selectbox("weight dtype", DTYPES, key="weight_dtype", on_change=on_field, args=("weight_dtype",))
     c2.selectbox("KV dtype", KV_DTYPES, key="kv_dtype", on_change=on_field, args=("kv_dtype",))
-    _number(sb, "weights_mem", label=f"weights ({unit})", format="%.2f",
-            help="follows parameters x weight dtype unless you type your own")
-    _mark(sb, "weights_mem", f"{catalog_value(d, 'weights_mem'):,.2f} {unit}", "parameters x weight dtype give")
-    boxes["model"] = sb.container()
+    if everything:
+        _number(sb, "weights_mem", label=f"weights ({unit})", format="%.2f",
+                help="follows parameters x weight dtype unless you type your own")
+        _mark(sb, "weights_mem", *_catalog_shown(d, "weights_mem", unit))
+    else:
+        _on_demand(sb, d, unit, "model", mine)
+    section_problems("model")
 
     sb.subheader("GPU")
     sb.selectbox("GPU", [*catalog.gpus(), CUSTOM], key="gpu", on_change=on_choice, args=("gpu",))
-    if is_custom(d, "gpu"):
-        _number(sb, "memory_mem", label=f"GPU memory ({unit})", format="%.2f")
-        c1, c2 = sb.columns(2)
-        _number(c1, "bandwidth_tbs", format="%.3f")
-        _number(c2, "tflops", format="%.1f")
-    c1, c2, c3 = sb.columns(3)
-    _number(c1, "gpu_count", label="tensor parallel")
-    _number(c2, "pipeline_parallel", label="pipeline")
-    _number(c3, "replicas")
-    _number(sb, "price_per_hour", format="%.2f", help="an assumption; follows the catalog unless you type your own")
-    _mark(sb, "price_per_hour", f"${catalog_value(d, 'price_per_hour'):,.2f}")
-    c1, c2 = sb.columns(2)
-    _slider(c1, "bandwidth_efficiency", 0.01)
-    _slider(c2, "flops_efficiency", 0.01)
-    _mark(sb, "bandwidth_efficiency", f"{catalog_value(d, 'bandwidth_efficiency'):.2f}")
-    _mark(sb, "flops_efficiency", f"{catalog_value(d, 'flops_efficiency'):.2f}")
-    boxes["gpu"] = sb.container()
+    _number(sb, "gpu_count", label="tensor parallel", help="GPUs per replica that split each layer")
+    if everything:
+        if is_custom(d, "gpu"):
+            _number(sb, "memory_mem", label=f"GPU memory ({unit})", format="%.2f")
+            c1 = c2 = _row(sb)
+            _number(c1, "bandwidth_tbs", format="%.3f")
+            _number(c2, "tflops", format="%.1f")
+        c1 = c2 = _row(sb)
+        _number(c1, "pipeline_parallel", label="pipeline")
+        _number(c2, "replicas")
+        _number(sb, "price_per_hour", format="%.2f",
+                help="an assumption; follows the catalog unless you type your own")
+        _mark(sb, "price_per_hour", *_catalog_shown(d, "price_per_hour", unit))
+        c1 = c2 = _row(sb)
+        _slider(c1, "bandwidth_efficiency", 0.01)
+        _slider(c2, "flops_efficiency", 0.01)
+        _mark(sb, "bandwidth_efficiency", *_catalog_shown(d, "bandwidth_efficiency", unit))
+        _mark(sb, "flops_efficiency", *_catalog_shown(d, "flops_efficiency", unit))
+    else:
+        _on_demand(sb, d, unit, "gpu", mine)
+    section_problems("gpu")
 
-    sb.subheader("Serving engine")
-    _slider(sb, "memory_utilization", 0.01)
-    c1, c2 = sb.columns(2)
-    c1.selectbox("block size (tokens)", BLOCK_SIZES, key="block_size", on_change=on_field, args=("block_size",))
-    _number(c2, "max_model_len", label="max model length")
-    _mark(sb, "max_model_len", f"{catalog_value(d, 'max_model_len'):,} tokens (the context window)")
-    c1, c2 = sb.columns(2)
-    _number(c1, "step_overhead_ms", label="step overhead (ms)")
-    _number(c2, "max_num_seqs", label="max running (0 = no cap)")
-    _number(sb, "reserve_mem", label=f"engine reserve per GPU ({unit})", format="%.2f",
-            help="memory the engine holds outside the KV pool: activations, CUDA graphs (vLLM logs it at start-up)")
-    boxes["serving"] = sb.container()
+    if everything:
+        sb.subheader("Serving engine")
+        _slider(sb, "memory_utilization", 0.01)
+        c1 = c2 = _row(sb)
+        c1.selectbox("block size (tokens)", BLOCK_SIZES, key="block_size", on_change=on_field,
+                     args=("block_size",))
+        _number(c2, "max_model_len", label="max model length")
+        _mark(sb, "max_model_len", *_catalog_shown(d, "max_model_len", unit))
+        c1 = c2 = _row(sb)
+        _number(c1, "step_overhead_ms", label="step overhead (ms)")
+        _number(c2, "max_num_seqs", label="max running (0 = no cap)")
+        _number(sb, "reserve_mem", label=f"engine reserve per GPU ({unit})", format="%.2f",
+                help="memory the engine holds outside the KV pool: activations, CUDA graphs (vLLM logs it at "
+                     "start-up)")
+    else:
+        _on_demand(sb, d, unit, "serving", mine)
+    section_problems("serving")
 
     sb.subheader("Workload")
-    c1, c2 = sb.columns(2)
+    c1 = c2 = _row(sb)
     _number(c1, "prompt_tokens")
     _number(c2, "output_tokens")
-    c1, c2 = sb.columns(2)
-    _number(c1, "shared_prefix_tokens")
-    _number(c2, "arrival_rate", label="load (requests/s)", format="%.2f",
-            help="the traffic to size for; 0 = not set")
-    c1, c2 = sb.columns(2)
-    _number(c1, "headroom_pct", step=5.0, help="spare capacity every fleet is sized with (headline, Cost and Fleet; "
-                                                "saved as fleet.headroom)")
-    _number(c2, "peak_factor", step=1.0, help="design load over the entered load (saved as fleet.peak_factor)")
-    boxes["workload"] = sb.container()
+    if everything:
+        c1 = c2 = _row(sb)
+        _number(c1, "shared_prefix_tokens")
+        _number(c2, "arrival_rate", label="load (requests/s)", format="%.2f",
+                help="the traffic to size for; 0 = not set")
+        c1 = c2 = _row(sb)
+        _number(c1, "headroom_pct", step=5.0, help="spare capacity every fleet is sized with (headline, Cost and "
+                                                    "Fleet; saved as fleet.headroom)")
+        _number(c2, "peak_factor", step=1.0, help="design load over the entered load (saved as fleet.peak_factor)")
+    else:
+        _number(sb, "arrival_rate", label="load (requests/s)", format="%.2f",
+                help="the traffic to size for; 0 = not set")
+    section_problems("workload")
 
     sb.subheader("Promises")
-    c1, c2 = sb.columns(2)
+    c1 = c2 = _row(sb)
     _number(c1, "tpot_ms", label="TPOT (ms, 0 = none)")
     _number(c2, "ttft_ms", label="TTFT (ms, 0 = none)")
-    boxes["slo"] = sb.container()
+    section_problems("slo")
+    if not everything:
+        sb.caption(plain("Not shown (turn on \"Show all inputs\" to change them): " + hidden_summary(d, unit)))
     for key in FIELDS:
         _show_messages(sb, key)
-    return boxes

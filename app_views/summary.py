@@ -54,13 +54,12 @@ def render(st: Any, ctx: Context) -> None:
     st.markdown("##### What binds and what would move it\n" +
                 "\n".join(f"- {plain(humanise(line))}" for line in cached_verdict(ctx.scenario_json, r)))
     split = memory_split(r)
-    left, right = st.columns(2)
-    left.markdown(f"##### Where one GPU's memory goes ({ctx.unit})\n" + _table(
+    row = st.container(horizontal=True, wrap=False, gap="large")  # one element; columns(2) are three
+    row.markdown(f"##### Where one GPU's memory goes ({ctx.unit})\n" + _table(
         ("part", "memory"), [(part, format_bytes(value, ctx.binary)) for part, value in split.items()]))
-    right.markdown("##### Key figures\n" + _table(
+    row.markdown("##### Key figures\n" + _table(
         ("quantity", "value", "meaning"),
         [(label, _shown(key, r[key], ctx.binary), RESULTS[key][1]) for key, label in KEY_FIGURES.items()]))
-    for note in r.notes():
-        st.caption(plain(f"Note: {humanise(note)}"))
-    st.caption("Charts: Memory (where memory goes, requests by context length), Roofline (the batch knee), "
+    st.caption("".join(plain(f"Note: {humanise(note)}") + "  \n" for note in r.notes()) +
+               "Charts: Memory (where memory goes, requests by context length), Roofline (the batch knee), "
                "Promise (latency against load); the full list of results is under All numbers.")

@@ -17,9 +17,11 @@ Beside them, in the same run and interleaved, the **floor**: a Streamlit page ho
 number input, nothing else (Streamlit's own cost of a page load and of a rerun on this machine at this moment).
 On a shared machine the ratio to the floor is the stable figure.
 
-    python benchmarks/bench_app_browser.py [N] [--loads 5] [--root DIR]
+    python benchmarks/bench_app_browser.py [N] [--loads 5] [--root DIR] [--baseline DIR]
 
-``--root`` runs another checkout's app.py (e.g. the previous release) for a baseline on the same machine.
+``--root`` runs another checkout's app.py (e.g. the previous release) instead of this one; ``--baseline DIR``
+runs another checkout's app beside this one, interleaved with it and the floor in the same run (its figures are
+labelled "baseline"), so a change is measured against the code before it under the same load.
 """
 
 from __future__ import annotations
@@ -144,31 +146,37 @@ def _rerun(page, prompt: int, expected: str) -> float:
     return time.perf_counter() - start
 
 
-def main(n: int = 20, loads: int = 5, root: Path = ROOT) -> None:
+def main(n: int = 20, loads: int = 5, root: Path = ROOT, baseline: Path | None = None) -> None:
     from playwright.sync_api import sync_playwright
 
     prompts = [1400 + 37 * i for i in range(n + 1)]
     expected = {p: _fits(p) for p in prompts}
     landing = _fits(LANDING["workload"]["prompt_tokens"])
     floor_value = {p: f"{3 * p:,}" for p in [1500, *prompts]}
+    roots = {"app": root, **({"baseline": baseline} if baseline else {})}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack, sync_playwright() as p:
         floor_script = Path(tmp) / "floor.py"
         floor_script.write_text(FLOOR_APP)
-        app_url = stack.enter_context(_server(root / "app.py", root))
+        urls = {key: stack.enter_context(_server(where / "app.py", where)) for key, where in roots.items()}
         floor_url = stack.enter_context(_server(floor_script, Path(tmp)))
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        _open(browser, app_url, landing, None).close()            # server imports, caches
+        for url in urls.values():
+            _open(browser, url, landing, None).close()            # server imports, caches
         _open(browser, floor_url, floor_value[1500], None).close()
-        first: dict[str, list[float]] = {"app": [], "floor": []}
+        first: dict[str, list[float]] = {key: [] for key in [*roots, "floor"]}
         script_bytes: dict[str, int] = {}
+        targets = [*((key, url, landing) for key, url in urls.items()), ("floor", floor_url, floor_value[1500])]
         for _ in range(loads):                                    # interleaved
-            for key, url, value in (("app", app_url, landing), ("floor", floor_url, floor_value[1500])):
+            for key, url, value in targets:
                 took, script_bytes[key] = _first_number(browser, url, value)
                 first[key].append(took)
-        # The views this checkout has (a previous release, run with --root, may lack the Summary view).
-        known = (root / "app_views" / "views.py").read_text()
-        pages = {view: _open(browser, app_url, landing, view) for view in ("Summary", "Memory", "All numbers")
-                 if f'"{view}"' in known}
+        pages = {}
+        for key, url in urls.items():
+            # The views this checkout has (a previous release, run with --root, may lack the Summary view).
+            known = (roots[key] / "app_views" / "views.py").read_text()
+            for view in ("Summary", "Memory", "All numbers"):
+                if f'"{view}"' in known:
+                    pages[f"{view}{' (baseline)' if key == 'baseline' else ''}"] = _open(browser, url, landing, view)
         pages["floor"] = _open(browser, floor_url, floor_value[1500], None)
         reruns: dict[str, list[float]] = {k: [] for k in pages}
         for i, prompt in enumerate(prompts):                      # interleaved
@@ -177,19 +185,25 @@ def main(n: int = 20, loads: int = 5, root: Path = ROOT) -> None:
                 if i:  # the first edit warms each page's caches
                     reruns[key].append(took)
         browser.close()
-    for key, label in (("app", "app"), ("floor", "floor (one metric)")):
+    labels = {"app": "app", "baseline": "baseline app", "floor": "floor (one metric)"}
+    for key in first:
         med, p90 = _stats(first[key])
         target = f"   target 1500 ms: {'met' if med <= 1.5 else 'NOT met'}" if key == "app" else ""
-        print(f"first number after opening, {label:<20} median {med * 1e3:7.0f} ms   p90 {p90 * 1e3:7.0f} ms   "
+        print(f"first number after opening, {labels[key]:<20} median {med * 1e3:7.0f} ms   p90 {p90 * 1e3:7.0f} ms   "
               f"(n={loads}){target}")
-        print(f"    scripts fetched before it, {label}: {script_bytes[key] / 1e6:,.2f} MB")
-    print(f"first number, app / floor: {statistics.median(first['app']) / statistics.median(first['floor']):5.2f}x")
+        print(f"    scripts fetched before it, {labels[key]}: {script_bytes[key] / 1e6:,.2f} MB")
+    for key in roots:
+        print(f"first number, {labels[key]} / floor: "
+              f"{statistics.median(first[key]) / statistics.median(first['floor']):5.2f}x")
     floor = statistics.median(reruns["floor"])
     for key, times in reruns.items():
         med, p90 = _stats(times)
-        target = f"   target 150 ms: {'met' if med <= 0.150 else 'NOT met'}" if key != "floor" else ""
-        print(f"rerun, {key + (' view' if key != 'floor' else ' (one metric)'):<22} median {med * 1e3:7.0f} ms   "
-              f"p90 {p90 * 1e3:7.0f} ms   (n={len(times)})   / floor {med / floor:5.2f}x{target}")
+        target = f"   target 150 ms: {'met' if med <= 0.150 else 'NOT met'}" if key in ("Summary", "Memory",
+                                                                                         "All numbers") else ""
+        name = key if key == "floor" else key.replace(" (baseline)", " view (baseline)") if "baseline" in key else \
+            f"{key} view"
+        print(f"rerun, {name:<28} median {med * 1e3:7.0f} ms   p90 {p90 * 1e3:7.0f} ms   (n={len(times)})   "
+              f"/ floor {med / floor:5.2f}x{target}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
@@ -197,9 +211,10 @@ if __name__ == "__main__":
     argv, options, plain = sys.argv[1:], {}, []
     while argv:
         arg = argv.pop(0)
-        if arg in ("--loads", "--root"):
+        if arg in ("--loads", "--root", "--baseline"):
             options[arg] = argv.pop(0)
         else:
             plain.append(arg)
     main(int(plain[0]) if plain else 20, int(options.get("--loads", 5)),
-         Path(options.get("--root", ROOT)).resolve())
+         Path(options.get("--root", ROOT)).resolve(),
+         Path(options["--baseline"]).resolve() if "--baseline" in options else None)

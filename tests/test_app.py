@@ -40,14 +40,29 @@ def headline_figures(at: AppTest) -> dict[str, str]:
     return {}
 
 
+def figure_tables(at: AppTest) -> dict[str, str]:
+    """Every figures table on the page (the headline's and a view's, app_views/figures.py): label -> value."""
+    shown: dict[str, str] = {}
+    for block in at.markdown:
+        rows = block.value.splitlines()
+        if len(rows) == 4 and rows[1].startswith("|---") and rows[2].startswith("| **"):
+            shown.update(zip(_cells(rows[0]), _cells(rows[2]), strict=True))
+    return shown
+
+
 def metrics(at: AppTest) -> dict[str, str]:
-    """Every figure on the page: the headline's and the open view's ``st.metric`` values."""
-    return {**headline_figures(at), **{m.label: m.value for m in at.metric}}
+    """Every figure on the page: the headline's, the open view's figures table and ``st.metric`` values."""
+    return {**figure_tables(at), **{m.label: m.value for m in at.metric}}
 
 
 def in_view(at: AppTest, view: str) -> dict[str, str]:
     """The metrics shown with ``view`` open (headline numbers included)."""
     return metrics(at.button_group(key="view").set_value(view).run())
+
+
+def show_all(at: AppTest) -> AppTest:
+    """Turn on "Show all inputs": the rarely changed inputs are drawn only then (app_views/sidebar.py)."""
+    return at.sidebar.toggle(key="more_inputs").set_value(True).run()
 
 
 def choose(at: AppTest, preset: str) -> AppTest:
@@ -135,6 +150,7 @@ def test_landing_preset_then_a_catalog_model_gpu_and_tp_gives_the_cli_numbers_fo
     assert_headline(at, Scenario.from_dict(saved(at)).evaluate())
     assert "weights" not in saved(at)["model"] and "bandwidth_efficiency" not in saved(at)["gpu"]
     # The price and the efficiencies shown are the catalog's.
+    show_all(at)
     assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(3.49)
     assert at.sidebar.slider(key="bandwidth_efficiency").value == pytest.approx(0.6)
 
@@ -145,12 +161,14 @@ def test_switching_gpu_takes_the_new_gpus_price():
     from capacity import catalog
 
     price = catalog.gpus()["l40s"]["price_per_hour"]
+    show_all(at)
     assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(price)
     assert_headline(at, Scenario.from_dict(saved(at)).evaluate())
 
 
 def test_an_override_is_marked_and_the_catalog_value_comes_back():
     at = choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM")
+    show_all(at)
     at.sidebar.number_input(key="price_per_hour").set_value(2.0).run()
     assert saved(at)["gpu"]["price_per_hour"] == 2.0
     assert any("your value" in c.value and "3\\.49" in c.value for c in at.sidebar.caption)
@@ -166,6 +184,7 @@ def test_an_override_is_marked_and_the_catalog_value_comes_back():
 def test_the_context_window_follows_the_model_and_a_longer_one_is_flagged():
     at = start()
     at.sidebar.selectbox(key="model").select("llama-3-8b").run()
+    show_all(at)
     assert at.sidebar.number_input(key="max_model_len").value == 8192  # llama-3-8b's context window
     at.sidebar.number_input(key="max_model_len").set_value(32768).run()
     assert any("context window" in w.value for w in at.warning)
@@ -178,6 +197,7 @@ def test_unit_switch_changes_what_is_shown_never_the_sizing():
     assert metrics(at)["Requests that fit"] == "752"
     at.sidebar.radio(key="units").set_value("GB").run()
     assert metrics(at)["Requests that fit"] == "752"
+    show_all(at)
     assert at.sidebar.number_input(key="weights_mem").value == pytest.approx(16 * 2**30 / 1e9)
     assert in_view(at, "Memory")["KV pool per GPU"] == "60.13 GB"  # 56 GiB
     after = saved(at)
@@ -188,6 +208,7 @@ def test_unit_switch_changes_what_is_shown_never_the_sizing():
 
 def test_memory_utilisation_slider_changes_concurrency_as_the_library_predicts():
     at = start()
+    show_all(at)
     at = at.sidebar.slider(key="memory_utilization").set_value(0.70).run()
     # Essay 000: at 0.70 the pool is 40 GiB = 20,480 blocks; with the 1,200-token prefix,
     # (20,480 - 75) // 38 = 536 requests (paged alone would be 181).
@@ -204,6 +225,7 @@ def test_tpot_promise_change_moves_goodput():
 
 def test_impossible_values_show_a_message_in_the_users_words():
     at = choose(start(), ESSAY_001)
+    show_all(at)
     at = at.sidebar.number_input(key="weights_mem").set_value(90.0).run()
     assert not at.exception
     assert any("do not fit in the usable memory" in e.value for e in at.error)
@@ -251,6 +273,7 @@ def test_link_values_out_of_range_or_unknown_get_an_inline_message_naming_the_fi
 
 def test_malformed_config_json_gives_an_inline_message():
     at = start()
+    show_all(at)
     at.sidebar.text_area(key="config_json").input('{"num_hidden_layers": ').run()
     assert not at.exception
     assert any("config\\.json" in e.value for e in at.sidebar.error)
@@ -263,6 +286,7 @@ def test_pasted_config_json_sizes_the_imported_model():
     path = ROOT / "tests" / "data" / "configs" / "gemma-2-9b.json"
     at = choose(start(), ESSAY_001)
     at.sidebar.selectbox(key="model").select("custom").run()
+    show_all(at)  # essay 001's model is custom already: the model box did not change, so nothing opened by itself
     at.sidebar.text_area(key="config_json").input(path.read_text()).run()
     assert not at.exception and not at.error
     data = preset_data(ESSAY_001)
@@ -283,6 +307,7 @@ def test_scenario_names_and_messages_are_escaped():
 
 def test_pipeline_stages_split_the_weights():
     at = choose(start(), "RAG, llama-3.1-70b fp8 on 4 x H100 SXM")
+    show_all(at)
     at = at.sidebar.number_input(key="pipeline_parallel").set_value(2).run()
     data = preset_data("RAG, llama-3.1-70b fp8 on 4 x H100 SXM")
     data["gpu"]["pipeline_parallel"] = 2
@@ -320,6 +345,7 @@ def test_cost_and_fleet_size_for_the_entered_load_with_one_headroom():
 
     at = choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM")  # 10 requests/s entered
     at.sidebar.number_input(key="arrival_rate").set_value(60.0).run()
+    show_all(at)
     at.sidebar.number_input(key="headroom_pct").set_value(30.0).run()
     data = saved(at)
     results = Scenario.from_dict(data).evaluate()
@@ -421,3 +447,43 @@ def test_the_landing_page_needs_no_chart_or_metric_code_before_its_first_number(
     assert headline_figures(at)["Requests that fit"] == "752"  # essay 000, as its essay works it out
     summary = " ".join(m.value for m in at.markdown)
     assert "What binds and what would move it" in summary and "KV memory binds" in summary
+
+
+def test_the_verdict_outside_summary_is_evaluated_and_drawn_only_when_opened():
+    # Rerun speed (issue 13): the collapsed verdict box re-evaluated its what-ifs and sent its lines on every rerun.
+    at = start()
+    at.button_group(key="view").set_value("Memory").run()
+    assert at.expander[0].label == "Verdict: what binds and what would move it"
+    assert not any("KV memory binds" in m.value for m in at.markdown)
+    at.session_state["verdict_open"] = True  # the box opened (its state is the expander's key)
+    at.run()
+    assert any("KV memory binds: the pool holds 752 requests" in m.value.replace("\\", "") for m in at.markdown)
+
+
+def test_hidden_inputs_keep_their_values_across_reruns_and_are_saved():
+    # The rarely changed inputs are drawn only with "Show all inputs" on; hidden, they are not lost.
+    at = show_all(choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM"))
+    at.sidebar.number_input(key="price_per_hour").set_value(2.0).run()
+    at.sidebar.slider(key="memory_utilization").set_value(0.8).run()
+    at.sidebar.number_input(key="headroom_pct").set_value(20.0).run()
+    at.sidebar.toggle(key="more_inputs").set_value(False).run()
+    for prompt in (1000, 1700):  # reruns without the inputs drawn
+        at.sidebar.number_input(key="prompt_tokens").set_value(prompt).run()
+    assert not at.exception and not at.error
+    assert "price_per_hour" not in [n.key for n in at.sidebar.number_input]
+    data = saved(at)
+    assert data["gpu"]["price_per_hour"] == 2.0 and data["serving"]["memory_utilization"] == 0.8
+    assert data["fleet"]["headroom"] == 0.2 and data["workload"]["prompt_tokens"] == 1700
+    assert "  price_per_hour: 2\n" in to_yaml(at.session_state["doc"])  # the saved file
+    assert_headline(at, Scenario.from_dict(data).evaluate())
+    # Listed with their units, the override marked with its way back to the catalog's $3.49.
+    hidden = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")
+    assert "✎ $2.00 per GPU-hour" in hidden and "memory utilisation 0.80" in hidden and "headroom 20%" in hidden
+    assert any("price ($ per GPU-hour): your value" in c.value.replace("\\", "") and "3.49" in c.value.replace("\\", "")
+               for c in at.sidebar.caption)
+    at.sidebar.button(key="reset_price_per_hour").click().run()
+    assert "price_per_hour" not in saved(at)["gpu"]
+    show_all(at)
+    assert at.sidebar.number_input(key="price_per_hour").value == pytest.approx(3.49)
+    assert at.sidebar.slider(key="memory_utilization").value == pytest.approx(0.8)
+    assert at.sidebar.number_input(key="headroom_pct").value == 20.0

@@ -39,11 +39,16 @@ def chat() -> AppTest:
     return start().sidebar.selectbox(key="preset").select(CHAT).run()
 
 
+def show_all(at: AppTest) -> AppTest:
+    """Turn on "Show all inputs": headroom, peak factor and pipeline stages are drawn only then."""
+    return at.sidebar.toggle(key="more_inputs").set_value(True).run()
+
+
 # ---------------------------------------------------------------- headroom and peak factor in the scenario
 
 
 def test_headroom_and_peak_factor_are_saved_in_the_scenario_and_size_the_headline():
-    at = chat()
+    at = show_all(chat())
     at.sidebar.number_input(key="headroom_pct").set_value(30.0).run()
     at.sidebar.number_input(key="peak_factor").set_value(3.0).run()
     data = saved(at)
@@ -58,7 +63,7 @@ def test_headroom_and_peak_factor_are_saved_in_the_scenario_and_size_the_headlin
 
 
 def test_headroom_and_peak_factor_round_trip_through_link_and_file():
-    at = chat()
+    at = show_all(chat())
     at.sidebar.number_input(key="headroom_pct").set_value(25.0).run()
     at.sidebar.number_input(key="peak_factor").set_value(10.0).run()
     doc = at.session_state["doc"]
@@ -69,6 +74,9 @@ def test_headroom_and_peak_factor_round_trip_through_link_and_file():
     assert problems == [] and again == doc                                # link -> sizing
     opened = start(params)                                                # the link opened in a new session
     assert opened.session_state["doc"] == doc
+    hidden = " ".join(c.value for c in opened.sidebar.caption).replace("\\", "")  # shown escaped
+    assert "headroom 25%" in hidden and "peak factor 10" in hidden
+    show_all(opened)
     assert opened.sidebar.number_input(key="headroom_pct").value == 25.0
     assert opened.sidebar.number_input(key="peak_factor").value == 10.0
 
@@ -92,7 +100,7 @@ def _cli_fleet(path: Path, *args: str) -> list[dict]:
 
 
 def test_capacity_fleet_honours_the_saved_fleet_section_and_the_options_override_it(tmp_path):
-    at = chat()
+    at = show_all(chat())
     at.sidebar.number_input(key="headroom_pct").set_value(40.0).run()
     at.sidebar.number_input(key="peak_factor").set_value(4.0).run()
     path = tmp_path / "sizing.yaml"
@@ -143,6 +151,7 @@ def test_the_name_follows_the_sizing_from_the_first_render_unless_someone_named_
     assert saved(at)["name"] == "llama-3.1-8b on 1 x h100-sxm"
     at.sidebar.number_input(key="gpu_count").set_value(4).run()
     assert saved(at)["name"] == "llama-3.1-8b on 4 x h100-sxm"
+    show_all(at)
     at.sidebar.number_input(key="pipeline_parallel").set_value(2).run()
     assert saved(at)["name"] == "llama-3.1-8b on 8 x h100-sxm"
     at.sidebar.text_input(key="name").input("ACME pilot").run()

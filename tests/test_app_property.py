@@ -34,13 +34,21 @@ EDITS = st.one_of(
     st.tuples(st.just("price_per_hour"), st.sampled_from([0.0, 1.25, 4.0])),
     st.tuples(st.just("weights_mem"), st.sampled_from([0.0, 10.0, 30.0])),
     st.tuples(st.just("arrival_rate"), st.sampled_from([0.0, 3.0, 40.0])),
+    st.tuples(st.just("more_inputs"), st.booleans()),  # "Show all inputs": hiding inputs must lose nothing
 )
+#: Inputs drawn only with "Show all inputs" on (app_views/sidebar.py ON_DEMAND).
+ON_DEMAND = {"memory_utilization", "price_per_hour", "weights_mem"}
 
 
 def apply(at: AppTest, edit: tuple) -> None:
     key, value = edit
     sb = at.sidebar
-    if key in ("preset", "model", "gpu", "weight_dtype"):
+    if key in ON_DEMAND and not sb.toggle(key="more_inputs").value:
+        sb.toggle(key="more_inputs").set_value(True).run()
+        sb = at.sidebar  # the element tree of the run that drew them
+    if key == "more_inputs":
+        sb.toggle(key=key).set_value(value).run()
+    elif key in ("preset", "model", "gpu", "weight_dtype"):
         sb.selectbox(key=key).select(value).run()
     elif key == "units":
         sb.radio(key=key).set_value(value).run()

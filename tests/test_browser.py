@@ -125,6 +125,17 @@ def select(page, label: str, option: str) -> None:
     settle(page)
 
 
+def show_all_inputs(page) -> None:
+    """Turn on "Show all inputs": the rarely changed inputs are drawn only then (app_views/sidebar.py)."""
+    page.locator('[data-testid="stCheckbox"]').get_by_text("Show all inputs", exact=True).click()
+    settle(page)
+
+
+def hidden_inputs(page) -> str:
+    """The sidebar's caption listing the inputs not drawn, with their values."""
+    return page.locator('[data-testid="stSidebar"]').get_by_text("Not shown").inner_text()
+
+
 def number(page, label: str, value: float) -> None:
     field = page.get_by_label(label, exact=True)
     field.fill(str(value))
@@ -204,7 +215,9 @@ def test_unit_switch_leaves_the_sizing_unchanged(page, app_url, tmp_path):
     page.locator('[data-testid="stRadio"]').get_by_text("GB", exact=True).click()
     settle(page)
     assert headline(page) == before
-    assert page.get_by_label("weights (GB)", exact=True).input_value() == "17.18"  # 16 GiB shown in GB
+    assert "weights 17.18 GB" in hidden_inputs(page)  # 16 GiB shown in GB
+    show_all_inputs(page)
+    assert page.get_by_label("weights (GB)", exact=True).input_value() == "17.18"
     data = yaml.safe_load(save(page, tmp_path).read_text())
     assert data["model"]["weights"] == "16 GiB" and data["units"] == "GB"
 
@@ -260,6 +273,7 @@ def test_salesperson_walk_name_fleet_plan_tokens_per_day_and_link(page, browser,
     select(page, "Model", "llama-3-70b")
     number(page, "tensor parallel", 4)
     assert page.get_by_label("Scenario name", exact=True).input_value() == "llama-3-70b on 4 x h100-sxm"
+    show_all_inputs(page)
     number(page, "headroom (% spare)", 25)
     number(page, "peak factor (sale day = 10)", 3)
     page.locator('[data-testid="stButtonGroup"]').get_by_text("Fleet", exact=True).click()
@@ -278,6 +292,8 @@ def test_salesperson_walk_name_fleet_plan_tokens_per_day_and_link(page, browser,
     assert headline(page) == expected(Scenario.from_dict(data).evaluate())
     page.wait_for_function("() => window.location.search.includes('view=Fleet')")
     with opened_share_link(browser, page) as other:
+        assert "headroom 25%" in hidden_inputs(other) and "peak factor 3" in hidden_inputs(other)
+        show_all_inputs(other)
         assert other.get_by_label("headroom (% spare)", exact=True).input_value() == "25.00"
         other.get_by_text("Cheapest that keeps the promises").first.wait_for(timeout=60_000)  # Fleet view open
         shoot(other, "walk-3-link.png")
