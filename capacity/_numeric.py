@@ -44,16 +44,19 @@ def one_value_or(a: np.ndarray) -> np.ndarray:
 def select(mask: ArrayLike, a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """``np.where(mask, a, b)`` for float values, bit for bit (NaN, -0.0 and inf kept), as float64 [a's unit].
 
-    The bits are selected by xor, ``b ^ ((a ^ b) & keep)`` with ``keep`` all ones where ``mask``: no branch per
-    element, so a mask as scattered as a table of mixed scenarios costs what a plain one does (``np.where`` is
-    several times slower on such masks). ``mask`` is a bool array; ``a`` and ``b`` broadcast with it.
+    The bits are selected by xor, ``b ^ ((a ^ b) * mask)`` on their int64 views: no branch per element, so a mask as
+    scattered as a table of mixed scenarios costs what a plain one does (``np.where`` is several times slower on
+    such masks), in one new array. ``mask`` is a bool array; ``a`` and ``b`` broadcast with it.
     """
     mask = np.asarray(mask)
-    a_bits, b_bits = as_float(a).view(np.int64), as_float(b).view(np.int64)
     if mask.ndim == 0 or mask.dtype != np.bool_:
         return np.where(mask, as_float(a), as_float(b))
-    keep = np.subtract(0, mask.view(np.int8), dtype=np.int64)
-    bits = np.bitwise_and(np.bitwise_xor(a_bits, b_bits), keep)
+    b_bits = as_float(b).view(np.int64)
+    bits = np.bitwise_xor(as_float(a).view(np.int64), b_bits)
+    if bits.shape == np.broadcast_shapes(bits.shape, mask.shape):
+        np.multiply(bits, mask, out=bits)
+    else:
+        bits = np.multiply(bits, mask)
     return np.bitwise_xor(bits, b_bits, out=bits).view(np.float64)
 
 

@@ -186,9 +186,8 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
             fx = np.minimum(at(x, active, values), big)
             low_x = fx <= 0
             same = np.equal(low_x, low)
-            keep = np.subtract(0, same.view(np.int8), dtype=np.int64)  # all bits set where same
-            x3, x2 = _pick(keep, x1, x2)
-            f3, f2 = _pick(keep, f1, f2)
+            x3, x2 = _pick(same, x1, x2)
+            f3, f2 = _pick(same, f1, f2)
             x1, f1, low = x, fx, low_x
             diff = np.subtract(x2, x1)
             width = np.abs(diff)
@@ -224,12 +223,12 @@ def solve_rising(excess, hi: np.ndarray, lo: np.ndarray | None = None, rtol: flo
     return out
 
 
-def _pick(keep: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(where(same, a, b), where(same, b, a))`` for ``keep`` all bits set where ``same`` and 0 elsewhere (int64):
-    the bits selected by xor, exact, and several times faster than ``np.where`` on a mask as scattered as this."""
+def _pick(same: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(where(same, a, b), where(same, b, a))`` (``same`` bool): the bits selected by xor, ``b ^ ((a ^ b) * same)``,
+    exact, and several times faster than ``np.where`` on a mask as scattered as this."""
     ai, bi = a.view(np.int64), b.view(np.int64)
     d = np.bitwise_xor(ai, bi)
-    np.bitwise_and(d, keep, out=d)
+    np.multiply(d, same, out=d)
     return np.bitwise_xor(d, bi).view(np.float64), np.bitwise_xor(d, ai, out=d).view(np.float64)
 
 
@@ -272,10 +271,9 @@ def _next_t(x1: np.ndarray, f1: np.ndarray, x2: np.ndarray, f2: np.ndarray, x3: 
     second /= fall
     t -= second
     # t where quadratic, else 0.5 (bisection): bits selected by xor, exact and faster than np.where on this mask
-    keep = np.subtract(0, quadratic.view(np.int8), dtype=np.int64)
     bits = t.view(np.int64)
     np.bitwise_xor(bits, _HALF_BITS, out=bits)
-    np.bitwise_and(bits, keep, out=bits)
+    np.multiply(bits, quadratic, out=bits)
     np.bitwise_xor(bits, _HALF_BITS, out=bits)
     least = np.multiply(0.5, tol, out=tmp)
     least /= width
