@@ -51,8 +51,13 @@ def select(mask: ArrayLike, a: ArrayLike, b: ArrayLike) -> np.ndarray:
     mask = np.asarray(mask)
     if mask.ndim == 0 or mask.dtype != np.bool_:
         return np.where(mask, as_float(a), as_float(b))
-    b_bits = as_float(b).view(np.int64)
-    bits = np.bitwise_xor(as_float(a).view(np.int64), b_bits)
+    a, b = as_float(a), as_float(b)
+    # A mask of one value (every row in range, the common case) is one copy: cheaper than the bits, and than np.where.
+    every = bool(mask.all())
+    if every or not mask.any():
+        return np.array(np.broadcast_to(a if every else b, np.broadcast_shapes(mask.shape, a.shape, b.shape)))
+    b_bits = b.view(np.int64)
+    bits = np.bitwise_xor(a.view(np.int64), b_bits)
     if bits.shape == np.broadcast_shapes(bits.shape, mask.shape):
         np.multiply(bits, mask, out=bits)
     else:

@@ -26,6 +26,19 @@ def test_select_picks_the_bits_np_where_picks(mask_shape, a_shape, b_shape):
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
 
 
+@pytest.mark.parametrize("value", [True, False])
+def test_a_mask_of_one_value_gives_a_new_array_of_the_one_side(value):
+    rng = np.random.default_rng(13)
+    a, b = rng.choice(SPECIAL, size=(3, 50)), rng.choice(SPECIAL, size=50)
+    mask = np.full((3, 50), value)
+    got = select(mask, a, b)
+    assert np.array_equal(got.view(np.int64), np.where(mask, a, b).view(np.int64))
+    got[:] = 1.0  # a new array: the inputs stay as they were
+    assert not np.shares_memory(got, a) and not np.shares_memory(got, b)
+    assert select(np.full(4, value), 2.0, -0.0).view(np.int64).tolist() == np.where(np.full(4, value), 2.0,
+                                                                                  -0.0).view(np.int64).tolist()
+
+
 def test_select_takes_views_and_strided_inputs_and_leaves_them_alone():
     rng = np.random.default_rng(12)
     base = rng.choice(SPECIAL, size=(50, 40))
