@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 
 from . import engines, memory, options, roofline, slo
 from ._numeric import as_float as _f
-from ._numeric import one_value_or
+from ._numeric import one_value_or, select
 from .solve import SolveTrace
 from .specs import DEFAULT_MAX_BATCHED_TOKENS
 
@@ -224,7 +224,7 @@ def complete_inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
     """Every ``INPUTS`` key as a float array: the given values, ``INPUT_DEFAULTS`` for the optional ones left out,
     and ``active_params`` = ``params`` where it is NaN (a dense model)."""
     x = {name: np.asarray(inputs[name] if name in inputs else INPUT_DEFAULTS[name], dtype=float) for name in INPUTS}
-    x["active_params"] = np.where(np.isnan(x["active_params"]), x["params"], x["active_params"])
+    x["active_params"] = select(np.isnan(x["active_params"]), x["params"], x["active_params"])
     return x
 
 
@@ -298,10 +298,12 @@ class StepModel:
                                            self.flops)
         return t_mem, t_comp
 
-    def decode_terms(self, batch: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(memory term, compute term, step time) of a decode step over ``batch`` sequences [s]: the decode step."""
+    def decode_terms(self, batch: ArrayLike, read: ArrayLike | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(memory term, compute term, step time) of a decode step over ``batch`` sequences [s]: the decode step.
+        ``read``: ``weights_read(batch)`` where the caller has it (the same numbers)."""
         b = _f(batch)
-        t_mem, t_comp = self.terms(self.weights_read(b), b)
+        t_mem, t_comp = self.terms(self.weights_read(b) if read is None else read, b)
         return t_mem, t_comp, roofline.pass_s(t_mem, t_comp, self.allreduce_s(b), self.overhead)
 
     def step_s(self, batch: ArrayLike) -> np.ndarray:
@@ -499,27 +501,29 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     w_gpu = x["weight_bytes"] / (tp * pp)
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
     if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
-        pool = np.where(x["kv_free_fraction"] > 0, engines.pool_bytes_of_free(
+        pool = select(x["kv_free_fraction"] > 0, engines.pool_bytes_of_free(
             x["gpu_memory_bytes"], x["kv_free_fraction"], w_gpu + x["reserved_bytes"]), pool)
     blocks = memory.pool_blocks(pool, bs, kv_gpu)
     windowed = bool(np.any(local > 0))
     per_request = memory.request_blocks(tokens, bs, window, local)
     contiguous = memory.max_requests_contiguous(
         pool, memory.windowed_tokens(x["max_model_len"], window, local) if windowed else x["max_model_len"], kv_gpu)
-    paged = memory.max_requests_paged(blocks, tokens, bs, window, local)
-    shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local)
+    paged = memory.max_requests_paged(blocks, tokens, bs, window, local, blocks_per_request=per_request)
     shared_count = memory.shared_blocks(x["shared_prefix_tokens"], bs)
     private = memory.request_blocks(tokens - shared_count * bs, bs, window, local)
+    shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local,
+                                               private_blocks=private, paged=paged)
     batch = np.minimum(shared, x["max_num_seqs"])
 
     # A fully cached prompt still computes its last token to produce the first output (as vLLM does).
     prefill_tokens = np.maximum(x["prompt_tokens"] - shared_count * bs, 1.0)
-    t_mem, t_comp, t_step = model.decode_terms(batch)
+    read = model.weights_read(batch)
+    t_mem, t_comp, t_step = model.decode_terms(batch, read)
     t_prefill = model.prefill_s(prefill_tokens)
     # The GPU time a prompt costs the others: its own pass, or its share of a batched pass (engine profiles).
     t_prefill_gpu = t_prefill
     if np.any(x["batched_prefill"] > 0):
-        t_prefill_gpu = np.where(x["batched_prefill"] > 0, engines.batched_prefill_s(
+        t_prefill_gpu = select(x["batched_prefill"] > 0, engines.batched_prefill_s(
             model.prefill_s, prefill_tokens, x["max_batched_tokens"]), t_prefill)
     ceiling = roofline.ceiling_rps(t_prefill_gpu, t_step, batch, a_tokens)
     share = roofline.decode_share(t_prefill_gpu, t_step, batch, a_tokens)
@@ -545,7 +549,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         rate_tpot = np.array(rate_tpot)
         rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.row_steps()[0], pick(x["tpot_slo_s"]), pick(t_prefill_gpu),
                                                     pick(a_tokens), pick(ceiling), step_args=sub.row_steps()[1])
-    rate = np.where(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
+    rate = select(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     c_prefill = model.prefill_compute_s(prefill_tokens)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces,
                                           trace=traces.get("solver_rate_ttft_rps"))
@@ -569,7 +573,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         def for_ttft(dense: np.ndarray, lam: np.ndarray) -> np.ndarray:
             if t_prefill_gpu is t_prefill:  # no batched prefill: the dense closed form is that already
                 return dense
-            return np.where(is_moe, slo.tpot_at_rate_s(lam, t_prefill, a_tokens, pieces), dense)
+            return select(is_moe, slo.tpot_at_rate_s(lam, t_prefill, a_tokens, pieces), dense)
 
         (ttft_below, step_fixed), (ttft_load, step_load) = (ttft_at(goodput, for_ttft(fixed_goodput, goodput)),
                                                             ttft_at(rate, for_ttft(tpot_load, rate)))
@@ -588,13 +592,13 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     # fixed point), and the TTFT queue with that decode step, not the unbounded wait of loads above the ceiling.
     at_ceiling = goodput >= ceiling * (1 - 1e-12)
     limit = at_ceiling & (goodput > 0)
-    tpot_goodput = np.where(limit, np.fmin(fixed_goodput, tpot_ceiling), fixed_goodput)
+    tpot_goodput = select(limit, np.fmin(fixed_goodput, tpot_ceiling), fixed_goodput)
     step_ceiling = slo.decode_step_from_tpot_s(goodput, t_prefill_gpu, tpot_ceiling)
-    step_goodput = np.where(limit, np.fmin(step_fixed, step_ceiling), step_fixed)
+    step_goodput = select(limit, np.fmin(step_fixed, step_ceiling), step_fixed)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        ttft_goodput = np.where(limit, slo.ttft_queue_s(goodput, t_prefill, c_prefill, step_goodput, a_tokens),
+        ttft_goodput = select(limit, slo.ttft_queue_s(goodput, t_prefill, c_prefill, step_goodput, a_tokens),
                                 ttft_below)
-    in_flight = np.where(limit & (tpot_goodput >= tpot_ceiling), batch,
+    in_flight = select(limit & (tpot_goodput >= tpot_ceiling), batch,
                          slo.in_flight(goodput, a_tokens, tpot_goodput))
     gpus = tp * pp
     price_replica = x["price_per_hour"] * gpus
@@ -603,7 +607,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     options, ch, dis = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate,
                                 chunk_trace)
     with np.errstate(invalid="ignore", divide="ignore"):
-        load_fraction = np.where(ceiling > 0, rate / ceiling, np.inf)
+        load_fraction = select(ceiling > 0, rate / ceiling, np.inf)
         tokens_ceiling = ceiling * a_tokens
         # Below the ceiling the goodput is the smaller promise bound, so that promise binds.
         limit = np.select([batch <= 0, at_ceiling, rate_tpot <= rate_ttft], [0, 1, 2], 3)
@@ -631,7 +635,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "params_per_gpu": x["active_params"] / gpus,
             "gpus_per_replica": gpus,
             "allreduce_per_step_s": model.comm_fixed + batch * model.comm_per_token,
-            "weight_bytes_read_per_step": model.weights_read(batch) * tp,
+            "weight_bytes_read_per_step": read * tp,
             "goodput_per_gpu_rps": goodput / gpus,
             "fleet_goodput_rps": goodput * x["replicas"],
             "batch_max": batch,
@@ -648,7 +652,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "max_rate_for_ttft_rps": rate_ttft,
             "tpot_at_goodput_s": tpot_goodput,
             "ttft_at_goodput_s": ttft_goodput,
-            "capacity_given_up": np.where(ceiling > 0, 1.0 - goodput / ceiling, 0.0),
+            "capacity_given_up": select(ceiling > 0, 1.0 - goodput / ceiling, 0.0),
             "output_tokens_per_s_at_goodput": goodput * a_tokens,
             "tpot_at_load_s": tpot_load,
             "ttft_at_load_s": ttft_load,
@@ -716,7 +720,7 @@ def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_st
             "chunked_ttft_at_goodput_s": ch["ttft_at_goodput_s"],
             "chunked_tpot_at_load_s": ch["tpot_at_load_s"],
             "chunked_ttft_at_load_s": ch["ttft_at_load_s"],
-            "chunked_win_back": np.where(gap > 0, (ch["goodput_rps"] - goodput) / gap, np.nan),
+            "chunked_win_back": select(gap > 0, (ch["goodput_rps"] - goodput) / gap, np.nan),
             "disagg_decode_rps": dis["decode_rps"],
             "disagg_prefill_rps": dis["prefill_rps"],
             "disagg_prefill_share": dis["prefill_share"],
@@ -726,7 +730,7 @@ def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_st
             "disagg_tpot_at_load_s": dis["tpot_at_load_s"],
             "disagg_ttft_at_load_s": dis["ttft_at_load_s"],
             "kv_transfer_s": dis["kv_transfer_s"],
-            "disagg_win_back": np.where(gap > 0, (dis["goodput_per_gpu_rps"] * gpus - goodput) / gap, np.nan),
+            "disagg_win_back": select(gap > 0, (dis["goodput_per_gpu_rps"] * gpus - goodput) / gap, np.nan),
         }
     return results, ch, dis
 
@@ -747,7 +751,7 @@ def tpot_at_rates_s(model: StepModel, pieces: tuple, prefill_s: ArrayLike, outpu
     if not (bool(np.any(model.moe)) if moe is None else moe):
         return slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        longest = np.where(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
+        longest = select(lam > 0, np.clip(_f(batch_max) / (lam * _f(output_tokens)), LONGEST_TPOT_S, 1e12),
                            LONGEST_TPOT_S)
     # One replica at many rates (the load curves): its one row of args broadcasts to every rate.
         upper = slo.tpot_at_rate_s(lam, prefill_s, output_tokens, pieces)
@@ -784,7 +788,7 @@ def _trace_columns(traces: dict[str, SolveTrace], model: StepModel, pieces: tupl
                 "ttft": options.chunked_ttft_s(lam, tpot, t["service"])}
 
     columns = {"solver_rate_ttft_rps": ttft_columns,
-               "solver_rate_tpot_rps": lambda lam: step_at(lam)(np.where(np.isfinite(tpot_slo), tpot_slo, 1.0)),
+               "solver_rate_tpot_rps": lambda lam: step_at(lam)(select(np.isfinite(tpot_slo), tpot_slo, 1.0)),
                "solver_tpot_at_goodput_s": step_at(goodput), "solver_tpot_at_load_s": step_at(rate),
                **{name: chunk_columns for name in SOLVES if name.startswith("solver_chunk")}}
     for name, trace in traces.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._numeric import scalar_out
+from ._numeric import scalar_out, select
 
 #: Bytes per stored value for each KV-cache / weight dtype.
 BYTES_PER_VALUE = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
@@ -57,7 +57,7 @@ def blocks_for(tokens: ArrayLike, block_size: ArrayLike) -> np.ndarray:
             return np.ceil(t / b)
         if not whole.any():
             return -(-t // b)
-        return np.where(whole, np.ceil(t / b), -(-t // np.where(whole, 1.0, b)))
+        return select(whole, np.ceil(t / b), -(-t // select(whole, 1.0, b)))
 
 
 #: Whole numbers below this divide exactly enough for ``blocks_for``'s ceiling (2^52).
@@ -100,15 +100,18 @@ def max_requests_contiguous(pool_bytes: ArrayLike, max_model_len: ArrayLike,
 
 @scalar_out
 def max_requests_paged(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, block_size: ArrayLike,
-                       sliding_window: ArrayLike = np.inf, local_fraction: ArrayLike = 0.0) -> np.ndarray:
+                       sliding_window: ArrayLike = np.inf, local_fraction: ArrayLike = 0.0,
+                       blocks_per_request: ArrayLike | None = None) -> np.ndarray:
     """Requests that fit when blocks are allocated on demand: ``floor(pool_blocks / blocks_for(tokens, bs))``.
 
     With sliding-window layers the blocks per request are ``windowed_blocks``.
     28,672 / 113 = 253 (essay 000). Blocks are whole numbers, so a plain floor is exact.
     Excel (no sliding window): ``=INT(pool_blocks/CEILING(tokens_per_request/block_size,1))``.
+    ``blocks_per_request``: ``request_blocks`` of these requests where the caller has it (the same numbers).
     """
-    return floor_count(np.asarray(pool_blocks, float) / request_blocks(tokens_per_request, block_size,
-                                                                         sliding_window, local_fraction))
+    if blocks_per_request is None:
+        blocks_per_request = request_blocks(tokens_per_request, block_size, sliding_window, local_fraction)
+    return floor_count(np.asarray(pool_blocks, float) / blocks_per_request)
 
 
 def request_blocks(tokens: ArrayLike, block_size: ArrayLike, sliding_window: ArrayLike = np.inf,
@@ -154,7 +157,8 @@ def private_blocks(tokens_per_request: ArrayLike, prefix_tokens: ArrayLike, bloc
 @scalar_out
 def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: ArrayLike, prefix_tokens: ArrayLike,
                                block_size: ArrayLike, sliding_window: ArrayLike = np.inf,
-                               local_fraction: ArrayLike = 0.0) -> np.ndarray:
+                               local_fraction: ArrayLike = 0.0, private_blocks: ArrayLike | None = None,
+                               paged: ArrayLike | None = None) -> np.ndarray:
     """Requests that fit when a common prefix is stored once [requests].
 
     ``floor((pool_blocks - shared_blocks) / private_blocks)``. (28,672 - 75) / 38 = 752 (essay 000).
@@ -164,6 +168,8 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
     Local (sliding-window) layers hold at most the window of the prefix and of each request's private
     tokens. Keeping the prefix is optional (an engine evicts unreferenced cached blocks): once local layers
     have slid past it, holding it would cost blocks and save none, so sharing never fits fewer than paging.
+    ``private_blocks`` (``request_blocks`` of ``tokens - shared_blocks * bs``) and ``paged`` (``max_requests_paged``
+    of these requests): where the caller has them (the same numbers), so they are not computed again.
     """
     pool = np.asarray(pool_blocks, float)
     bs = np.asarray(block_size, float)
@@ -172,10 +178,12 @@ def max_requests_shared_prefix(pool_blocks: ArrayLike, tokens_per_request: Array
     local = np.asarray(local_fraction, float)
     if np.any(local > 0):
         shared = shared_blocks_held(prefix_tokens, bs, sliding_window, local)
-    private = request_blocks(private_tokens, bs, sliding_window, local)
+    private = request_blocks(private_tokens, bs, sliding_window, local) if private_blocks is None else private_blocks
     with np.errstate(divide="ignore", invalid="ignore"):
-        fit = np.where(pool >= shared, floor_count((pool - shared) / private), 0.0)
-    return np.maximum(fit, max_requests_paged(pool, tokens_per_request, bs, sliding_window, local))
+        fit = select(pool >= shared, floor_count((pool - shared) / private), 0.0)
+    if paged is None:
+        paged = max_requests_paged(pool, tokens_per_request, bs, sliding_window, local)
+    return np.maximum(fit, paged)
 
 
 @scalar_out
@@ -205,7 +213,7 @@ def cached_kv_bytes_per_token(layers: ArrayLike, kv_heads: ArrayLike, head_dim: 
 
     The one place the GQA/MLA choice is made; llama-3-8b fp16: 131,072 B; DeepSeek-V3 bf16: 70,272 B.
     """
-    return np.where(np.asarray(kv_latent_dim, float) > 0,
+    return select(np.asarray(kv_latent_dim, float) > 0,
                     mla_kv_bytes_per_token(layers, kv_latent_dim, bytes_per_value),
                     kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_value))
 
@@ -270,7 +278,7 @@ def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, experts_per
         missed = 1.0 - k / e if missed_share is None else missed_share
         touched = e * (1.0 - np.power(missed, np.maximum(b, 0.0)))
     moe = e > 0
-    return touched if np.all(moe) else np.where(moe, touched, 0.0)  # no pass where every row has experts
+    return touched if np.all(moe) else select(moe, touched, 0.0)  # no pass where every row has experts
 
 
 @scalar_out
@@ -288,7 +296,7 @@ def weight_bytes_read(weight_bytes: ArrayLike, params: ArrayLike, active_params:
     moe, per_expert, always, missed = moe_read_terms(n, active_params, e, k) if terms is None else terms
     with np.errstate(divide="ignore", invalid="ignore"):
         share = (always + per_expert * expected_distinct_experts(tokens, e, k, missed)) / n
-    return w * share if np.all(moe) else np.where(moe, w * share, w)  # no pass where every row is MoE
+    return w * share if np.all(moe) else select(moe, w * share, w)  # no pass where every row is MoE
 
 
 def moe_read_terms(params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
@@ -318,7 +326,7 @@ def expert_params(params: ArrayLike, active_params: ArrayLike, experts: ArrayLik
     n, na = np.asarray(params, float), np.asarray(active_params, float)
     e, k = np.asarray(experts, float), np.asarray(experts_per_token, float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(is_moe(e, k), (n - na) / (e - k), 0.0)
+        return select(is_moe(e, k), (n - na) / (e - k), 0.0)
 
 
 def max_requests_mix(pool_blocks: float, residence: ArrayLike, tokens_per_request: ArrayLike,
@@ -340,8 +348,8 @@ def max_requests_mix(pool_blocks: float, residence: ArrayLike, tokens_per_reques
     tokens, prefix = np.asarray(tokens_per_request, float), np.asarray(prefix_tokens, float)
     group = np.asarray(prefix_group)
     bs, local = float(block_size), float(local_fraction)
-    shared = np.where(group >= 0, shared_blocks(prefix, bs), 0.0)
-    held = shared_blocks_held(np.where(group >= 0, prefix, 0.0), bs, sliding_window, local) if local > 0 else shared
+    shared = select(group >= 0, shared_blocks(prefix, bs), 0.0)
+    held = shared_blocks_held(select(group >= 0, prefix, 0.0), bs, sliding_window, local) if local > 0 else shared
     stored = sum(float(held[group == g].max()) for g in np.unique(group[group >= 0]))
     private = float(np.dot(r, request_blocks(tokens - shared * bs, bs, sliding_window, local)))
     whole = float(np.dot(r, request_blocks(tokens, bs, sliding_window, local)))

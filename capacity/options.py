@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike
 
 from . import slo
 from ._numeric import as_float as _f
+from ._numeric import select
 from .solve import SolveTrace, largest_rate_meeting
 
 #: Relative accuracy of the chunked-prefill solves: an option's estimate, not a contract figure.
@@ -76,7 +77,7 @@ def chunk_iteration(batch: ArrayLike, prompt_tokens: ArrayLike, token_budget: Ar
         # Where no chunk fits: inf (the same values as np.where(fits, ..., inf), with no pass where every chunk fits,
         # as in the root solves, whose batches stay below the budget).
         if not np.all(fits):
-            n, extra, service = (np.where(fits, value, np.inf) for value in (n, extra, service))
+            n, extra, service = (select(fits, value, np.inf) for value in (n, extra, service))
     return {"memory": memory, "plain": plain, "chunk": chunk, "carrying": carrying, "extra": extra,
             "service": service}
 
@@ -86,7 +87,7 @@ def chunked_rate_rps(batch: ArrayLike, output_tokens: ArrayLike, plain_s: ArrayL
     b = _f(batch)
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = b / (_f(output_tokens) * _f(plain_s) + b * _f(extra_s))
-    return rate if np.all(b > 0) else np.where(b > 0, rate, 0.0)  # no pass where every batch is positive
+    return rate if np.all(b > 0) else select(b > 0, rate, 0.0)  # no pass where every batch is positive
 
 
 def chunked_tpot_s(batch: ArrayLike, output_tokens: ArrayLike, plain_s: ArrayLike, extra_s: ArrayLike) -> np.ndarray:
@@ -101,7 +102,7 @@ def chunked_ttft_s(rate: ArrayLike, tpot_s: ArrayLike, service_s: ArrayLike) -> 
     with np.errstate(divide="ignore", invalid="ignore"):
         ttft = 0.5 * _f(tpot_s) + s + busy * s / (2.0 * (1.0 - busy))
     stable = busy < 1.0
-    return ttft if np.all(stable) else np.where(stable, ttft, np.inf)  # no pass where every queue is stable
+    return ttft if np.all(stable) else select(stable, ttft, np.inf)  # no pass where every queue is stable
 
 
 def _at_batch(b, a_tokens, p_tokens, budget, a_mem, m_mem, a_comp, m_comp):
@@ -218,8 +219,8 @@ def chunked(pieces: tuple, batch_max: ArrayLike, output_tokens: ArrayLike, prefi
     # At a load: the batch whose load it is (λ(B) rises with B); above the ceiling none.
     load = _f(arrival_rate)
     known = (load > 0) & (load <= ceiling)
-    held = np.where(known, load, 0.0)
-    b_load = largest_rate_meeting(_batch_gap, np.where(known, 0.0, np.inf), b_ceiling, (held, *args), rtol=RTOL,
+    held = select(known, load, 0.0)
+    b_load = largest_rate_meeting(_batch_gap, select(known, 0.0, np.inf), b_ceiling, (held, *args), rtol=RTOL,
                                   ratio=False, trace=traces.get("batch_load"),
                                   latency_at_hi=_batch_gap_of_tpot(b_ceiling, held, a_tokens, tpot_ceiling))
     lam_load, tpot_load, ttft_load, _, at_load = _at_batch(b_load, *args)
@@ -227,9 +228,9 @@ def chunked(pieces: tuple, batch_max: ArrayLike, output_tokens: ArrayLike, prefi
     terms = {f"{part}_{at}_s": value for at, values in (("ceiling", at_ceiling), ("goodput", at_goodput),
                                                         ("load", at_load))
              for part, value in zip(("plain", "extra", "service"), values, strict=True)}
-    return {"ceiling_rps": np.where(cap > 0, ceiling, 0.0), "goodput_rps": np.where(none, 0.0, lam),
-            "tpot_at_goodput_s": np.where(none, np.inf, tpot), "ttft_at_goodput_s": np.where(none, np.inf, ttft),
-            "tpot_at_load_s": np.where(known, tpot_load, np.inf), "ttft_at_load_s": np.where(known, ttft_load, np.inf),
+    return {"ceiling_rps": select(cap > 0, ceiling, 0.0), "goodput_rps": select(none, 0.0, lam),
+            "tpot_at_goodput_s": select(none, np.inf, tpot), "ttft_at_goodput_s": select(none, np.inf, ttft),
+            "tpot_at_load_s": select(known, tpot_load, np.inf), "ttft_at_load_s": select(known, ttft_load, np.inf),
             "batch_cap": cap, "batch_ceiling": b_ceiling, "batch_tpot": b_promise, "batch_goodput": b_goodput,
             "batch_load": b_load, "load_known": known, "rate_load_rps": lam_load, **terms}
 
@@ -242,7 +243,7 @@ def decode_pool_ceiling_rps(batch_max: ArrayLike, decode_step_s: ArrayLike, outp
     Essay 001: 328 / (300 x 38.0 ms) = 28.8 requests/s.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(_f(batch_max) > 0, _f(batch_max) / (_f(output_tokens) * _f(decode_step_s)), 0.0)
+        return select(_f(batch_max) > 0, _f(batch_max) / (_f(output_tokens) * _f(decode_step_s)), 0.0)
 
 
 def kv_transfer_s(prefill_tokens: ArrayLike, kv_bytes_per_token: ArrayLike, link_bandwidth: ArrayLike) -> np.ndarray:
@@ -264,7 +265,7 @@ def prefill_pool_ttft_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, transfer_
     busy = lam * t_p
     with np.errstate(divide="ignore", invalid="ignore"):
         ttft = t_p + busy * t_p / (2.0 * (1.0 - busy)) + _f(transfer_s)
-    return np.where(busy < 1.0, ttft, np.inf)
+    return select(busy < 1.0, ttft, np.inf)
 
 
 def prefill_pool_rate_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, transfer_s: ArrayLike) -> np.ndarray:
@@ -276,10 +277,10 @@ def prefill_pool_rate_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, transfer_
     Excel: ``=IF(ISBLANK(D),1/t_p,MAX(0,2*(D-t_p-tkv)/(t_p*(t_p+2*(D-t_p-tkv)))))``.
     """
     d, t_p = _f(ttft_slo_s), _f(prefill_s)
-    y = np.where(np.isfinite(d), d, 0.0) - t_p - _f(transfer_s)
+    y = select(np.isfinite(d), d, 0.0) - t_p - _f(transfer_s)
     with np.errstate(divide="ignore", invalid="ignore"):
-        bound = np.where(y >= 0, 2.0 * y / (t_p * (t_p + 2.0 * y)), 0.0)
-    return np.where(np.isfinite(d), bound, 1.0 / t_p)
+        bound = select(y >= 0, 2.0 * y / (t_p * (t_p + 2.0 * y)), 0.0)
+    return select(np.isfinite(d), bound, 1.0 / t_p)
 
 
 def pooled_rate_per_gpu(decode_rps: ArrayLike, prefill_rps: ArrayLike, gpus_per_replica: ArrayLike) -> np.ndarray:
@@ -291,7 +292,7 @@ def pooled_rate_per_gpu(decode_rps: ArrayLike, prefill_rps: ArrayLike, gpus_per_
     """
     d, p = _f(decode_rps), _f(prefill_rps)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where((d > 0) & (p > 0), 1.0 / (_f(gpus_per_replica) * (1.0 / d + 1.0 / p)), 0.0)
+        return select((d > 0) & (p > 0), 1.0 / (_f(gpus_per_replica) * (1.0 / d + 1.0 / p)), 0.0)
 
 
 def disaggregated(pieces: tuple, batch_max: ArrayLike, decode_step_s: ArrayLike, prefill_s: ArrayLike,
@@ -317,15 +318,15 @@ def disaggregated(pieces: tuple, batch_max: ArrayLike, decode_step_s: ArrayLike,
     # batch's step is not what users see.
     fixed = slo.tpot_at_rate_s(decode_rps, 0.0, a_tokens, pieces)
     at_promise = decode_rps >= tpot_bound * (1.0 - 1e-9)
-    tpot = np.where(at_promise, np.fmin(fixed, _f(tpot_slo_s)), fixed)
+    tpot = select(at_promise, np.fmin(fixed, _f(tpot_slo_s)), fixed)
     load = _f(arrival_rate)
     with np.errstate(invalid="ignore", divide="ignore"):
         return {
             "decode_rps": decode_rps, "prefill_rps": prefill_rps, "goodput_per_gpu_rps": per_gpu,
-            "prefill_share": np.where(per_gpu > 0, decode_rps / (decode_rps + prefill_rps), np.nan),
-            "tpot_at_goodput_s": np.where(decode_rps > 0, tpot, np.inf),
+            "prefill_share": select(per_gpu > 0, decode_rps / (decode_rps + prefill_rps), np.nan),
+            "tpot_at_goodput_s": select(decode_rps > 0, tpot, np.inf),
             "ttft_at_goodput_s": prefill_pool_ttft_s(prefill_rps, prefill_s, transfer),
-            "tpot_at_load_s": np.where(load <= decode_ceiling, slo.tpot_at_rate_s(load, 0.0, a_tokens, pieces),
+            "tpot_at_load_s": select(load <= decode_ceiling, slo.tpot_at_rate_s(load, 0.0, a_tokens, pieces),
                                        np.inf),
             "ttft_at_load_s": prefill_pool_ttft_s(load, prefill_s, transfer),
             "kv_transfer_s": transfer + 0.0 * _f(prefill_s),

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._numeric import as_float as _f
-from ._numeric import scalar_out
+from ._numeric import scalar_out, select
 
 
 @scalar_out
@@ -57,7 +57,7 @@ def efficiency_at(amount: ArrayLike, plateau: ArrayLike, half_amount: ArrayLike)
     """
     x = _f(amount)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x > 0, _f(plateau) * x / curve_amount(x, half_amount), np.where(_f(half_amount) > 0, 0.0,
+        return select(x > 0, _f(plateau) * x / curve_amount(x, half_amount), select(_f(half_amount) > 0, 0.0,
                                                                                          _f(plateau)))
 
 
@@ -90,7 +90,7 @@ def ring_factor(tensor_parallel: ArrayLike, hidden_size: ArrayLike) -> np.ndarra
     (one GPU, or no hidden size given). Each GPU sends and receives (tp - 1)/tp of the data twice (reduce-scatter,
     all-gather); Patarasuk and Yuan, J. Parallel Distrib. Comput. 69 (2009). tp = 4: 1.5."""
     tp = _f(tensor_parallel)
-    return np.where((tp > 1) & (_f(hidden_size) > 0), 2.0 * (tp - 1) / tp, 0.0)
+    return select((tp > 1) & (_f(hidden_size) > 0), 2.0 * (tp - 1) / tp, 0.0)
 
 
 def allreduces_per_pass(layers: ArrayLike) -> np.ndarray:
@@ -101,7 +101,7 @@ def allreduces_per_pass(layers: ArrayLike) -> np.ndarray:
 
 def allreduce_fixed_s(layers: ArrayLike, ring: ArrayLike, latency_s: ArrayLike) -> np.ndarray:
     """All-reduce latency of one pass: ``2 layers x latency`` where a ring is counted, else 0 [s]."""
-    return np.where(_f(ring) > 0, allreduces_per_pass(layers) * _f(latency_s), 0.0)
+    return select(_f(ring) > 0, allreduces_per_pass(layers) * _f(latency_s), 0.0)
 
 
 def allreduce_s_per_token(layers: ArrayLike, ring: ArrayLike, hidden_size: ArrayLike, activation_bytes: ArrayLike,
@@ -112,7 +112,7 @@ def allreduce_s_per_token(layers: ArrayLike, ring: ArrayLike, hidden_size: Array
     """
     ring = _f(ring)
     with np.errstate(invalid="ignore"):
-        return np.where(ring > 0, allreduces_per_pass(layers) * ring * _f(hidden_size) * _f(activation_bytes)
+        return select(ring > 0, allreduces_per_pass(layers) * ring * _f(hidden_size) * _f(activation_bytes)
                         / _f(link_bandwidth), 0.0)
 
 
@@ -153,7 +153,7 @@ def ceiling_rps(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLike
     """
     per_request = gpu_time_per_request_s(prefill_s, decode_step_s, batch, output_tokens)
     with np.errstate(divide="ignore"):
-        return np.where(_f(batch) > 0, 1.0 / per_request, 0.0)
+        return select(_f(batch) > 0, 1.0 / per_request, 0.0)
 
 
 @scalar_out
@@ -166,7 +166,7 @@ def decode_share(prefill_s: ArrayLike, decode_step_s: ArrayLike, batch: ArrayLik
     with np.errstate(divide="ignore", invalid="ignore"):
         decode = _f(output_tokens) * _f(decode_step_s) / _f(batch)
         share = decode / (_f(prefill_s) + decode)
-    return np.where(_f(batch) > 0, share, 0.0)
+    return select(_f(batch) > 0, share, 0.0)
 
 
 @scalar_out
@@ -177,7 +177,7 @@ def tpot_at_ceiling_s(decode_step_s: ArrayLike, decode_share: ArrayLike) -> np.n
     Excel (#N/A for infinite): ``=IF(decode_share>0,decode_step_s/decode_share,NA())``.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(_f(decode_share) > 0, _f(decode_step_s) / _f(decode_share), np.inf)
+        return select(_f(decode_share) > 0, _f(decode_step_s) / _f(decode_share), np.inf)
 
 
 @scalar_out

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._numeric import as_float as _f
+from ._numeric import select
 from .solve import SolveTrace, largest_rate_meeting
 
 
@@ -47,9 +48,9 @@ def tpot_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens:
                                        strict=True):
             # A piece through the origin (no overhead) holds for every TPOT right at its limit: it adds nothing.
             through_origin = _f(a) == 0
-            bound = (np.where(through_origin, np.where(denominator > -1e-12, 0.0, np.inf), np.inf)
+            bound = (select(through_origin, select(denominator > -1e-12, 0.0, np.inf), np.inf)
                      if np.any(through_origin) else np.inf)  # no passes where no piece goes through the origin
-            value = np.where(denominator > 0, a / denominator, bound)
+            value = select(denominator > 0, a / denominator, bound)
             worst = value if worst is None else np.maximum(worst, value)
     return np.maximum(worst, 0.0)
 
@@ -74,10 +75,10 @@ def max_rate_for_tpot_rps(tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_to
     """
     t, t_p, a_tokens = _f(tpot_slo_s), _f(prefill_s), _f(output_tokens)
     best = np.full(np.broadcast(t, t_p, a_tokens, *pieces[0]).shape, np.inf)
-    finite_t = np.where(np.isfinite(t), t, 1.0)
+    finite_t = select(np.isfinite(t), t, 1.0)
     for a, m in pieces:
         best = np.minimum(best, (finite_t - a) / (finite_t * t_p + m * a_tokens * finite_t))
-    return np.where(np.isfinite(t), np.maximum(best, 0.0), np.inf)
+    return select(np.isfinite(t), np.maximum(best, 0.0), np.inf)
 
 
 def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
@@ -100,9 +101,9 @@ def max_rate_for_tpot_rows(step_rows, tpot_slo_s: ArrayLike, prefill_s: ArrayLik
     def excess(lam, t_, t_p_, a_, *rows_):
         return step(lam * a_ * t_, *rows_) - t_ * (1.0 - lam * t_p_)
 
-    rate = largest_rate_meeting(excess, np.where(finite, 0.0, np.inf), hi, (np.where(finite, t, 1.0), t_p, a, *rows),
+    rate = largest_rate_meeting(excess, select(finite, 0.0, np.inf), hi, (select(finite, t, 1.0), t_p, a, *rows),
                                 ratio=False, trace=trace)
-    return np.where(finite, rate, np.inf)
+    return select(finite, rate, np.inf)
 
 
 def _row_steps(step_rows, step_args: tuple | None, shape: tuple[int, ...]):
@@ -128,7 +129,7 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
     shape = np.broadcast_shapes(lam_in.shape, t_p.shape, a.shape, np.shape(longest_s))
     longest_s = np.broadcast_to(_f(longest_s), shape)
     known = np.isfinite(lam_in)
-    lam = np.where(known, lam_in, 0.0)
+    lam = select(known, lam_in, 0.0)
     share = 1.0 - lam * t_p
     rows, step = _row_steps(step_rows, step_args, shape)
 
@@ -138,15 +139,15 @@ def tpot_at_rate_rows(step_rows, arrival_rate: ArrayLike, prefill_s: ArrayLike, 
 
     top = np.array(longest_s)
     if upper_s is not None:  # no finite bound (decode cannot keep up at the larger step): the longest
-        top = np.fmin(top, np.where(_f(upper_s) < np.inf, upper_s, np.nan))
+        top = np.fmin(top, select(_f(upper_s) < np.inf, upper_s, np.nan))
     # Per row, flat; a step argument with one value for every row stays one value (elementwise: the same numbers).
     everywhere = tuple(r if r.ndim == 0 and step_args is not None else np.broadcast_to(r, shape).reshape(-1)
                        for r in map(_f, rows))
     found = (step(np.broadcast_to(lam * a * longest_s, shape).reshape(-1), *everywhere).reshape(shape)
              <= longest_s * share) & (share > 0)
-    fixed = largest_rate_meeting(excess, np.where(found & known, 0.0, np.inf), top, (lam, a, share, *rows),
+    fixed = largest_rate_meeting(excess, select(found & known, 0.0, np.inf), top, (lam, a, share, *rows),
                                  ratio=False, trace=trace)
-    return np.where(found & known, fixed, np.inf)
+    return select(found & known, fixed, np.inf)
 
 
 def prefill_compute_s(prefill_tokens: ArrayLike, params_per_gpu: ArrayLike, flops: ArrayLike,
@@ -170,7 +171,7 @@ def decode_step_from_tpot_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, tpot_
     """The decode step behind a TPOT at load λ: ``s = TPOT (1 - λ t_p)`` [s]; inf where TPOT is."""
     tpot = _f(tpot_s)
     with np.errstate(invalid="ignore"):
-        return np.where(tpot < np.inf, tpot * (1.0 - _f(arrival_rate) * _f(prefill_s)), np.inf)
+        return select(tpot < np.inf, tpot * (1.0 - _f(arrival_rate) * _f(prefill_s)), np.inf)
 
 
 def ttft_queue_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, prefill_compute_s: ArrayLike,
@@ -187,9 +188,9 @@ def ttft_queue_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, prefill_compute_
         prefill_batch = t_p - c + c / (1.0 - rho * rho)       # length-biased prefill pass [s]
         idle_engine = busy * prefill_batch + lam * _f(output_tokens) * s * s
         busy_engine = s + busy * np.maximum(prefill_batch - s, 0.0)
-        interval = np.where(s > 0, np.minimum(idle_engine, busy_engine), busy * prefill_batch)
-        wait = np.where(rho < 1.0, (0.5 + rho) * interval, np.inf)
-    return t_p + np.where(lam > 0, wait, 0.0)
+        interval = select(s > 0, np.minimum(idle_engine, busy_engine), busy * prefill_batch)
+        wait = select(rho < 1.0, (0.5 + rho) * interval, np.inf)
+    return t_p + select(lam > 0, wait, 0.0)
 
 
 def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
@@ -223,7 +224,7 @@ def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: A
     """
     lam = _f(arrival_rate)
     ttft = ttft_queue_s(lam, prefill_s, prefill_compute_s, decode_step_s, output_tokens)
-    return np.where(lam < _f(ceiling_rps), ttft, np.inf)
+    return select(lam < _f(ceiling_rps), ttft, np.inf)
 
 
 def _ttft_of_rate(lam, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
@@ -246,10 +247,10 @@ def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_r
     finite = np.isfinite(d)
     ceiling = np.maximum(_f(ceiling_rps), 0.0)
     (a_mem, m_mem), (a_comp, m_comp) = pieces
-    rate = largest_rate_meeting(_ttft_of_rate, np.where(finite, d, np.inf), ceiling,
+    rate = largest_rate_meeting(_ttft_of_rate, select(finite, d, np.inf), ceiling,
                                 (prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp),
                                 bracket=ttft_rate_bracket, trace=trace)
-    return np.where(finite, rate, np.inf)
+    return select(finite, rate, np.inf)
 
 
 def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
@@ -271,10 +272,10 @@ def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem
         longest = t_p - c + c / (1.0 - rho * rho)
         a_lo, b_lo, c_lo = c * t_p * longest, 0.5 * t_p * longest + c * step, y - 0.5 * step
         root = 2.0 * c_lo / (b_lo + np.sqrt(b_lo * b_lo + 4.0 * a_lo * c_lo))
-        lo = np.where((c_lo > 0) & (rho < 1.0) & (root < up), root, 0.0)
+        lo = select((c_lo > 0) & (rho < 1.0) & (root < up), root, 0.0)
     terms = {"y": y, "b_up": b_up, "up": up, "decode step at up": step, "rho at up": rho,
              "prefill pass at up": longest, "a_lo": a_lo, "b_lo": b_lo, "c_lo": c_lo, "lo root": root, "lo": lo}
-    return lo, np.where(up >= 0, up, np.inf), terms
+    return lo, select(up >= 0, up, np.inf), terms
 
 
 def goodput_rps(ceiling_rps: ArrayLike, max_rate_for_tpot_rps: ArrayLike,
@@ -294,7 +295,7 @@ def in_flight(arrival_rate: ArrayLike, output_tokens: ArrayLike, tpot_s: ArrayLi
     Excel: ``=IF(arrival_rate>0,arrival_rate*output_tokens*tpot_s,0)``.
     """
     with np.errstate(invalid="ignore"):
-        return np.where(_f(arrival_rate) > 0, _f(arrival_rate) * _f(output_tokens) * _f(tpot_s), 0.0)
+        return select(_f(arrival_rate) > 0, _f(arrival_rate) * _f(output_tokens) * _f(tpot_s), 0.0)
 
 
 def cost_per_million_tokens(price_per_hour: ArrayLike, gpus: ArrayLike, rate_rps: ArrayLike,
@@ -306,4 +307,4 @@ def cost_per_million_tokens(price_per_hour: ArrayLike, gpus: ArrayLike, rate_rps
     """
     tokens_per_hour = _f(rate_rps) * _f(output_tokens) * 3600.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(tokens_per_hour > 0, _f(price_per_hour) * _f(gpus) / tokens_per_hour * 1e6, np.inf)
+        return select(tokens_per_hour > 0, _f(price_per_hour) * _f(gpus) / tokens_per_hour * 1e6, np.inf)
