@@ -410,9 +410,9 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
 
         written = _write_behind(batches, write_csv, progress)
     elif fmt == "parquet":
-        import pyarrow.parquet as pq
+        from .parquet_stream import ParquetStream
 
-        with pq.ParquetWriter(sink, schema) as writer:
+        with ParquetStream(sink, schema) as writer:  # pq.ParquetWriter's bytes, its footer not held in memory
             written = _write_behind(batches, lambda batch, _: writer.write_batch(batch), progress)
     else:
         head = json.dumps({**meta, "units": units_of(schema.names)}, indent=1)
