@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import tempfile
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ SPOOL_MEMORY_BYTES = 2**20
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 # parquet.thrift field ids that hold a byte offset in the file.
 _FILE_META_NUM_ROWS, _FILE_META_ROW_GROUPS = 3, 4
-_ROW_GROUP_COLUMNS, _ROW_GROUP_FILE_OFFSET = 1, 5
+_ROW_GROUP_COLUMNS, _ROW_GROUP_NUM_ROWS, _ROW_GROUP_FILE_OFFSET = 1, 3, 5
 _CHUNK_OFFSETS = {2, 4, 6}  # ColumnChunk: file_offset (0 when unset), offset_index_offset, column_index_offset
 _CHUNK_META_DATA = 3
 _META_OFFSETS = {9, 10, 11, 14}  # ColumnMetaData: data_page, index_page, dictionary_page, bloom_filter offsets
@@ -77,22 +78,26 @@ def _signed_bytes(value: int) -> bytes:
 
 def _skip(buf: bytes, pos: int, kind: int, element: bool = False) -> int:
     """Position after the value of compact type ``kind`` at ``pos`` (``element``: in a list, where a bool is a byte)."""
-    if kind in (_BOOL_TRUE, _BOOL_FALSE):
-        return pos + 1 if element else pos
-    if kind == _BYTE:
+    if kind in (_I32, _I64, _I16):
+        while buf[pos] & 0x80:
+            pos += 1
         return pos + 1
-    if kind in (_I16, _I32, _I64):
-        return _uvarint(buf, pos)[1]
-    if kind == _DOUBLE:
-        return pos + 8
     if kind == _BINARY:
         size, pos = _uvarint(buf, pos)
         return pos + size
+    if kind == _STRUCT:
+        return _scan(buf, pos, {})
     if kind in (_LIST, _SET):
         size, element_kind, pos = _list_header(buf, pos)
         for _ in range(size):
             pos = _skip(buf, pos, element_kind, element=True)
         return pos
+    if kind in (_BOOL_TRUE, _BOOL_FALSE):
+        return pos + 1 if element else pos
+    if kind == _BYTE:
+        return pos + 1
+    if kind == _DOUBLE:
+        return pos + 8
     if kind == _MAP:
         size, pos = _uvarint(buf, pos)
         if size:
@@ -102,8 +107,6 @@ def _skip(buf: bytes, pos: int, kind: int, element: bool = False) -> int:
                 pos = _skip(buf, pos, kinds >> 4, element=True)
                 pos = _skip(buf, pos, kinds & 0x0F, element=True)
         return pos
-    if kind == _STRUCT:
-        return _fields(buf, pos)[1]
     raise ValueError(f"Parquet footer: unknown Thrift compact type {kind} at byte {pos}")
 
 
@@ -120,52 +123,67 @@ def _list_header_bytes(size: int, kind: int) -> bytes:
     return bytes([(size << 4) | kind]) if size < 15 else bytes([0xF0 | kind]) + _uvarint_bytes(size)
 
 
-def _fields(buf: bytes, pos: int) -> tuple[list[tuple[int, int, int, int]], int]:
-    """The fields of the struct at ``pos`` as (field id, type, value start, value end), and the position after it."""
-    out = []
+Handler = Callable[[bytes, int, int], int]
+
+
+def _scan(buf: bytes, pos: int, handlers: dict[int, Handler]) -> int:
+    """Read the struct at ``pos``: ``handlers[field id](buf, value start, type)`` returns the value's end; fields
+    without a handler are skipped. Returns the position after the struct."""
     field_id = 0
     while True:
         head = buf[pos]
         pos += 1
         if head == 0:
-            return out, pos
+            return pos
         kind, delta = head & 0x0F, head >> 4
         if delta:
             field_id += delta
         else:
             u, pos = _uvarint(buf, pos)
             field_id = (u >> 1) ^ -(u & 1)
-        start, pos = pos, _skip(buf, pos, kind)
-        out.append((field_id, kind, start, pos))
+        handler = handlers.get(field_id)
+        pos = handler(buf, pos, kind) if handler is not None else _skip(buf, pos, kind)
+
+
+def _fields(buf: bytes, pos: int) -> list[tuple[int, int, int, int]]:
+    """The fields of the struct at ``pos`` as (field id, type, value start, value end)."""
+    out: list[tuple[int, int, int, int]] = []
+
+    def note(field_id: int) -> Handler:
+        return lambda b, start, kind: out.append((field_id, kind, start, end := _skip(b, start, kind))) or end
+
+    _scan(buf, pos, {field_id: note(field_id) for field_id in range(1, 16)})
+    return out
 
 
 def _moved_row_group(buf: bytes, pos: int, shift: int) -> tuple[bytes, int]:
     """The RowGroup struct at ``pos`` with every file offset in it moved by ``shift`` bytes; and its row count."""
     edits: list[tuple[int, int, bytes]] = []
+    rows = [0]
 
-    def move(start: int, end: int, keep_zero: bool = False) -> None:
-        value = _signed(buf, start)
-        if not (keep_zero and value == 0):
-            edits.append((start, end, _signed_bytes(value + shift)))
+    def move(b: bytes, start: int, kind: int) -> int:
+        end = _skip(b, start, kind)
+        if kind == _I64:
+            edits.append((start, end, _signed_bytes(_signed(b, start) + shift)))
+        return end
 
-    fields, end = _fields(buf, pos)
-    rows = 0
-    for field_id, kind, start, stop in fields:
-        if field_id == _ROW_GROUP_COLUMNS and kind == _LIST:
-            count, _, at = _list_header(buf, start)
-            for _ in range(count):
-                chunk, at = _fields(buf, at)
-                for chunk_id, chunk_kind, c_start, c_stop in chunk:
-                    if chunk_id in _CHUNK_OFFSETS and chunk_kind == _I64:
-                        move(c_start, c_stop, keep_zero=True)
-                    elif chunk_id == _CHUNK_META_DATA and chunk_kind == _STRUCT:
-                        for meta_id, meta_kind, m_start, m_stop in _fields(buf, c_start)[0]:
-                            if meta_id in _META_OFFSETS and meta_kind == _I64:
-                                move(m_start, m_stop)
-        elif field_id == _ROW_GROUP_FILE_OFFSET and kind == _I64:
-            move(start, stop)
-        elif field_id == 3 and kind == _I64:
-            rows = _signed(buf, start)
+    def move_set(b: bytes, start: int, kind: int) -> int:  # ColumnChunk.file_offset is 0 when not set
+        return move(b, start, kind) if b[start] != 0 else start + 1
+
+    def count(b: bytes, start: int, kind: int) -> int:
+        rows[0] = _signed(b, start)
+        return _skip(b, start, kind)
+
+    meta = dict.fromkeys(_META_OFFSETS, move)
+    chunk = {**dict.fromkeys(_CHUNK_OFFSETS, move_set), _CHUNK_META_DATA: lambda b, start, _: _scan(b, start, meta)}
+
+    def columns(b: bytes, start: int, kind: int) -> int:
+        size, _, at = _list_header(b, start)
+        for _ in range(size):
+            at = _scan(b, at, chunk)
+        return at
+
+    end = _scan(buf, pos, {_ROW_GROUP_COLUMNS: columns, _ROW_GROUP_NUM_ROWS: count, _ROW_GROUP_FILE_OFFSET: move})
     out = bytearray()
     at = pos
     for start, stop, new in edits:  # in order: fields are read front to back
@@ -173,7 +191,7 @@ def _moved_row_group(buf: bytes, pos: int, shift: int) -> tuple[bytes, int]:
         out += new
         at = stop
     out += buf[at:end]
-    return bytes(out), rows
+    return bytes(out), rows[0]
 
 
 class _Forward(io.RawIOBase):
@@ -214,6 +232,7 @@ class ParquetStream:
         self.position = len(MAGIC)
         self.row_groups = self.rows = 0
         self.first_footer: bytes | None = None
+        self.head = b""  # the first footer up to the end of its schema (field 2)
         self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)
 
     def _one(self, batch: pa.RecordBatch | None) -> bytes:
@@ -240,10 +259,7 @@ class ParquetStream:
         """Append ``batch`` as one row group."""
         start = self.position
         footer = self._one(batch)
-        fields = dict((f[0], f) for f in _fields(footer, 0)[0])
-        count, kind, at = _list_header(footer, fields[_FILE_META_ROW_GROUPS][2])
-        if count != 1 or kind != _STRUCT:
-            raise ValueError(f"pyarrow wrote {count} row groups for one batch")
+        at = self._row_group_at(footer)
         # The writer's offsets count from its own start, where its magic was: 4 bytes before ``start`` here.
         group, rows = _moved_row_group(footer, at, start - len(MAGIC))
         self.spool.write(group)
@@ -252,10 +268,25 @@ class ParquetStream:
         self.row_groups += 1
         self.rows += rows
 
+    def _row_group_at(self, footer: bytes) -> int:
+        """Where the one RowGroup of a one-group FileMetaData starts. Version and schema (fields 1, 2) are the same
+        bytes in every group's footer: past them, num_rows (i64, header 0x16) then row_groups (list, 0x19) follow."""
+        if self.first_footer is not None and footer.startswith(self.head):
+            at = _skip(footer, len(self.head) + 1, _I64) if footer[len(self.head)] == 0x16 else None
+            if at is not None and footer[at] == 0x19 and footer[at + 1] == 0x10 | _STRUCT:
+                return at + 2
+        fields = {f[0]: f for f in _fields(footer, 0)}
+        count, kind, at = _list_header(footer, fields[_FILE_META_ROW_GROUPS][2])
+        if count != 1 or kind != _STRUCT:
+            raise ValueError(f"pyarrow wrote {count} row groups for one batch")
+        if self.first_footer is None:
+            self.head = footer[:fields[2][3]]
+        return at
+
     def close(self) -> None:
         """Write the footer: the first group's FileMetaData holding every row group, its length, the magic."""
         footer = self.first_footer if self.first_footer is not None else self._one(None)
-        fields = dict((f[0], f) for f in _fields(footer, 0)[0])
+        fields = {f[0]: f for f in _fields(footer, 0)}
         _, _, rows_start, rows_stop = fields[_FILE_META_NUM_ROWS]
         _, _, groups_start, groups_stop = fields[_FILE_META_ROW_GROUPS]
         head = (footer[:rows_start] + _signed_bytes(self.rows) + footer[rows_stop:groups_start]
