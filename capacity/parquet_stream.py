@@ -39,7 +39,7 @@ SPOOL_MEMORY_BYTES = 2**20
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 # parquet.thrift field ids that hold a byte offset in the file.
 _FILE_META_NUM_ROWS, _FILE_META_ROW_GROUPS = 3, 4
-_ROW_GROUP_COLUMNS, _ROW_GROUP_NUM_ROWS, _ROW_GROUP_FILE_OFFSET = 1, 3, 5
+_ROW_GROUP_COLUMNS, _ROW_GROUP_NUM_ROWS, _ROW_GROUP_FILE_OFFSET, _ROW_GROUP_ORDINAL = 1, 3, 5, 7
 _CHUNK_OFFSETS = {2, 4, 6}  # ColumnChunk: file_offset (0 when unset), offset_index_offset, column_index_offset
 _CHUNK_META_DATA = 3
 _META_OFFSETS = {9, 10, 11, 14}  # ColumnMetaData: data_page, index_page, dictionary_page, bloom_filter offsets
@@ -156,8 +156,9 @@ def _fields(buf: bytes, pos: int) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _moved_row_group(buf: bytes, pos: int, shift: int) -> tuple[bytes, int]:
-    """The RowGroup struct at ``pos`` with every file offset in it moved by ``shift`` bytes; and its row count."""
+def _moved_row_group(buf: bytes, pos: int, shift: int, ordinal: int) -> tuple[bytes, int]:
+    """The RowGroup struct at ``pos`` with every file offset in it moved by ``shift`` bytes and its ordinal (written
+    by some Arrow versions, or with encryption; an i16 as Arrow casts it) set to ``ordinal``; and its row count."""
     edits: list[tuple[int, int, bytes]] = []
     rows = [0]
 
@@ -169,6 +170,11 @@ def _moved_row_group(buf: bytes, pos: int, shift: int) -> tuple[bytes, int]:
 
     def move_set(b: bytes, start: int, kind: int) -> int:  # ColumnChunk.file_offset is 0 when not set
         return move(b, start, kind) if b[start] != 0 else start + 1
+
+    def number(b: bytes, start: int, kind: int) -> int:
+        end = _skip(b, start, kind)
+        edits.append((start, end, _signed_bytes((ordinal + 2**15) % 2**16 - 2**15)))
+        return end
 
     def count(b: bytes, start: int, kind: int) -> int:
         rows[0] = _signed(b, start)
@@ -183,7 +189,8 @@ def _moved_row_group(buf: bytes, pos: int, shift: int) -> tuple[bytes, int]:
             at = _scan(b, at, chunk)
         return at
 
-    end = _scan(buf, pos, {_ROW_GROUP_COLUMNS: columns, _ROW_GROUP_NUM_ROWS: count, _ROW_GROUP_FILE_OFFSET: move})
+    end = _scan(buf, pos, {_ROW_GROUP_COLUMNS: columns, _ROW_GROUP_NUM_ROWS: count, _ROW_GROUP_FILE_OFFSET: move,
+                           _ROW_GROUP_ORDINAL: number})
     out = bytearray()
     at = pos
     for start, stop, new in edits:  # in order: fields are read front to back
@@ -261,7 +268,7 @@ class ParquetStream:
         footer = self._one(batch)
         at = self._row_group_at(footer)
         # The writer's offsets count from its own start, where its magic was: 4 bytes before ``start`` here.
-        group, rows = _moved_row_group(footer, at, start - len(MAGIC))
+        group, rows = _moved_row_group(footer, at, start - len(MAGIC), self.row_groups)
         self.spool.write(group)
         if self.first_footer is None:
             self.first_footer = footer

@@ -124,3 +124,23 @@ def test_zigzag_varints(value, encoded):
     """Thrift compact integers: zigzag (0, -1, 1 -> 0, 1, 2), then 7 bits a byte, low first (300 -> ac 02)."""
     assert parquet_stream._signed_bytes(value) == encoded
     assert parquet_stream._signed(encoded, 0) == value
+
+
+def test_row_group_offsets_moved_and_ordinal_set():
+    """A RowGroup written by hand in the compact protocol: columns (one ColumnChunk: file_offset 0 = unset, meta_data
+    with data_page_offset 100 and dictionary_page_offset 4), num_rows 7, file_offset 4, ordinal 0. Moved by 1000
+    as the 3rd group: offsets 1100, 1004 and 1004, file_offset 0 kept, ordinal 2."""
+    meta = bytes([0x96]) + parquet_stream._signed_bytes(100) + bytes([0x26]) + parquet_stream._signed_bytes(4)
+    chunk = bytes([0x26, 0x00, 0x1C]) + meta + b"\x00" + b"\x00"
+    group = (bytes([0x19, 0x1C]) + chunk + bytes([0x26]) + parquet_stream._signed_bytes(7) + bytes([0x26])
+             + parquet_stream._signed_bytes(4) + bytes([0x24, 0x00]) + b"\x00")
+    moved, rows = parquet_stream._moved_row_group(b"junk" + group, 4, 1000, 2)
+    assert rows == 7
+    fields = {f[0]: f for f in parquet_stream._fields(moved, 0)}
+    assert parquet_stream._signed(moved, fields[5][2]) == 1004 and parquet_stream._signed(moved, fields[7][2]) == 2
+    _, _, at = parquet_stream._list_header(moved, fields[1][2])
+    chunk_fields = {f[0]: f for f in parquet_stream._fields(moved, at)}
+    assert parquet_stream._signed(moved, chunk_fields[2][2]) == 0
+    meta_fields = {f[0]: f for f in parquet_stream._fields(moved, chunk_fields[3][2])}
+    assert parquet_stream._signed(moved, meta_fields[9][2]) == 1100
+    assert parquet_stream._signed(moved, meta_fields[11][2]) == 1004
