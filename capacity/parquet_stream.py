@@ -4,17 +4,18 @@ Why: ``pyarrow.parquet.ParquetWriter`` keeps every row group's metadata as Thrif
 about 870 bytes per column chunk whatever the options (statistics, dictionary or compression off change nothing):
 90 KB per row group of a 106-column sweep, 1.35 MB per million rows at 65,536 rows a group, and closing copies it
 once more (Arrow's ``FileMetaDataBuilder::Finish`` copies the row-group list) beside the serialized footer. A
-100M-row sweep held ~140 MB of it and peaked at ~280 MB more at close. Buffered row groups (several batches in
-one group, C++ ``FileWriter::WriteRecordBatch``) would bound the count, but pyarrow does not expose them
-(apache/arrow#36280), and a group made of several batches would hold their rows in memory.
+100M-row sweep held ~140 MB of it by the end, twice that while closing: 412 MB peak against 219 MB at 1M rows.
+Buffered row groups (several batches in one group, C++ ``FileWriter::WriteRecordBatch``) would bound the count,
+but pyarrow does not expose them (apache/arrow#36280), and a group made of several batches would hold their rows
+in memory.
 
-How: each row group is written by a fresh ``ParquetWriter`` of the same schema and options into the sink (its
-leading ``PAR1`` dropped); its footer, a one-row-group ``FileMetaData``, is caught at close. The row group's
-Thrift bytes are cut out of it, their file offsets moved by where the group landed in the sink, and appended to a
+How: each batch is written by a fresh ``ParquetWriter`` of the same schema and options into the sink (its
+leading ``PAR1`` dropped); its footer, the ``FileMetaData`` of its row group(s), is caught at close. The row
+groups' Thrift bytes are cut out of it, their file offsets moved by where they landed in the sink, and appended to a
 spool (memory up to ``SPOOL_MEMORY_BYTES``, then a temporary file): 12.5 KB per group instead of 90 KB in memory
 twice. ``close`` writes the footer: the first group's ``FileMetaData`` with ``num_rows`` the total and the
 spooled row groups as its list, then its length and ``PAR1``. The bytes are those ``ParquetWriter`` writes for the
-same batches, one row group each (``tests/test_parquet_stream.py`` checks byte equality).
+same batches (``tests/test_parquet_stream.py`` checks byte equality).
 
 The Thrift compact protocol (field headers, varints, lists, structs) is read only as far as the offsets need:
 https://github.com/apache/thrift/blob/master/doc/specs/thrift-compact-protocol.md; field ids from
@@ -37,7 +38,7 @@ SPOOL_MEMORY_BYTES = 2**20
 
 # Thrift compact types.
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
-# parquet.thrift field ids that hold a byte offset in the file.
+# parquet.thrift field ids read here (FileMetaData, RowGroup, ColumnChunk, ColumnMetaData).
 _FILE_META_NUM_ROWS, _FILE_META_ROW_GROUPS = 3, 4
 _ROW_GROUP_COLUMNS, _ROW_GROUP_NUM_ROWS, _ROW_GROUP_FILE_OFFSET, _ROW_GROUP_ORDINAL = 1, 3, 5, 7
 _CHUNK_OFFSETS = {2, 4, 6}  # ColumnChunk: file_offset (0 when unset), offset_index_offset, column_index_offset
@@ -146,7 +147,7 @@ def _scan(buf: bytes, pos: int, handlers: dict[int, Handler]) -> int:
 
 
 def _fields(buf: bytes, pos: int) -> list[tuple[int, int, int, int]]:
-    """The fields of the struct at ``pos`` as (field id, type, value start, value end)."""
+    """The fields (ids 1-15) of the struct at ``pos`` as (field id, type, value start, value end)."""
     out: list[tuple[int, int, int, int]] = []
 
     def note(field_id: int) -> Handler:
@@ -156,9 +157,10 @@ def _fields(buf: bytes, pos: int) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _moved_row_group(buf: bytes, pos: int, shift: int, ordinal: int) -> tuple[bytes, int]:
-    """The RowGroup struct at ``pos`` with every file offset in it moved by ``shift`` bytes and its ordinal (written
-    by some Arrow versions, or with encryption; an i16 as Arrow casts it) set to ``ordinal``; and its row count."""
+def _moved_row_group(buf: bytes, pos: int, shift: int, ordinal: int) -> tuple[bytes, int, int]:
+    """(The RowGroup struct at ``pos`` with every file offset in it moved by ``shift`` bytes and its ordinal, where
+    a writer sets one (with encryption; an i16, cast as Arrow casts it), set to ``ordinal``; its row count; the
+    position after it)."""
     edits: list[tuple[int, int, bytes]] = []
     rows = [0]
 
@@ -198,16 +200,19 @@ def _moved_row_group(buf: bytes, pos: int, shift: int, ordinal: int) -> tuple[by
         out += new
         at = stop
     out += buf[at:end]
-    return bytes(out), rows[0]
+    return bytes(out), rows[0], end
 
 
 class _Forward(io.RawIOBase):
-    """What one row group's ParquetWriter writes: the leading magic dropped, then passed to ``sink`` until
-    ``hold`` is set (at close), after which it is kept (the rest of the data and the footer)."""
+    """What one batch's ParquetWriter writes: the leading magic dropped, then passed to ``sink`` until ``held``
+    is set (at close), after which it is kept there (the rest of the data and the footer)."""
 
     def __init__(self, sink: IO[bytes]) -> None:
         super().__init__()
-        self.sink, self.head, self.passed, self.held = sink, b"", 0, None  # type: bytearray | None
+        self.sink = sink
+        self.head = b""  # the magic
+        self.passed = 0  # bytes passed to the sink
+        self.held: bytearray | None = None
 
     def writable(self) -> bool:
         return True
@@ -228,18 +233,20 @@ class _Forward(io.RawIOBase):
 
 
 class ParquetStream:
-    """A Parquet file in ``sink``, one row group per ``write_batch``; the footer's row groups wait in a spool.
+    """A Parquet file in ``sink``, one row group per ``write_batch`` (more where the batch has more rows than
+    ``row_group_size``, as ``ParquetWriter.write_batch``); the footer's row groups wait in a spool.
 
-    ``options``: ``pyarrow.parquet.ParquetWriter`` options, the same for every row group.
+    ``options``: ``pyarrow.parquet.ParquetWriter`` options, the same for every batch.
     """
 
-    def __init__(self, sink: IO[bytes], schema: pa.Schema, **options: Any) -> None:
-        self.sink, self.schema, self.options = sink, schema, options
+    def __init__(self, sink: IO[bytes], schema: pa.Schema, row_group_size: int | None = None,
+                 **options: Any) -> None:
+        self.sink, self.schema, self.row_group_size, self.options = sink, schema, row_group_size, options
         self.sink.write(MAGIC)
         self.position = len(MAGIC)
         self.row_groups = self.rows = 0
         self.first_footer: bytes | None = None
-        self.head = b""  # the first footer up to the end of its schema (field 2)
+        self.prefix = b""  # the first footer up to the end of its schema (field 2)
         self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)
 
     def _one(self, batch: pa.RecordBatch | None) -> bytes:
@@ -249,7 +256,7 @@ class ParquetStream:
         part = _Forward(self.sink)
         writer = pq.ParquetWriter(part, self.schema, **self.options)
         if batch is not None:
-            writer.write_batch(batch)
+            writer.write_batch(batch, self.row_group_size)
         part.held = bytearray()
         writer.close()
         tail = part.held
@@ -263,32 +270,37 @@ class ParquetStream:
         return bytes(tail[data:-8])
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        """Append ``batch`` as one row group."""
+        """Append ``batch`` as one row group (or more, see the class)."""
         start = self.position
         footer = self._one(batch)
-        at = self._row_group_at(footer)
-        # The writer's offsets count from its own start, where its magic was: 4 bytes before ``start`` here.
-        group, rows = _moved_row_group(footer, at, start - len(MAGIC), self.row_groups)
-        self.spool.write(group)
+        count, at = self._row_groups_at(footer)
+        for _ in range(count):
+            # The writer's offsets count from its own start, where its magic was: 4 bytes before ``start`` here.
+            group, rows, at = _moved_row_group(footer, at, start - len(MAGIC), self.row_groups)
+            self.spool.write(group)
+            self.row_groups += 1
+            self.rows += rows
         if self.first_footer is None:
             self.first_footer = footer
-        self.row_groups += 1
-        self.rows += rows
 
-    def _row_group_at(self, footer: bytes) -> int:
-        """Where the one RowGroup of a one-group FileMetaData starts. Version and schema (fields 1, 2) are the same
-        bytes in every group's footer: past them, num_rows (i64, header 0x16) then row_groups (list, 0x19) follow."""
-        if self.first_footer is not None and footer.startswith(self.head):
-            at = _skip(footer, len(self.head) + 1, _I64) if footer[len(self.head)] == 0x16 else None
-            if at is not None and footer[at] == 0x19 and footer[at + 1] == 0x10 | _STRUCT:
-                return at + 2
+    def _row_groups_at(self, footer: bytes) -> tuple[int, int]:
+        """(how many row groups, where the first starts) in a FileMetaData. Version and schema (fields 1, 2) are
+        the same bytes in every batch's footer: past them, num_rows (i64, header 0x16), row_groups (list, 0x19)."""
+        if self.first_footer is not None and footer.startswith(self.prefix):
+            at = len(self.prefix)
+            if footer[at] == 0x16:
+                at = _skip(footer, at + 1, _I64)
+                if footer[at] == 0x19:
+                    count, kind, first = _list_header(footer, at + 1)
+                    if kind == _STRUCT:
+                        return count, first
         fields = {f[0]: f for f in _fields(footer, 0)}
-        count, kind, at = _list_header(footer, fields[_FILE_META_ROW_GROUPS][2])
-        if count != 1 or kind != _STRUCT:
-            raise ValueError(f"pyarrow wrote {count} row groups for one batch")
+        count, kind, first = _list_header(footer, fields[_FILE_META_ROW_GROUPS][2])
+        if count and kind != _STRUCT:
+            raise ValueError(f"Parquet footer: row groups of Thrift type {kind}")
         if self.first_footer is None:
-            self.head = footer[:fields[2][3]]
-        return at
+            self.prefix = footer[:fields[2][3]]
+        return count, first
 
     def close(self) -> None:
         """Write the footer: the first group's FileMetaData holding every row group, its length, the magic."""

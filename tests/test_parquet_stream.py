@@ -38,17 +38,17 @@ class _Null(io.RawIOBase):
         return len(memoryview(data))
 
 
-def _pyarrow(schema: pa.Schema, batches: list[pa.RecordBatch], **options) -> bytes:
+def _pyarrow(schema: pa.Schema, batches: list[pa.RecordBatch], row_group_size=None, **options) -> bytes:
     buffer = io.BytesIO()
     with pq.ParquetWriter(buffer, schema, **options) as writer:
         for batch in batches:
-            writer.write_batch(batch)
+            writer.write_batch(batch, row_group_size)
     return buffer.getvalue()
 
 
-def _ours(schema: pa.Schema, batches: list[pa.RecordBatch], **options) -> bytes:
+def _ours(schema: pa.Schema, batches: list[pa.RecordBatch], row_group_size=None, **options) -> bytes:
     buffer = io.BytesIO()
-    with ParquetStream(buffer, schema, **options) as writer:
+    with ParquetStream(buffer, schema, row_group_size, **options) as writer:
         for batch in batches:
             writer.write_batch(batch)
     return buffer.getvalue()
@@ -72,6 +72,15 @@ def test_options_reach_every_row_group():
     assert ours == _pyarrow(schema, batches, **options)
     column = pq.ParquetFile(io.BytesIO(ours)).metadata.row_group(2).column(0)
     assert column.compression == "ZSTD" and not column.is_stats_set
+
+
+def test_batches_of_several_row_groups():
+    """Batches of 40, 40 and 25 rows in groups of up to 16 rows (16 + 16 + 8, twice, then 16 + 9): 8 row groups,
+    cut where pyarrow's writer cuts them."""
+    schema, batches = _batches(40)
+    ours = _ours(schema, batches, row_group_size=16)
+    assert ours == _pyarrow(schema, batches, row_group_size=16)
+    assert pq.ParquetFile(io.BytesIO(ours)).metadata.num_row_groups == 8
 
 
 def test_empty_file_equals_pyarrows():
@@ -134,8 +143,8 @@ def test_row_group_offsets_moved_and_ordinal_set():
     chunk = bytes([0x26, 0x00, 0x1C]) + meta + b"\x00" + b"\x00"
     group = (bytes([0x19, 0x1C]) + chunk + bytes([0x26]) + parquet_stream._signed_bytes(7) + bytes([0x26])
              + parquet_stream._signed_bytes(4) + bytes([0x24, 0x00]) + b"\x00")
-    moved, rows = parquet_stream._moved_row_group(b"junk" + group, 4, 1000, 2)
-    assert rows == 7
+    moved, rows, end = parquet_stream._moved_row_group(b"junk" + group, 4, 1000, 2)
+    assert rows == 7 and end == 4 + len(group)
     fields = {f[0]: f for f in parquet_stream._fields(moved, 0)}
     assert parquet_stream._signed(moved, fields[5][2]) == 1004 and parquet_stream._signed(moved, fields[7][2]) == 2
     _, _, at = parquet_stream._list_header(moved, fields[1][2])
