@@ -22,7 +22,8 @@ The replica search per setting is a gallop then a bisection on the replica count
 taken as monotone in it), each step one simulation; every simulation is a task for an executor:
 ``concurrent.futures.ProcessPoolExecutor`` on local processes by default, or a Dask distributed cluster
 (``--cluster ADDRESS``, ``Client(address).get_executor()``) when one machine is not enough. Every simulation
-uses the same seed, so settings are compared on the same requests.
+uses the same seed, so settings are compared on the same requests; each reuses its setting's analytic
+evaluation from the pruning (``Candidate.evaluation``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ from typing import Any
 
 from .errors import ScenarioError
 from .specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
+
+#: The simulator's ``event_loop`` choices (``simulator.scheduler.EVENT_LOOPS``; not imported, to keep numpy out of
+#: the command's start).
+EVENT_LOOPS = ("auto", "compiled", "python")
 
 MAX_NUM_SEQS = (64, 128, 256)
 MAX_BATCHED_TOKENS = (2048, 8192)
@@ -71,13 +76,15 @@ class Setting:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A setting the analytic model kept: GPUs per replica, price per GPU-hour, where its replica search starts."""
+    """A setting the analytic model kept: GPUs per replica, price per GPU-hour, where its replica search starts,
+    and its analytic evaluation (``Scenario.evaluate()``; the simulations of every replica count reuse it)."""
 
     setting: Setting
     gpus_per_replica: int
     price_per_hour: float | None
     start_replicas: int
     min_replicas: int
+    evaluation: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -191,24 +198,48 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
         low = max(1, math.ceil((1 - CEILING_MARGIN) * rate_rps / ceiling - 1e-9))
         gpus = int(r["gpus_per_replica"])
         kept.append(Candidate(setting, gpus, scenario.gpu.price_per_hour, min(max(start, low), MAX_REPLICAS),
-                              min(low, MAX_REPLICAS)))
+                              min(low, MAX_REPLICAS), r))
     return kept, pruned
 
 
 # --- one simulation (what a worker runs) ------------------------------------------------------------------------
 
+def event_loop_for_search(event_loop: str = "auto") -> str:
+    """The simulator's ``event_loop`` for the simulations of a search, in the process that runs them.
+
+    "auto": the compiled loop ("compiled") where it imports and its compiled functions are cached on disk (or
+    already loaded here). A search runs many simulations in each process: loading the cached kernel (about
+    0.6 s, once per process) is repaid within the first few simulations (benchmarks/bench_search.py), while
+    the simulator's own "auto" would keep every run of under 25,000 requests in the Python loop. Without a
+    disk cache every process would compile it (seconds), so the simulator's "auto" decides. Features the
+    compiled loop does not support still run in the Python loop (``scheduler.run_continuous``), with the same
+    results either way. "compiled" and "python" are passed through.
+    """
+    if event_loop != "auto":
+        return event_loop
+    try:
+        from .simulator import compiled
+    except ImportError:  # numba missing or broken: the simulator's "auto" runs the Python loop
+        return "auto"
+    return "compiled" if compiled.cached or compiled.compiled_here() else "auto"
+
+
 def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, percentile: float,
-                       base_dir: str | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                       base_dir: str | None = None, overrides: Mapping[str, Any] | None = None,
+                       event_loop: str = "auto", evaluation: Any = None) -> dict[str, Any]:
     """Simulate ``replicas`` replicas of ``setting`` under the scenario's request stream; the percentiles and
-    whether they keep the promises. A plain function of picklable arguments: any executor can run it."""
+    whether they keep the promises. A plain function of picklable arguments: any executor can run it.
+    ``event_loop``: as ``event_loop_for_search`` resolves it (the results are the same with either loop);
+    ``evaluation``: the setting's ``Scenario.evaluate()`` where the caller has it (``Candidate.evaluation``)."""
     import numpy as np
 
     from .scenario import Scenario
     from .simulator import simulate
 
     began = time.perf_counter()
-    scenario = Scenario.from_dict(scenario_data(raw, setting))
-    result = simulate(scenario, base_dir=base_dir, **{**(overrides or {}), "replicas": int(replicas)})
+    scenario = Scenario.from_dict(scenario_data(raw, setting)) if evaluation is None else evaluation.scenario
+    result = simulate(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
+                      analytic=evaluation, **{**(overrides or {}), "replicas": int(replicas)})
     df = result.requests
     done = df[df["status"] == "completed"]
     ttft = done["ttft_s"].to_numpy(float)
@@ -221,8 +252,8 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
     meets = lost == 0 and len(done) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
         slo.tpot_s is None or math.isnan(p_tpot) or p_tpot <= slo.tpot_s)
     return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(len(df)),
-            "lost_requests": lost, "throughput_rps": result.summary()["throughput_rps"], "meets": bool(meets),
-            "simulation_s": time.perf_counter() - began}
+            "lost_requests": lost, "throughput_rps": result.throughput_rps(), "meets": bool(meets),
+            "simulation_s": time.perf_counter() - began, "event_loop": result.event_loop}
 
 
 # --- the search -------------------------------------------------------------------------------------------------
@@ -254,13 +285,16 @@ class _ReplicaSearch:
 
 def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: float = 99.0,
            rate_rps: float | None = None, executor: cf.Executor | None = None, base_dir: str | None = None,
-           overrides: Mapping[str, Any] | None = None, workers: int = 1) -> SearchResult:
+           overrides: Mapping[str, Any] | None = None, workers: int = 1, event_loop: str = "auto") -> SearchResult:
     """Prune ``settings`` with the analytic model, then simulate replica counts until each kept setting's fewest
-    replicas keeping the promises at ``percentile`` is known; ``executor`` runs the simulations (None: here)."""
+    replicas keeping the promises at ``percentile`` is known; ``executor`` runs the simulations (None: here).
+    ``event_loop``: the simulator's loop, resolved in each worker by ``event_loop_for_search``."""
     from .scenario import Scenario
 
     if not 0 < percentile <= 100:
         raise ScenarioError(f"--percentile must be in (0, 100], got {percentile}")
+    if event_loop not in EVENT_LOOPS:
+        raise ScenarioError(f"--event-loop must be one of {', '.join(EVENT_LOOPS)}, got {event_loop!r}")
     scenario = Scenario.from_dict(raw)
     if scenario.slo.tpot_s is None and scenario.slo.ttft_s is None:
         raise ScenarioError("slo: the search needs a promise to keep (slo.tpot and/or slo.ttft)")
@@ -283,7 +317,7 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     runs: list[dict[str, Any]] = []
 
     def submit(s: _ReplicaSearch) -> Any:
-        args = (raw, s.c.setting, s.next, percentile, base_dir)
+        args = (raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
         if executor is None:
             done: cf.Future = cf.Future()
             done.set_result(simulate_candidate(*args))
@@ -392,6 +426,9 @@ def add_search_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="local worker processes (default: the CPUs)")
     p.add_argument("--cluster", metavar="ADDRESS", help="run on this Dask scheduler (tcp://host:8786) instead")
+    p.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
+                   help="simulator loop: auto (the compiled loop where it is cached and supports the engine), "
+                        "compiled, or python (the reference); the results are the same")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     return p
@@ -423,7 +460,8 @@ def run_search(args: argparse.Namespace) -> str:
     executor, owner = executor_for(args.workers, args.cluster)
     try:
         result = search(raw, settings, args.percentile, args.rate, executor, str(path.parent), overrides,
-                        workers=args.workers if not args.cluster else len(owner.scheduler_info()["workers"]))
+                        workers=args.workers if not args.cluster else len(owner.scheduler_info()["workers"]),
+                        event_loop=args.event_loop)
     finally:
         if owner is not None:
             owner.close() if args.cluster else owner.shutdown()
@@ -471,5 +509,5 @@ def _describe(row: Mapping[str, Any], p: str) -> str:
             f"{row['ttft_s'] * 1e3:.1f} ms, {p} TPOT {row['tpot_s'] * 1e3:.1f} ms")
 
 
-__all__ = ["Candidate", "SearchResult", "Setting", "add_search_command", "executor_for", "prune", "run_search",
-           "scenario_data", "search", "settings_grid", "simulate_candidate"]
+__all__ = ["Candidate", "SearchResult", "Setting", "add_search_command", "event_loop_for_search", "executor_for",
+           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate"]

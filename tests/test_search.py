@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from capacity.cli import main
+from capacity.errors import ScenarioError
 from capacity.scenario import read_yaml
 from capacity.search import Setting, prune, search, settings_grid, simulate_candidate
 
@@ -91,3 +92,30 @@ def test_cli_json_and_bad_input(tmp_path, capsys):
     assert main(["search", str(SCENARIO), "--tp", "0"]) == 2
     assert "--tp: '0' is not a whole number >= 1" in capsys.readouterr().err
     assert main(["search", str(SCENARIO), "--percentile", "0", "--workers", "1"]) == 2
+
+
+def test_search_results_are_the_same_with_either_event_loop(inline):
+    from capacity.search import EVENT_LOOPS, event_loop_for_search
+    from capacity.simulator.scheduler import EVENT_LOOPS as SIMULATOR_LOOPS
+
+    assert EVENT_LOOPS == SIMULATOR_LOOPS  # the command's choices are the simulator's
+    grid = settings_grid(["h100-sxm"], [1, 2], [64], [2048], [False, True])
+    python = search(RAW, grid, percentile=99.0, event_loop="python")
+    compiled = search(RAW, grid, percentile=99.0, event_loop="compiled")
+    assert {r["event_loop"] for r in python.runs} == {"python"}
+    assert {r["event_loop"] for r in compiled.runs} == {"compiled (numba)"}
+    def outcomes(result):  # every simulation's outcome, bit for bit (runs are listed in order of completion)
+        return sorted(json.dumps({k: v for k, v in r.items() if k not in ("simulation_s", "event_loop")},
+                                 sort_keys=True) for r in result.runs)
+
+    assert outcomes(compiled) == outcomes(python) and len(python.runs) > len(grid)
+    assert [_key(r) for r in compiled.best] == [_key(r) for r in python.best]
+    # the default (auto) runs the compiled loop in a search wherever its kernel is cached on disk (a checkout)
+    from capacity.simulator import compiled as kernel
+
+    assert event_loop_for_search("auto") == ("compiled" if kernel.cached else "auto")
+    assert event_loop_for_search("python") == "python"
+    if kernel.cached:
+        assert {r["event_loop"] for r in inline.runs} == {"compiled (numba)"}
+    with pytest.raises(ScenarioError, match="--event-loop must be one of auto, compiled, python"):
+        search(RAW, grid, event_loop="numba")

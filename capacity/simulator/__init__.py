@@ -23,7 +23,7 @@ from ..scenario import Scenario
 from .config import SimulationConfig, config_from_scenario
 from .cost_models import CostModel, RooflineCost, TeachingCost, cost_model_for
 from .engine import Engine
-from .metrics import SimulationResult, collect
+from .metrics import Books, SimulationResult, books, result_of
 from .router import assign, merge, subset
 from .scheduler import run_continuous, run_static
 from .workloads import RequestTable, request_table
@@ -33,44 +33,49 @@ UNLIMITED = 1 << 40
 
 
 def simulate(scenario: Scenario, base_dir: str | Path | None = None, event_loop: str = "auto",
-             **overrides: Any) -> SimulationResult:
+             analytic: Any = None, **overrides: Any) -> SimulationResult:
     """Simulate ``scenario``'s engine under its simulation block (``overrides`` win); ScenarioError on bad input.
 
     ``base_dir`` resolves a relative ``trace`` path (the CLI passes the scenario file's folder). ``event_loop``:
     "auto" (the compiled loop where it applies) or "python" (the reference loop); ``result.event_loop`` says
-    which ran.
+    which ran. ``analytic``: ``scenario.evaluate()`` where the caller has it already (a search simulates one
+    engine at many replica counts).
     """
-    config = config_from_scenario(scenario, **overrides)
+    config = config_from_scenario(scenario, event_loop, **overrides)
     table = request_table(config, scenario.serving.max_model_len, base_dir)
     if config.retries:
         from .retries import simulate_retries
 
         return simulate_retries(scenario, config, table)
-    return simulate_table(scenario, config, table, event_loop)
+    return simulate_table(scenario, config, table, event_loop, analytic)
 
 
 def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestTable,
-                   event_loop: str = "auto") -> SimulationResult:
+                   event_loop: str = "auto", analytic: Any = None) -> SimulationResult:
     """Simulate an explicit request table (what ``simulate`` does after building the workload).
 
     With ``config.replicas > 1`` a router splits the requests over identical replicas (``router.py``).
-    ``event_loop``: as in ``simulate``.
+    ``event_loop``, ``analytic``: as in ``simulate``.
     """
     if config.replicas > 1:
         replica = assign(table, config)
-        analytic = scenario.evaluate()  # the replicas are identical: one analytic evaluation serves them all
+        # the replicas are identical: one analytic evaluation and one cost model serve them all
+        analytic = analytic if analytic is not None else scenario.evaluate()
+        cost = cost_model_for(scenario, config)
         parts = []
         for r in range(config.replicas):
             budget.check()
             index = np.flatnonzero(replica == r)
-            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop)))
-        return merge(parts)
-    return _simulate_one(scenario, config, table, event_loop=event_loop)
+            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost)))
+        return merge(parts, scenario, config)
+    b = _simulate_one(scenario, config, table, analytic, event_loop)
+    return result_of(b, scenario, config)
 
 
-def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable,
-                  analytic: Any = None, event_loop: str = "auto") -> SimulationResult:
-    """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, when the caller has it)."""
+def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any = None,
+                  event_loop: str = "auto", cost: CostModel | None = None) -> Books:
+    """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, ``cost``: its cost model,
+    when the caller has them); its books."""
     if analytic is None:
         analytic = scenario.evaluate()
     pool_blocks = int(analytic["pool_blocks"])
@@ -81,7 +86,7 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     else:
         slots = config.max_num_seqs or UNLIMITED
         offered = config.max_num_seqs or batch_max
-    engine = Engine(table, config, cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
+    engine = Engine(table, config, cost or cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
                     scenario.serving.max_model_len, slots, offered)
     if config.cpu_offload_bytes:
         from .. import memory
@@ -98,7 +103,7 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     engine.alloc.check()
     if engine.alloc.used:
         raise RuntimeError(f"{engine.alloc.used} KV blocks still held after every request left")
-    return collect(engine, table, scenario, config)
+    return books(engine, table, config)
 
 
 __all__ = ["CostModel", "RooflineCost", "SimulationConfig", "SimulationResult", "TeachingCost", "config_from_scenario",

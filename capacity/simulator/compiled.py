@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import budget, roofline
 from . import cost_models
-from .cost_models import RooflineCost, TeachingCost
+from .cost_models import TeachingCost
 from .engine import Engine
 
 #: Iterations per kernel call: the deadline is checked between calls (tens of milliseconds apart).
@@ -123,15 +123,30 @@ def unsupported(e: Engine) -> str | None:
         return "KV offload"
     if any(e.prefix_blocks):
         return "shared prefixes (prefix cache)"
-    cost = e.cost
-    if isinstance(cost, RooflineCost):
-        if cost.moe_weights_s is not None or cost.local_fraction:
-            return "MoE or sliding-window cost model"
-    elif not isinstance(cost, TeachingCost):
-        return f"cost model {type(cost).__name__}"
+    why = cost_models.compiled_cost_problem(e.cost)
+    if why is not None:
+        return why
     if e.slots >= 1 << 62:
         return "slots beyond int64"
     return None
+
+
+def load() -> None:
+    """Load the kernel in this process (from the disk cache; compiled the first time) by running it on an engine
+    of one request, so that later runs start at once (``scheduler.load_compiled_loop``)."""
+    if compiled_here():
+        return
+    from .config import SimulationConfig
+    from .workloads import RequestTable
+
+    def one(value: float, dtype: type) -> np.ndarray:
+        return np.array([value], dtype=dtype)
+
+    config = SimulationConfig(cost_model="teaching")
+    table = RequestTable(one(0.0, np.float64), one(2, np.int64), one(2, np.int64), one(-1, np.int64),
+                         one(0, np.int64), one(0, np.int64))
+    cost = TeachingCost(config.decode_base_s, config.decode_per_seq_s, config.prefill_per_token_s)
+    run(Engine(table, config, cost, 16, 16, None, 1, 1))
 
 
 # --- the kernel ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ ROUTERS = ("round_robin", "random", "prefix_affinity")
 
 
 #: Plausibility limits, checked before anything is allocated: a run of a million requests takes about half a
-#: minute and 600 MB (benchmarks: about 30 us and 600 B per request, 30 ms per replica on one core).
+#: minute in the Python loop, a few seconds in the compiled one, and 600 MB.
 MAX_REQUESTS = 1_000_000
 MAX_REPLICAS = 1_000
 #: Largest KV block [tokens] the simulator takes: it keeps one counter per token position of a block (vLLM's
@@ -39,7 +39,13 @@ MAX_PRIORITIES = 1_000
 MAX_RECORDED_TOKENS = 20_000_000
 #: Refuse a run estimated to need more than this [s] or [B].
 MAX_ESTIMATED_S, MAX_ESTIMATED_BYTES = 300.0, 4e9
-_S_PER_REQUEST, _S_PER_REPLICA, _B_PER_REQUEST, _B_PER_TOKEN = 30e-6, 30e-3, 600.0, 24.0
+_B_PER_REQUEST, _B_PER_TOKEN = 600.0, 24.0
+#: Estimated time per simulated request [s] in the Python loop and in the compiled loop, and per replica [s].
+#: Measured on one core of the shared 2-vCPU machine (benchmarks/bench_sim_small.py, 30,000 requests, medians):
+#: Python 30-35 us per request, compiled 2.6-3.0 us (bench_sim_variable.py, 1M requests on the quiet machine:
+#: Python 21.8 us, compiled 2.87 us); the compiled figure keeps the Python figure's margin (30 / 21.8 = 1.4x).
+#: A replica adds 0.7-1.1 ms in either loop (100 replicas vs 1 over 2,000 requests); 2 ms keeps a margin.
+_S_PER_REQUEST, _S_PER_REQUEST_COMPILED, _S_PER_REPLICA = 30e-6, 4e-6, 2e-3
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,12 +217,13 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
 }
 
 
-def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConfig:
+def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrides: Any) -> SimulationConfig:
     """Validate ``scenario.raw['simulation']`` merged with ``overrides``; defaults come from the scenario.
 
     Lengths default to ``workload.prompt_tokens`` / ``output_tokens``, the rate to
     ``workload.arrival_rate``, the prefix to ``workload.shared_prefix_tokens``,
     ``max_num_seqs`` to ``serving.max_num_seqs``. Raises one ScenarioError listing every problem.
+    ``event_loop``: the loop ``simulate`` is asked for (``scheduler.EVENT_LOOPS``), for the time estimate.
     """
     raw = scenario.raw.get("simulation") if scenario.raw else None
     if raw is None:
@@ -269,7 +276,10 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
     if explicit_prefix and too_long:
         problems.append(too_long)
     if not problems:
-        problems += work_problems(values, scenario.serving.block_size)
+        found = work_problems(values, scenario.serving.block_size)
+        if found and event_loop != "python" and compiled_loop_runs(values, scenario):  # the compiled loop's estimate
+            found = work_problems(values, scenario.serving.block_size, compiled=True)  # is the smaller one
+        problems += found
     if problems:
         raise ScenarioError(*problems)
     if scenario.raw and scenario.raw.get("workloads") is not None and not {"prompt_tokens", "output_tokens",
@@ -280,11 +290,33 @@ def config_from_scenario(scenario: Scenario, **overrides: Any) -> SimulationConf
     return SimulationConfig(**values)
 
 
-def work_problems(values: Mapping[str, Any], block_size: int) -> list[str]:
+def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
+    """Whether the run of these settings will go through the compiled loop with no start-up time: its kernel is
+    loaded in this process (``scheduler.compiled_loop_loaded``: "auto" then picks it, budget or not) and it
+    supports the run (``compiled.unsupported``, judged here on the settings before any engine is built, and on
+    the safe side: any shared prefix, multi-turn session, trace or workload mix counts as unsupported)."""
+    from .scheduler import compiled_loop_loaded
+
+    if not compiled_loop_loaded():
+        return False
+    if values.get("policy", "continuous") != "continuous" or values.get("record_tokens") or \
+            values.get("cpu_offload_bytes") or values.get("shared_prefix_tokens") or values.get("turns", 1) > 1 or \
+            values.get("arrival") == "trace" or (scenario.raw and scenario.raw.get("workloads") is not None):
+        return False
+    if values.get("cost_model", "roofline") == "teaching":
+        return True
+    from .cost_models import RooflineCost, compiled_cost_problem
+
+    return compiled_cost_problem(RooflineCost.from_scenario(scenario)) is None
+
+
+def work_problems(values: Mapping[str, Any], block_size: int, compiled: bool = False) -> list[str]:
     """Why a run would not finish in bounded time and memory, found before anything is allocated.
 
-    Estimate: ``requests x 30 us + replicas x 30 ms`` [s] and ``requests x 600 B (+ 24 B per recorded token)``;
-    the time limit is ``MAX_ESTIMATED_S`` or the time left in an active ``budget.time_budget``, the smaller.
+    Estimate: ``requests x 30 us (compiled loop: 4 us) + replicas x 2 ms`` [s] and ``requests x 600 B (+ 24 B
+    per recorded token)``; the time limit is ``MAX_ESTIMATED_S`` or the time left in an active
+    ``budget.time_budget``, the smaller. ``compiled``: the run goes through the compiled loop
+    (``compiled_loop_runs``).
     """
     from .workloads import DEFAULT_REQUESTS
 
@@ -307,7 +339,7 @@ def work_problems(values: Mapping[str, Any], block_size: int) -> list[str]:
     if recorded > MAX_RECORDED_TOKENS:
         return [f"simulation.record_tokens would record up to {recorded:,.0f} token times (requests x longest "
                 f"output); the limit is {MAX_RECORDED_TOKENS:,}: record fewer requests or turn it off"]
-    seconds = requests * _S_PER_REQUEST + replicas * _S_PER_REPLICA
+    seconds = requests * (_S_PER_REQUEST_COMPILED if compiled else _S_PER_REQUEST) + replicas * _S_PER_REPLICA
     memory = requests * _B_PER_REQUEST + recorded * _B_PER_TOKEN
     max_s = budget.limit_s(MAX_ESTIMATED_S)  # the app's time budget, when one is active, is the tighter limit
     if seconds > max_s or memory > MAX_ESTIMATED_BYTES:

@@ -308,6 +308,17 @@ def dense_steps_to_reach(weights_s: float, kv_s_per_token: float, decode_compute
     return max(1, linear_steps_to_reach(a, m, c, e, duration_s))
 
 
+def compiled_cost_problem(cost: CostModel) -> str | None:
+    """Why the compiled event loop (``compiled.py``) cannot run with ``cost`` (None: it can): it has the teaching
+    model and the dense roofline without sliding windows."""
+    if isinstance(cost, RooflineCost):
+        if cost.moe_weights_s is not None or cost.local_fraction:
+            return "MoE or sliding-window cost model"
+    elif not isinstance(cost, TeachingCost):
+        return f"cost model {type(cost).__name__}"
+    return None
+
+
 def cost_model_for(scenario: Scenario, config: SimulationConfig) -> CostModel:
     """The cost model the simulation block names (``teaching`` constants may be overridden)."""
     if config.cost_model == "teaching":

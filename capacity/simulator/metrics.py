@@ -85,6 +85,11 @@ def _stat(values: np.ndarray, how: str) -> float:
     return float(np.percentile(values, float(how[1:])))
 
 
+def _per_s(count: float, span_s: float) -> float:
+    """A count over the run's span [1/s]; NaN for an empty span."""
+    return count / span_s if span_s > 0 else math.nan
+
+
 @dataclass(slots=True)
 class SimulationResult:
     """What one simulation produced. ``requests`` and ``timeline`` are DataFrames; ``summary()`` a flat dict."""
@@ -101,11 +106,11 @@ class SimulationResult:
         """Aggregates in base units (seconds, requests/s, tokens/s); NaN where undefined (e.g. nothing completed)."""
         df, c = self.requests, self.counters
         done = df[df["status"] == "completed"]
-        span = float(done["finish_s"].max() - df["arrival_s"].min()) if len(done) else 0.0
+        span = self._span_s(done)
         met = self.met_promise(done)
 
         def rate(count: float) -> float:
-            return count / span if span > 0 else math.nan
+            return _per_s(count, span)
 
         out: dict[str, Any] = {
             "policy": self.config.policy,
@@ -147,6 +152,15 @@ class SimulationResult:
                         for k, v in retry_summary(self).items() if k != "requests"})
         return out
 
+    def _span_s(self, done: pd.DataFrame) -> float:
+        """From the first arrival to the last completion [s] (0 when nothing completed)."""
+        return float(done["finish_s"].max() - self.requests["arrival_s"].min()) if len(done) else 0.0
+
+    def throughput_rps(self) -> float:
+        """``summary()["throughput_rps"]`` alone: completions / span [requests/s]."""
+        done = self.requests[self.requests["status"] == "completed"]
+        return _per_s(len(done), self._span_s(done))
+
     def met_promise(self, done: pd.DataFrame) -> np.ndarray:
         """Whether each completed request kept its promises: its class's (workload classes), else the scenario's."""
         promises = [(c.name, c.ttft_s, c.tpot_s) for c in self.config.classes] if self.config.classes and \
@@ -187,8 +201,23 @@ class SimulationResult:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.summary().items()}
 
 
-def collect(e: Engine, table: RequestTable, scenario: Scenario, config: SimulationConfig) -> SimulationResult:
-    """Turn a finished engine's books into a SimulationResult."""
+@dataclass(slots=True)
+class Books:
+    """A finished engine's books as plain arrays: the request columns (``REQUEST_COLUMNS`` and extras), the
+    timeline (``TIMELINE_COLUMNS``: times [s] and an int64 row per time), the counters, the recorded token times.
+    ``collect`` turns one into a SimulationResult; ``router.merge`` joins several replicas' without a DataFrame
+    per replica."""
+
+    columns: dict[str, np.ndarray]
+    timeline_s: np.ndarray
+    timeline_values: np.ndarray
+    counters: dict[str, float]
+    token_times: dict[int, np.ndarray] | None
+    event_loop: str
+
+
+def books(e: Engine, table: RequestTable, config: SimulationConfig) -> Books:
+    """A finished engine's books (see ``Books``)."""
     arrival = table.arrival_s
     first_token, finish = np.asarray(e.first_token), np.asarray(e.finish)
     outputs = table.output_tokens
@@ -197,21 +226,22 @@ def collect(e: Engine, table: RequestTable, scenario: Scenario, config: Simulati
         tpot = np.where(outputs > 1, (finish - first_token) / (outputs - 1), np.nan)
     reason = np.asarray(e.reason, dtype=object)
     status = np.where(completed, "completed", np.where(reason != "", "rejected", "unfinished"))
-    requests = pd.DataFrame({
+    columns = {
         "request_id": np.arange(len(table)), "arrival_s": arrival, "prompt_tokens": table.prompt_tokens,
         "output_tokens": outputs, "prefix_id": table.prefix_id, "priority": table.priority, "status": status,
         "reject_reason": reason, "queue_s": np.asarray(e.first_scheduled) - arrival, "ttft_s": first_token - arrival,
         "tpot_s": tpot, "max_itl_s": worst_gaps(e), "e2e_s": finish - arrival, "finish_s": finish,
-        "preemptions": np.asarray(e.preemptions, dtype=np.int64)})
+        "preemptions": np.asarray(e.preemptions, dtype=np.int64)}
     if e.reloaded is not None:  # KV offload: what each request loaded back, and what the CPU tier held
-        requests["reloaded_tokens"] = np.asarray(e.reloaded, dtype=np.int64)
+        columns["reloaded_tokens"] = np.asarray(e.reloaded, dtype=np.int64)
     if table.workload_class is not None and config.classes:
         names = np.array([c.name for c in config.classes], dtype=object)
-        requests["workload_class"] = names[table.workload_class]
+        columns["workload_class"] = names[table.workload_class]
     rows = e.timeline.rows
     if not rows or rows[-1][0] != e.now:
         rows = [*rows, (e.now, 0, len(e.queue), e.alloc.used)]
-    timeline = pd.DataFrame(rows, columns=list(TIMELINE_COLUMNS))
+    timeline_s = np.array([row[0] for row in rows], dtype=np.float64)
+    timeline_values = np.array([row[1:] for row in rows], dtype=np.int64).reshape(len(rows), 3)
     counters = {"useful_slot_steps": e.useful_slot_steps, "offered_slot_steps": e.offered_slot_steps,
                 "decode_steps": e.decode_steps, "preemptions": e.preempt_count, "prefill_tokens": e.prefill_tokens,
                 "cached_tokens": e.cached_tokens, "pool_blocks": e.alloc.pool_blocks, "peak_blocks": e.peak_blocks,
@@ -222,7 +252,23 @@ def collect(e: Engine, table: RequestTable, scenario: Scenario, config: Simulati
     tokens = None
     if e.tokens is not None:
         tokens = {rid: np.concatenate(parts) for rid, parts in e.tokens.items()}
-    return SimulationResult(scenario, config, requests, timeline, counters, tokens, e.event_loop)
+    return Books(columns, timeline_s, timeline_values, counters, tokens, e.event_loop)
+
+
+def timeline_frame(times_s: np.ndarray, values: np.ndarray) -> pd.DataFrame:
+    """The timeline DataFrame (``TIMELINE_COLUMNS``) of times [s] and their (running, queued, blocks) rows."""
+    return pd.DataFrame({"time_s": times_s, **{name: values[:, j] for j, name in enumerate(TIMELINE_COLUMNS[1:])}})
+
+
+def collect(e: Engine, table: RequestTable, scenario: Scenario, config: SimulationConfig) -> SimulationResult:
+    """Turn a finished engine's books into a SimulationResult."""
+    return result_of(books(e, table, config), scenario, config)
+
+
+def result_of(b: Books, scenario: Scenario, config: SimulationConfig) -> SimulationResult:
+    """One engine's books as a SimulationResult."""
+    return SimulationResult(scenario, config, pd.DataFrame(b.columns), timeline_frame(b.timeline_s, b.timeline_values),
+                            b.counters, b.token_times, b.event_loop)
 
 
 def waiting_timeline(requests: pd.DataFrame, points: int = 400) -> pd.DataFrame:

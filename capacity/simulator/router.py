@@ -12,13 +12,12 @@ The replicas share nothing, so each is simulated alone. Merged: requests keep th
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 
+from ..scenario import Scenario
 from .config import SimulationConfig
-from .metrics import TIMELINE_COLUMNS, SimulationResult
+from .metrics import TIMELINE_COLUMNS, Books, SimulationResult, timeline_frame
 from .workloads import RequestTable
 
 #: Most rows a merged timeline keeps.
@@ -42,27 +41,39 @@ def subset(table: RequestTable, index: np.ndarray) -> RequestTable:
     return table.take(index)
 
 
-def merge(parts: list[tuple[np.ndarray, SimulationResult]]) -> SimulationResult:
-    """One SimulationResult for the fleet from (request indices, result) per replica."""
-    frames, timelines, tokens = [], [], {}
-    for replica, (index, result) in enumerate(parts):
-        df = result.requests.copy()
-        df["request_id"] = index[df["request_id"].to_numpy()]
-        df["replica"] = replica
-        frames.append(df)
-        timelines.append(result.timeline.drop_duplicates("time_s", keep="last").set_index("time_s"))
-        for rid, times in (result.token_times or {}).items():
-            tokens[int(index[rid])] = times
-    requests = pd.concat(frames).sort_values("request_id", kind="stable").reset_index(drop=True)
-    times = np.unique(np.concatenate([t.index.to_numpy() for t in timelines]))
-    total = sum(t.reindex(times, method="ffill").fillna(0) for t in timelines)
-    timeline = total.reset_index().rename(columns={"index": "time_s"})[list(TIMELINE_COLUMNS)]
-    if len(timeline) > TIMELINE_ROWS:
-        timeline = timeline.iloc[np.linspace(0, len(timeline) - 1, TIMELINE_ROWS).round().astype(int)]
-    timeline = timeline.astype({c: "int64" for c in TIMELINE_COLUMNS[1:]}).reset_index(drop=True)
-    counters = {key: sum(r.counters[key] for _, r in parts) for key in parts[0][1].counters}
+def merge(parts: list[tuple[np.ndarray, Books]], scenario: Scenario, config: SimulationConfig) -> SimulationResult:
+    """One SimulationResult for the fleet from (request indices, books) per replica.
+
+    Requests keep their ids (ordered by id) and gain ``replica``; the fleet's timeline at each time any replica
+    recorded is the sum over replicas of each one's last row at or before it (0 before its first); counters add
+    up, except the pool and the peak (per replica, the busiest's).
+    """
+    columns: dict[str, np.ndarray] = {}
+    for name in parts[0][1].columns:
+        columns[name] = np.concatenate([b.columns[name] for _, b in parts])
+    columns["request_id"] = np.concatenate([index[b.columns["request_id"]] for index, b in parts])
+    columns["replica"] = np.concatenate([np.full(len(b.columns["request_id"]), replica, dtype=np.int64)
+                                         for replica, (_, b) in enumerate(parts)])
+    order = np.argsort(columns["request_id"], kind="stable")
+    requests = pd.DataFrame({name: values[order] for name, values in columns.items()})
+    tokens = {int(index[rid]): times for index, b in parts for rid, times in (b.token_times or {}).items()}
+    kept = []  # each replica's timeline, of its rows the last at each time
+    for _, b in parts:
+        t = b.timeline_s
+        last = np.append(t[1:] != t[:-1], True)
+        kept.append((t[last], b.timeline_values[last]))
+    times = np.unique(np.concatenate([t for t, _ in kept]))
+    total = np.zeros((len(times), len(TIMELINE_COLUMNS) - 1))
+    for t, values in kept:
+        at = np.searchsorted(t, times, side="right") - 1
+        total += np.where((at >= 0)[:, None], values[np.maximum(at, 0)], 0)
+    if len(times) > TIMELINE_ROWS:
+        pick = np.linspace(0, len(times) - 1, TIMELINE_ROWS).round().astype(int)
+        times, total = times[pick], total[pick]
+    timeline = timeline_frame(times, total.astype(np.int64))
+    counters = {key: sum(b.counters[key] for _, b in parts) for key in parts[0][1].counters}
     counters["pool_blocks"] = parts[0][1].counters["pool_blocks"]
-    counters["peak_blocks"] = max(r.counters["peak_blocks"] for _, r in parts)
+    counters["peak_blocks"] = max(b.counters["peak_blocks"] for _, b in parts)
     first = parts[0][1]
-    return replace(first, requests=requests, timeline=timeline, counters=counters,
-                   token_times=tokens if first.token_times is not None else None)
+    return SimulationResult(scenario, config, requests, timeline, counters,
+                            tokens if first.token_times is not None else None, first.event_loop)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from types import ModuleType
 
 import numpy as np
@@ -36,6 +37,10 @@ STALL_LIMIT = 1000
 EVENT_LOOPS = ("auto", "compiled", "python")
 #: "auto" runs smaller runs in Python while numba is not loaded yet: importing it and loading the cached kernel
 #: takes about 0.5 s, what the Python loop needs for some 25,000 requests (benchmarks/bench_sim_variable.py).
+#: Once the kernel is loaded in the process, "auto" runs the compiled loop whatever the size: from 10 to 100
+#: requests the two loops take the same time within noise (the run's fixed costs dominate), from 300 up the
+#: compiled one is 2x to 20x faster (benchmarks/bench_sim_small.py). A process that runs many simulations (a
+#: search) loads it on purpose: ``capacity.search.event_loop_for_search``, ``load_compiled_loop`` (the app).
 AUTO_MIN_REQUESTS = 25_000
 #: ... and, where the compiled functions cannot be cached on disk, while the kernel is not compiled in this
 #: process yet (compiling takes seconds: the benchmark prints it). Under an active time budget (the app) "auto"
@@ -71,14 +76,51 @@ def run_continuous(e: Engine, event_loop: str = "auto") -> None:
             return
 
 
+def compiled_loop_loaded() -> bool:
+    """Whether the compiled loop's kernel is loaded in this process: "auto" then runs it at no start-up cost."""
+    module = sys.modules.get("capacity.simulator.compiled")
+    ready = getattr(module, "compiled_here", None)  # None while another thread is still importing it
+    return ready is not None and ready()
+
+
+_loader: threading.Thread | None = None
+_loader_lock = threading.Lock()
+
+
+def load_compiled_loop() -> bool:
+    """Start loading the compiled loop's kernel in a daemon thread, once per process (import numba, load the
+    cached kernel: about 0.6 s; compile it where there is no cache yet: 15 s or more). Whether it is loaded now.
+
+    For a process that serves many simulations under time budgets (the app): "auto" keeps them in Python until
+    the kernel is loaded, since a load cannot be cut off by a deadline; budgets are per thread, so this one has
+    none. Where numba is missing the thread ends quietly and the Python loop keeps running everything.
+    """
+    global _loader
+    if compiled_loop_loaded():
+        return True
+    with _loader_lock:
+        if _loader is None:
+            _loader = threading.Thread(target=_load_quietly, name="capacity-compiled-loop", daemon=True)
+            _loader.start()
+    return False
+
+
+def _load_quietly() -> None:
+    try:
+        from . import compiled
+
+        compiled.load()
+    except Exception:  # noqa: BLE001 - numba missing or broken: the Python loop gives the same results
+        pass
+
+
 def _compiled_loop(e: Engine, event_loop: str) -> ModuleType | None:
     """The compiled loop's module when it should run ``e`` (None: the Python loop runs; ``e.event_loop`` says why)."""
     loaded = "capacity.simulator.compiled" in sys.modules
     if event_loop == "auto" and e.n < AUTO_MIN_REQUESTS and not loaded:
         e.event_loop = f"python (a small run: under {AUTO_MIN_REQUESTS:,} requests the Python loop starts sooner)"
         return None
-    if event_loop == "auto" and budget.deadline() < math.inf and not (loaded and sys.modules[
-            "capacity.simulator.compiled"].compiled_here()):
+    if event_loop == "auto" and budget.deadline() < math.inf and not compiled_loop_loaded():
         e.event_loop = "python (a time budget is active: importing numba and loading or compiling the loop cannot " \
                        "be interrupted)"
         return None
