@@ -17,9 +17,11 @@ The grid is never held whole: ``CHUNK_ROWS`` points at a time are built from the
 evaluated (``frame.evaluate_arrays``) and handed to a pyarrow writer (CSV, Parquet) or the JSON
 writer, so memory stays bounded whatever the size (about 150 MB above the interpreter for the
 default chunk). CSV and Parquet chunks are written on one background thread while the next chunk is
-evaluated (``_write_behind``: at most one write in flight, in order). Arrow arrays are built from numpy
-buffers, so a CSV or Parquet sweep never imports pandas. Before any work, ``check_room`` refuses a grid
-too large for the disk (or, for XLSX and the in-memory ``run_sweep``, the memory) it would need.
+evaluated (``_write_behind``: at most one write in flight, in order). A Parquet sweep writes one row group per
+chunk through ``parquet_stream.ParquetStream``, which keeps the footer's row groups in a spool rather than in
+pyarrow's writer (90 KB of memory per row group there), so its peak does not grow with the rows. Arrow arrays are
+built from numpy buffers, so a CSV or Parquet sweep never imports pandas. Before any work, ``check_room`` refuses
+a grid too large for the disk (or, for XLSX and the in-memory ``run_sweep``, the memory) it would need.
 """
 
 from __future__ import annotations
@@ -410,9 +412,9 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
 
         written = _write_behind(batches, write_csv, progress)
     elif fmt == "parquet":
-        import pyarrow.parquet as pq
+        from .parquet_stream import ParquetStream
 
-        with pq.ParquetWriter(sink, schema) as writer:
+        with ParquetStream(sink, schema) as writer:  # pq.ParquetWriter's bytes, its footer not held in memory
             written = _write_behind(batches, lambda batch, _: writer.write_batch(batch), progress)
     else:
         head = json.dumps({**meta, "units": units_of(schema.names)}, indent=1)
