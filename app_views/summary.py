@@ -56,7 +56,8 @@ def render(st: Any, ctx: Context) -> None:
     split = memory_split(r)
     row = st.container(horizontal=True, wrap=False, gap="large")  # one element; columns(2) are three
     row.markdown(f"##### Where one GPU's memory goes ({ctx.unit})\n" + _table(
-        ("part", "memory"), [(part, format_bytes(value, ctx.binary)) for part, value in split.items()]))
+        ("part", "memory"), [(part, format_bytes(value, ctx.binary)) for part, value in split.items()]),
+        width=340)  # wide enough that "16.00 GiB" stays on one line beside the wider Key figures table
     row.markdown("##### Key figures\n" + _table(
         ("quantity", "value", "meaning"),
         [(label, _shown(key, r[key], ctx.binary), RESULTS[key][1]) for key, label in KEY_FIGURES.items()]))
