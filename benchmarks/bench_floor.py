@@ -10,8 +10,10 @@ prefill, the ceiling, the TPOT bound (closed form for dense rows; for MoE rows C
 compacted MoE rows) and the TTFT bound (Chandrupatla with compaction), through the same formula functions,
 with no chunking, no serving options, no other results and no conversions. It must agree with the
 project's goodput to 1e-11 (relative); the ratio of the times is what the rest of the table costs.
-The floor is timed twice: on all rows at once, and in the slices ``evaluate_arrays`` uses
-(``frame.CHUNK_ROWS``, whose temporaries stay in the CPU cache), the fairer floor where slicing pays.
+The floor is timed three ways: on all rows at once, in the slices ``evaluate_arrays`` uses (``frame.CHUNK_ROWS``,
+whose temporaries stay in the CPU cache), the fairer floor where slicing pays, and in those slices on as many
+threads as ``evaluate_arrays`` uses by default (``threads.default_threads()``, the CPUs of this process), the floor
+for its wall time. ``evaluate_arrays`` is timed on one thread and on its default threads.
 
     python benchmarks/bench_floor.py [--rows 1000000] [--repeat 5]
 
@@ -43,6 +45,7 @@ from bench_million import scenarios  # noqa: E402
 from capacity import memory, roofline, slo  # noqa: E402
 from capacity.analysis import complete_inputs, step_model  # noqa: E402
 from capacity.frame import CHUNK_ROWS, evaluate_arrays, evaluate_frame, frame_inputs  # noqa: E402
+from capacity.threads import default_threads, ordered_map  # noqa: E402
 
 
 def floor_goodput(inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -75,10 +78,12 @@ def floor_goodput(inputs: dict[str, np.ndarray]) -> np.ndarray:
     return slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
 
 
-def floor_sliced(inputs: dict[str, np.ndarray], rows: int = CHUNK_ROWS) -> np.ndarray:
-    """``floor_goodput`` in slices of ``rows`` rows (as ``evaluate_arrays`` slices) [requests/s]."""
+def floor_sliced(inputs: dict[str, np.ndarray], rows: int = CHUNK_ROWS, threads: int = 1) -> np.ndarray:
+    """``floor_goodput`` in slices of ``rows`` rows (as ``evaluate_arrays`` slices) on ``threads`` threads
+    [requests/s]."""
     n = len(next(iter(inputs.values())))
-    return np.concatenate([floor_goodput({k: v[i:i + rows] for k, v in inputs.items()}) for i in range(0, n, rows)])
+    return np.concatenate(list(ordered_map(lambda i: floor_goodput({k: v[i:i + rows] for k, v in inputs.items()}),
+                                           range(0, n, rows), threads)))
 
 
 def main() -> None:
@@ -101,7 +106,10 @@ def main() -> None:
           f"({'ok' if worst <= 1e-11 else 'NOT within 1e-11'})")
     sliced = floor_sliced(x)
     print(f"floor in slices equals the floor on all rows: {'yes' if np.array_equal(sliced, floor) else 'NO'}")
+    threads = default_threads()
     calls = {"floor (goodput only)": lambda: floor_goodput(x), "floor in slices": lambda: floor_sliced(x),
+             f"floor, {threads} threads": lambda: floor_sliced(x, threads=threads),
+             "evaluate_arrays 1 thread": lambda: evaluate_arrays(x, threads=1),
              "evaluate_arrays": lambda: evaluate_arrays(x), "evaluate_frame": lambda: evaluate_frame(df)}
     times: dict[str, list[float]] = {name: [] for name in calls}
     cpu: dict[str, list[float]] = {name: [] for name in calls}
@@ -119,11 +127,14 @@ def main() -> None:
     base, base_cpu = med["floor (goodput only)"], med_cpu["floor (goodput only)"]
     # CPU time (this process, user + system) is what a busy machine inflates least: its ratio is the stable one.
     for name, t in med.items():
-        print(f"{name:22s} median {t:6.3f} s wall ({args.rows / t:11,.0f} rows/s) {t / base:5.2f}x the floor; "
+        print(f"{name:24s} median {t:6.3f} s wall ({args.rows / t:11,.0f} rows/s) {t / base:5.2f}x the floor; "
               f"{med_cpu[name]:6.3f} s CPU {med_cpu[name] / base_cpu:5.2f}x the floor (system {med_sys[name]:.2f} s)")
     sliced_cpu = med_cpu["floor in slices"]
-    print(f"evaluate_arrays against the floor in slices: {med['evaluate_arrays'] / med['floor in slices']:.2f}x wall, "
-          f"{med_cpu['evaluate_arrays'] / sliced_cpu:.2f}x CPU")
+    one = "evaluate_arrays 1 thread"
+    print(f"evaluate_arrays on 1 thread against the floor in slices: {med[one] / med['floor in slices']:.2f}x wall, "
+          f"{med_cpu[one] / sliced_cpu:.2f}x CPU")
+    print(f"evaluate_arrays on {threads} threads against the floor on {threads} threads: "
+          f"{med['evaluate_arrays'] / med[f'floor, {threads} threads']:.2f}x wall")
     print(f"first call of evaluate_frame (cold): {first:.3f} s")
     floor_cpu = min(base_cpu, sliced_cpu)
     verdict = med["evaluate_frame"] <= 1.0 * args.rows / 1e6 and med_cpu["evaluate_frame"] <= 3 * floor_cpu

@@ -16,8 +16,12 @@ The table has one row per grid point: every flat input (base units), every resul
 The grid is never held whole: ``CHUNK_ROWS`` points at a time are built from their grid indices,
 evaluated (``frame.evaluate_arrays``) and handed to a pyarrow writer (CSV, Parquet) or the JSON
 writer, so memory stays bounded whatever the size (about 150 MB above the interpreter for the
-default chunk). CSV and Parquet chunks are written on one background thread while the next chunk is
-evaluated (``_write_behind``: at most one write in flight, in order). A Parquet sweep writes one row group per
+default chunk). Each chunk is evaluated in pieces on as many threads as the process has CPUs (``pieces``,
+``threads.ordered_map``: numpy and Arrow release the GIL), put together in order, so the output is the same
+bytes whatever the threads; a CSV sweep formats each piece on its thread too, and CSV text, pieces and chunks
+in flight are bounded (about one chunk's results beside the chunk being written). Parquet chunks are written on
+one background thread while the next chunk is evaluated (``_write_behind``: at most one write in flight, in
+order). A Parquet sweep writes one row group per
 chunk through ``parquet_stream.ParquetStream``, which keeps the footer's row groups in a spool rather than in
 pyarrow's writer (90 KB of memory per row group there), so its peak does not grow with the rows. Arrow arrays are
 built from numpy buffers, so a CSV or Parquet sweep never imports pandas. Before any work, ``check_room`` refuses
@@ -35,6 +39,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -49,6 +54,7 @@ from .frame import evaluate_arrays
 from .report import INPUT_PATHS, flat_inputs, today_iso
 from .scenario import Scenario
 from .specs import GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS, as_number
+from .threads import default_threads, ordered_map
 from .units import BASE_UNIT, parse_quantity
 
 if TYPE_CHECKING:
@@ -295,32 +301,96 @@ def _dictionary_of(texts: np.ndarray) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(_numbers(pa.int32(), codes, None), _strings(labels))
 
 
+#: Fewest grid points of one piece: a chunk is evaluated (and CSV formatted) in pieces on several threads, each
+#: at least this long so that numpy's per-call overhead stays small beside its array loops.
+MIN_PIECE_ROWS = 8_192
+
+
 def record_batches(grid: Grid, schema: pa.Schema, chunk_rows: int = CHUNK_ROWS,
-                   index: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
-    """The sweep table ``chunk_rows`` grid points at a time (or the rows ``index``, one batch), as ``schema``."""
+                   index: np.ndarray | None = None, threads: int | None = None) -> Iterator[pa.RecordBatch]:
+    """The sweep table ``chunk_rows`` grid points at a time (or the rows ``index``, one batch), as ``schema``.
+
+    Each chunk is evaluated in pieces on ``threads`` threads (None: ``threads.default_threads()``; ``pieces``) and
+    put together in order: the batches are the same whatever the threads, and at most about one chunk's results
+    are in flight beside the chunk being put together.
+    """
+    if index is not None:
+        x = grid.inputs_at(index)
+        return iter([_batch(schema, x, *_evaluated(grid, x))])
+    return _joined(grid, schema, chunk_rows, threads)
+
+
+def _joined(grid: Grid, schema: pa.Schema, chunk_rows: int, threads: int | None) -> Iterator[pa.RecordBatch]:
+    def piece(span: tuple[int, int, int]) -> tuple[int, dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+        chunk, start, stop = span
+        x = grid.inputs(start, stop)
+        return (chunk, x, *_evaluated(grid, x))
+
+    parts: list[tuple] = []
+    for part in ordered_map(piece, pieces(grid.rows, chunk_rows, threads), _threads(threads)):
+        if parts and parts[0][0] != part[0]:
+            yield _batch(schema, *_concatenated(parts))
+            parts = []
+        parts.append(part)
+    if parts:
+        yield _batch(schema, *_concatenated(parts))
+
+
+def pieces(rows: int, chunk_rows: int, threads: int | None = None) -> list[tuple[int, int, int]]:
+    """``(chunk, start, stop)`` of each piece: every chunk of ``chunk_rows`` grid points cut into as many pieces as
+    threads (a power of two, each at least ``MIN_PIECE_ROWS`` points; one piece on one thread)."""
+    k = 1
+    while k * 2 <= _threads(threads) and chunk_rows // (k * 2) >= MIN_PIECE_ROWS:
+        k *= 2
+    size = -(-chunk_rows // k)
+    return [(first // chunk_rows, start, min(start + size, first + chunk_rows, rows))
+            for first in range(0, rows, chunk_rows) for start in range(first, min(first + chunk_rows, rows), size)]
+
+
+def _threads(threads: int | None) -> int:
+    return default_threads() if threads is None else max(int(threads), 1)
+
+
+def _evaluated(grid: Grid, x: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(every result as full-length arrays, text results as codes; each row's problem, '' for a valid one)."""
+    n = len(next(iter(x.values())))
+    results = evaluate_arrays(x, max(n, 1), text=False, threads=1)
+    return {key: np.broadcast_to(value, (n,)) for key, value in results.items()}, row_problems(grid.scenario, x)
+
+
+def _concatenated(parts: list[tuple]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """The pieces of one chunk as one: (inputs, results, problems)."""
+    if len(parts) == 1:
+        return parts[0][1:]
+    joined = [{key: np.concatenate([p[i][key] for p in parts]) for key in parts[0][i]} for i in (1, 2)]
+    return joined[0], joined[1], np.concatenate([p[3] for p in parts])
+
+
+def _batch(schema: pa.Schema, x: dict[str, np.ndarray], results: dict[str, np.ndarray],
+           problem: np.ndarray) -> pa.RecordBatch:
+    """The sweep rows of inputs ``x`` (grid points), their results and problems, as a record batch of ``schema``."""
     import pyarrow as pa
 
-    dictionaries = {key: _strings([str(label) for label in labels]) for key, labels in LABELS.items()}
-    spans = [(0, 0, index)] if index is not None else [
-        (start, min(start + chunk_rows, grid.rows), None) for start in range(0, grid.rows, chunk_rows)]
-    for start, stop, rows in spans:
-        x = grid.inputs(start, stop) if rows is None else grid.inputs_at(rows)
-        results = evaluate_arrays(x, chunk_rows, text=False)
-        problem = row_problems(grid.scenario, x)
-        bad = problem != ""
-        arrays = []
-        for f in schema:
-            name = f.name
-            if name == "problem":
-                arrays.append(_dictionary_of(problem))
-            elif name in LABELS:
-                codes = np.broadcast_to(results[name], bad.shape).astype(np.int8)
-                arrays.append(pa.DictionaryArray.from_arrays(_numbers(pa.int8(), codes, bad), dictionaries[name]))
-            elif name in x:
-                arrays.append(_arrow_column(x[name], f.type, None))
-            else:
-                arrays.append(_arrow_column(np.broadcast_to(results[name], bad.shape), f.type, bad))
-        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    bad = problem != ""
+    arrays = []
+    for f in schema:
+        name = f.name
+        if name == "problem":
+            arrays.append(_dictionary_of(problem))
+        elif name in LABELS:
+            codes = results[name].astype(np.int8)
+            arrays.append(pa.DictionaryArray.from_arrays(_numbers(pa.int8(), codes, bad), _labels(name)))
+        elif name in x:
+            arrays.append(_arrow_column(x[name], f.type, None))
+        else:
+            arrays.append(_arrow_column(results[name], f.type, bad))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+@cache
+def _labels(key: str) -> pa.Array:
+    """The dictionary of text result ``key`` (``analysis.LABELS``) as an Arrow string array."""
+    return _strings([str(label) for label in LABELS[key]])
 
 
 def run_sweep(scenario: Scenario, specs: list[str]) -> pd.DataFrame:
@@ -397,7 +467,7 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
         sink.write(to_xlsx_bytes(_frame(grid), meta))
         return grid.rows
     schema = arrow_schema(grid, meta if fmt == "parquet" else None)
-    batches = record_batches(grid, schema, chunk_rows)
+    batches = record_batches(grid, schema, chunk_rows)  # a generator: nothing is evaluated before it is read
     written = 0
     if fmt == "csv" and human:
         for batch in batches:
@@ -407,10 +477,17 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
     elif fmt == "csv":
         sink.write((",".join(_csv_quote(neutralise(name)) for name in schema.names) + "\n").encode("utf-8"))
 
-        def write_csv(batch: pa.RecordBatch, start: int) -> None:
-            sink.write(csv_text(batch, grid.coords(start, start + batch.num_rows)))
+        def lines(span: tuple[int, int, int]) -> tuple[int, memoryview]:
+            _, start, stop = span
+            x = grid.inputs(start, stop)
+            return stop - start, csv_text(_batch(schema, x, *_evaluated(grid, x)), grid.coords(start, stop))
 
-        written = _write_behind(batches, write_csv, progress)
+        # Pieces formatted on several threads, written in order: the text is the same whatever the pieces.
+        for rows, text in ordered_map(lines, pieces(grid.rows, chunk_rows), default_threads()):
+            sink.write(text)
+            written += rows
+            if progress is not None:
+                progress.update(rows)
     elif fmt == "parquet":
         from .parquet_stream import ParquetStream
 
@@ -825,4 +902,4 @@ def sweep_bytes(scenario: Scenario, specs: list[str], fmt: str, date: str | None
 
 __all__ = ["CHUNK_ROWS", "FORMATS", "MAX_ROWS", "PATHS", "Axis", "Grid", "Progress", "arrow_schema", "check_room",
            "columns_of", "estimated_bytes", "grid_inputs", "make_grid", "parse_vary",
-           "record_batches", "row_problems", "run_sweep", "run_to", "sweep_bytes", "units_of", "write_sweep"]
+           "pieces", "record_batches", "row_problems", "run_sweep", "run_to", "sweep_bytes", "units_of", "write_sweep"]
