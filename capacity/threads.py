@@ -1,7 +1,8 @@
 """Work spread over threads: numpy's array loops and Arrow's kernels release the GIL, so slices of one table
 evaluated on several threads run on several cores.
 
-``default_threads()`` is how many the process may use; ``ordered_map`` keeps a bounded number of items in
+``default_threads()`` is how many the process may use (the environment variable ``CAPACITY_THREADS`` caps it, e.g.
+at 1 where several processes share the machine's cores already); ``ordered_map`` keeps a bounded number of items in
 flight and yields the results in the order of the items, so a stream written from it stays in order and its
 memory bounded whatever its length.
 """
@@ -21,7 +22,15 @@ R = TypeVar("R")
 
 
 def default_threads() -> int:
-    """Threads for work split into slices: the CPUs this process may run on."""
+    """Threads for work split into slices: ``CAPACITY_THREADS`` where it is set, else the CPUs this process may run
+    on."""
+    text = os.environ.get("CAPACITY_THREADS", "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            from .errors import ScenarioError
+
+            raise ScenarioError(f"CAPACITY_THREADS must be a whole number of threads, 1 or more; got {text!r}")
+        return int(text)
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -12,8 +12,9 @@ import pytest
 
 from capacity import load_scenario
 from capacity import sweep as sweep_module
+from capacity.errors import ScenarioError
 from capacity.frame import evaluate_arrays
-from capacity.threads import ordered_map
+from capacity.threads import default_threads, ordered_map
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SPECS = ["serving.memory_utilization=0.1:0.95:7", "slo.tpot=20ms:200ms:5", "workload.prompt_tokens=1000:40000:3"]
@@ -110,3 +111,14 @@ def test_a_sweep_writes_the_same_bytes_on_one_thread_and_in_pieces_on_four(fmt, 
     # 105 points: 3 chunks of 32 in 4 pieces of 8, the last chunk's 9 points in pieces of 8 and 1 ...
     assert len(sweep_module.pieces(105, 32, 4)) == 14
     assert written(4) == written(1)  # ... and the bytes do not change
+
+
+def test_capacity_threads_sets_the_default_and_a_bad_value_is_named(monkeypatch):
+    monkeypatch.setenv("CAPACITY_THREADS", "3")
+    assert default_threads() == 3
+    for bad in ("0", "two", "-1", "1.5"):
+        monkeypatch.setenv("CAPACITY_THREADS", bad)
+        with pytest.raises(ScenarioError, match="CAPACITY_THREADS"):
+            default_threads()
+    monkeypatch.delenv("CAPACITY_THREADS")
+    assert default_threads() >= 1
