@@ -154,23 +154,24 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
           ) -> tuple[list[Candidate], list[dict[str, Any]]]:
     """(settings worth simulating, settings dropped with the reason): see the module docstring."""
     from .fleet import replicas_for
-    from .scenario import Scenario
+    from .scenario import Scenario, evaluate_many
     from .simulator.config import config_from_scenario
 
     kept: list[Candidate] = []
-    pruned: list[dict[str, Any]] = []
-    seen: dict[tuple, Setting] = {}
-    for setting in settings:
-        def drop(reason: str, s: Setting = setting) -> None:
-            pruned.append({**asdict(s), "reason": reason})
-
+    dropped: list[tuple[int, dict[str, Any]]] = []  # (position in settings, row): reported in the grid's order
+    built: list[tuple[int, Setting, Scenario, Any]] = []  # the settings that build, with scenario and sim config
+    for i, setting in enumerate(settings):
         try:
             scenario = Scenario.from_dict(scenario_data(raw, setting))
-            config = config_from_scenario(scenario)
+            built.append((i, setting, scenario, config_from_scenario(scenario)))
         except ScenarioError as exc:
-            drop("; ".join(exc.problems))
-            continue
-        r = scenario.evaluate()
+            dropped.append((i, {**asdict(setting), "reason": "; ".join(exc.problems)}))
+    evaluations = evaluate_many([b[2] for b in built])  # one vectorised call, each = Scenario.evaluate()
+    seen: dict[tuple, Setting] = {}
+    for (i, setting, scenario, config), r in zip(built, evaluations, strict=True):
+        def drop(reason: str, s: Setting = setting, i: int = i) -> None:
+            dropped.append((i, {**asdict(s), "reason": reason}))
+
         kv_batch = int(r["max_requests_shared_prefix"])
         if kv_batch < 1:
             drop("no request fits the KV pool")
@@ -199,7 +200,8 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
         gpus = int(r["gpus_per_replica"])
         kept.append(Candidate(setting, gpus, scenario.gpu.price_per_hour, min(max(start, low), MAX_REPLICAS),
                               min(low, MAX_REPLICAS), r))
-    return kept, pruned
+    dropped.sort(key=lambda d: d[0])
+    return kept, [row for _, row in dropped]
 
 
 # --- one simulation (what a worker runs) ------------------------------------------------------------------------
