@@ -236,26 +236,28 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
     import numpy as np
 
     from .scenario import Scenario
-    from .simulator import simulate
+    from .simulator import simulate_times
+    from .simulator.metrics import throughput_of
 
     began = time.perf_counter()
     scenario = Scenario.from_dict(scenario_data(raw, setting)) if evaluation is None else evaluation.scenario
-    result = simulate(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
-                      analytic=evaluation, **{**(overrides or {}), "replicas": int(replicas)})
-    df = result.requests
-    done = df[df["status"] == "completed"]
-    ttft = done["ttft_s"].to_numpy(float)
-    tpot = done["tpot_s"].to_numpy(float)
+    times, loop = simulate_times(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
+                                 analytic=evaluation, **{**(overrides or {}), "replicas": int(replicas)})
+    done = ~np.isnan(times["finish_s"])  # completed (metrics.books: status "completed")
+    ttft = times["ttft_s"][done]
+    tpot = times["tpot_s"][done]
     tpot = tpot[~np.isnan(tpot)]
     p_ttft = float(np.percentile(ttft, percentile)) if len(ttft) else math.nan
     p_tpot = float(np.percentile(tpot, percentile)) if len(tpot) else math.nan
     slo = scenario.slo
-    lost = int(len(df) - len(done))
-    meets = lost == 0 and len(done) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
+    requests = len(done)
+    lost = int(requests - len(ttft))
+    meets = lost == 0 and len(ttft) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
         slo.tpot_s is None or math.isnan(p_tpot) or p_tpot <= slo.tpot_s)
-    return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(len(df)),
-            "lost_requests": lost, "throughput_rps": result.throughput_rps(), "meets": bool(meets),
-            "simulation_s": time.perf_counter() - began, "event_loop": result.event_loop}
+    throughput = throughput_of(times["arrival_s"], times["finish_s"][done])
+    return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(requests),
+            "lost_requests": lost, "throughput_rps": throughput, "meets": bool(meets),
+            "simulation_s": time.perf_counter() - began, "event_loop": loop}
 
 
 # --- the search -------------------------------------------------------------------------------------------------
@@ -317,6 +319,7 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     candidates, pruned = prune(raw, settings, rate)
     searches = {c.setting: _ReplicaSearch(c) for c in candidates}
     runs: list[dict[str, Any]] = []
+    first_run: dict[tuple[Setting, int], dict[str, Any]] = {}  # (setting, replicas): its first simulation
 
     def submit(s: _ReplicaSearch) -> Any:
         args = (raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
@@ -333,14 +336,14 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
             s = pending.pop(future)
             run = future.result()
             runs.append({**asdict(s.c.setting), **run, **_cost(s.c, run["replicas"])})
+            first_run.setdefault((s.c.setting, run["replicas"]), runs[-1])
             s.record(run["replicas"], run["meets"])
             if s.next is not None:
                 pending[submit(s)] = s
     best = []
     for s in searches.values():
         if s.ok is not None:
-            row = next(r for r in runs if r["replicas"] == s.ok and _same(r, s.c.setting))
-            best.append(dict(row))
+            best.append(dict(first_run[(s.c.setting, s.ok)]))
         else:
             pruned.append({**asdict(s.c.setting), "reason": f"no replica count up to {MAX_REPLICAS} kept the "
                            f"promises in simulation"})
@@ -348,10 +351,6 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     best.sort(key=lambda r: (r[objective], r["gpus"], r["tpot_s"], r["ttft_s"]))
     _mark_front(best, objective)
     return SearchResult(runs, pruned, percentile, rate, objective, time.perf_counter() - began, workers, best)
-
-
-def _same(row: Mapping[str, Any], setting: Setting) -> bool:
-    return all(row[k] == v for k, v in asdict(setting).items())
 
 
 def _cost(c: Candidate, replicas: int) -> dict[str, Any]:

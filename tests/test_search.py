@@ -119,3 +119,34 @@ def test_search_results_are_the_same_with_either_event_loop(inline):
         assert {r["event_loop"] for r in inline.runs} == {"compiled (numba)"}
     with pytest.raises(ScenarioError, match="--event-loop must be one of auto, compiled, python"):
         search(RAW, grid, event_loop="numba")
+
+
+RETRIES = {"retries": 1, "max_queued_requests": 2, "rate": 400.0}  # some requests rejected for good
+
+
+@pytest.mark.parametrize(("replicas", "loop", "extra"), [(1, "python", {}), (3, "python", {}), (3, "compiled", {}),
+                                                         (2, "python", RETRIES)])
+def test_simulate_times_equals_the_simulation_result_bit_for_bit(replicas, loop, extra):
+    """The search's lean path (``simulator.simulate_times``: per-request times, no books or DataFrames) gives
+    the same numbers as ``simulate(...).requests`` and ``throughput_rps()``."""
+    import numpy as np
+
+    from capacity.scenario import Scenario
+    from capacity.search import scenario_data
+    from capacity.simulator import simulate, simulate_times
+    from capacity.simulator.metrics import throughput_of
+
+    scenario = Scenario.from_dict(scenario_data(RAW, Setting("h100-sxm", 1, 64, 2048, True)))
+    kw = {"replicas": replicas, "requests": 300, "rate": 30.0, **extra}
+    result = simulate(scenario, event_loop=loop, **kw)
+    times, ran = simulate_times(scenario, event_loop=loop, **kw)
+    df = result.requests
+    completed = (df["status"] == "completed").to_numpy()
+    assert ran == result.event_loop and len(times["finish_s"]) == len(df)
+    if extra:
+        assert not completed.all()  # the retries branch drops what was not completed
+    for key in ("arrival_s", "ttft_s", "tpot_s"):
+        assert times[key].tobytes() == df[key].to_numpy(dtype=float).tobytes(), key
+    assert np.array_equal(~np.isnan(times["finish_s"]), completed)
+    assert times["finish_s"][completed].tobytes() == df["finish_s"].to_numpy(dtype=float)[completed].tobytes()
+    assert throughput_of(times["arrival_s"], times["finish_s"][completed]) == result.throughput_rps()
