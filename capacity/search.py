@@ -23,7 +23,9 @@ taken as monotone in it), each step one simulation; every simulation is a task f
 ``concurrent.futures.ProcessPoolExecutor`` on local processes by default, or a Dask distributed cluster
 (``--cluster ADDRESS``, ``Client(address).get_executor()``) when one machine is not enough. Every simulation
 uses the same seed, so settings are compared on the same requests; each reuses its setting's analytic
-evaluation from the pruning (``Candidate.evaluation``).
+evaluation from the pruning (``Candidate.evaluation``, all settings evaluated in one vectorised call,
+``scenario.evaluate_many``) and keeps only the per-request times it needs (``simulator.simulate_times``). A
+local pool's workers start, and load the compiled loop, while the parent prunes (``start_worker``).
 """
 
 from __future__ import annotations
@@ -209,11 +211,14 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
 def event_loop_for_search(event_loop: str = "auto") -> str:
     """The simulator's ``event_loop`` for the simulations of a search, in the process that runs them.
 
-    "auto": the compiled loop ("compiled") where it imports and its compiled functions are cached on disk (or
-    already loaded here). A search runs many simulations in each process: loading the cached kernel (about
-    0.6 s, once per process) is repaid within the first few simulations (benchmarks/bench_search.py), while
-    the simulator's own "auto" would keep every run of under 25,000 requests in the Python loop. Without a
-    disk cache every process would compile it (seconds), so the simulator's "auto" decides. Features the
+    "auto": the compiled loop ("compiled") where it imports and its compiled functions can be cached on disk
+    (``compiled.cached``; or it is already loaded here). A search runs many simulations in each process: loading
+    the cached kernel (about 0.6 s, once per process) is repaid within the first few simulations
+    (benchmarks/bench_search.py), while the simulator's own "auto" would keep every run of under 25,000 requests
+    in the Python loop. The first load after an install or a change of the kernel's source compiles it (15 s or
+    more) and writes the cache; ``executor_for``'s pool lets one worker do that (``start_worker``). Where
+    nothing can be cached (a read-only install), every process would compile it, so the simulator's "auto"
+    decides. Features the
     compiled loop does not support still run in the Python loop (``scheduler.run_continuous``), with the same
     results either way. "compiled" and "python" are passed through.
     """
@@ -224,6 +229,29 @@ def event_loop_for_search(event_loop: str = "auto") -> str:
     except ImportError:  # numba missing or broken: the simulator's "auto" runs the Python loop
         return "auto"
     return "compiled" if compiled.cached or compiled.compiled_here() else "auto"
+
+
+def start_worker(event_loop: str = "auto", lock: Any = None) -> None:
+    """Make this process ready to simulate: import the simulator and, where the search runs the compiled loop
+    here (``event_loop_for_search``), load its kernel. The initializer of ``executor_for``'s pool, so that its
+    workers load while the parent prunes. ``lock`` (a ``multiprocessing.Lock`` shared by the pool): where the
+    kernel is not yet in the disk cache (a fresh install), one worker at a time holds it to load, so the first
+    compiles it and writes the cache, and the others read it instead of all compiling at once. Errors are left
+    to the first simulation, which meets them again and reports them."""
+    try:
+        from . import simulator  # noqa: F401
+
+        if event_loop_for_search(event_loop) != "compiled":
+            return
+        from .simulator import compiled
+
+        if lock is None or compiled.compiled_here() or compiled.on_disk():
+            compiled.load()
+            return
+        with lock:
+            compiled.load()
+    except Exception:  # noqa: BLE001 - see above
+        pass
 
 
 def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, percentile: float,
@@ -316,6 +344,9 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
                             f"gamma or on_off arrivals)")
     rate = float(config.rate)
     began = time.perf_counter()
+    if isinstance(executor, cf.ProcessPoolExecutor):  # start its workers now: they load while this one prunes
+        for _ in range(max(1, workers)):
+            executor.submit(start_worker, event_loop)
     candidates, pruned = prune(raw, settings, rate)
     searches = {c.setting: _ReplicaSearch(c) for c in candidates}
     runs: list[dict[str, Any]] = []
@@ -375,9 +406,10 @@ def _finite(value: float) -> float:
 
 # --- executors --------------------------------------------------------------------------------------------------
 
-def executor_for(workers: int, cluster: str | None) -> tuple[cf.Executor | None, Any]:
-    """(executor, what to close): none for one local worker, a process pool for several, a Dask cluster's
-    executor for ``--cluster ADDRESS`` (needs ``pip install capacity[distributed]``)."""
+def executor_for(workers: int, cluster: str | None, event_loop: str = "auto") -> tuple[cf.Executor | None, Any]:
+    """(executor, what to close): none for one local worker, a process pool for several (each worker made ready
+    by ``start_worker`` for ``event_loop``), a Dask cluster's executor for ``--cluster ADDRESS`` (needs
+    ``pip install capacity[distributed]``)."""
     if cluster:
         try:
             from distributed import Client
@@ -390,7 +422,10 @@ def executor_for(workers: int, cluster: str | None) -> tuple[cf.Executor | None,
         return client.get_executor(pure=False), client
     if workers <= 1:
         return None, None
-    pool = cf.ProcessPoolExecutor(max_workers=workers)
+    import multiprocessing
+
+    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=start_worker,
+                                  initargs=(event_loop, multiprocessing.get_context().Lock()))
     return pool, pool
 
 
@@ -458,7 +493,7 @@ def run_search(args: argparse.Namespace) -> str:
     from .simulator.config import config_from_scenario
 
     config_from_scenario(Scenario.from_dict(raw), **overrides)  # a bad file is refused before any worker starts
-    executor, owner = executor_for(args.workers, args.cluster)
+    executor, owner = executor_for(args.workers, args.cluster, args.event_loop)
     try:
         result = search(raw, settings, args.percentile, args.rate, executor, str(path.parent), overrides,
                         workers=args.workers if not args.cluster else len(owner.scheduler_info()["workers"]),
@@ -511,4 +546,4 @@ def _describe(row: Mapping[str, Any], p: str) -> str:
 
 
 __all__ = ["Candidate", "SearchResult", "Setting", "add_search_command", "event_loop_for_search", "executor_for",
-           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate"]
+           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate", "start_worker"]

@@ -150,3 +150,53 @@ def test_simulate_times_equals_the_simulation_result_bit_for_bit(replicas, loop,
     assert np.array_equal(~np.isnan(times["finish_s"]), completed)
     assert times["finish_s"][completed].tobytes() == df["finish_s"].to_numpy(dtype=float)[completed].tobytes()
     assert throughput_of(times["arrival_s"], times["finish_s"][completed]) == result.throughput_rps()
+
+
+def test_a_local_pool_loads_the_kernel_as_its_workers_start():
+    """In a fresh process (a forked worker would inherit a kernel this one loaded): the first task a worker of
+    ``executor_for``'s pool runs finds the kernel loaded by the pool's initializer, before any simulation."""
+    import subprocess
+    import sys
+
+    from capacity.simulator import compiled
+
+    if not compiled.cached:
+        pytest.skip("no disk cache for the compiled loop here: the simulator's auto decides")
+    script = ("from capacity.search import executor_for\n"
+              "from capacity.simulator.scheduler import compiled_loop_loaded\n"
+              "for loop in ('auto', 'python'):\n"
+              "    pool, owner = executor_for(2, None, loop)\n"
+              "    print(loop, pool.submit(compiled_loop_loaded).result())\n"
+              "    owner.shutdown()\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent, timeout=300).stdout.split()
+    assert out == ["auto", "True", "python", "False"]
+
+
+def test_without_a_disk_cache_one_worker_at_a_time_loads(monkeypatch):
+    """A fresh install: the kernel is loaded (compiled, the first time) under the pool's lock, so one worker
+    compiles and writes the cache and the others read it; with the cache on disk, no lock is taken."""
+    from capacity.search import start_worker
+    from capacity.simulator import compiled
+
+    events = []
+
+    class Lock:
+        def __enter__(self):
+            events.append("lock")
+
+        def __exit__(self, *exc):
+            events.append("unlock")
+
+    monkeypatch.setattr(compiled, "load", lambda: events.append("load"))
+    monkeypatch.setattr(compiled, "compiled_here", lambda: False)
+    monkeypatch.setattr(compiled, "on_disk", lambda: False)
+    start_worker("compiled", Lock())
+    assert events == ["lock", "load", "unlock"]
+    events.clear()
+    monkeypatch.setattr(compiled, "on_disk", lambda: True)
+    start_worker("compiled", Lock())
+    assert events == ["load"]
+    events.clear()
+    start_worker("python", Lock())
+    assert events == []
