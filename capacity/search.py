@@ -37,7 +37,9 @@ import itertools
 import json
 import math
 import os
+import queue
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,6 +58,8 @@ MAX_BATCHED_TOKENS = (2048, 8192)
 MAX_REPLICAS = 256
 #: Requests simulated per configuration when the scenario's simulation block does not say.
 DEFAULT_REQUESTS = 2000
+#: Most simulations sent to a worker in one task (fewer round trips while many settings are ready).
+MAX_BATCH = 8
 #: Share of the analytic ceiling a replica is assumed able to exceed it by, for the lowest replica count tried.
 CEILING_MARGIN = 0.2
 
@@ -288,6 +292,11 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
             "simulation_s": time.perf_counter() - began, "event_loop": loop}
 
 
+def simulate_many(tasks: Sequence[tuple]) -> list[dict[str, Any]]:
+    """``simulate_candidate(*task)`` for each task, in order: one executor task for several simulations."""
+    return [simulate_candidate(*task) for task in tasks]
+
+
 # --- the search -------------------------------------------------------------------------------------------------
 
 class _ReplicaSearch:
@@ -352,25 +361,37 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     runs: list[dict[str, Any]] = []
     first_run: dict[tuple[Setting, int], dict[str, Any]] = {}  # (setting, replicas): its first simulation
 
-    def submit(s: _ReplicaSearch) -> Any:
-        args = (raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
-        if executor is None:
-            done: cf.Future = cf.Future()
-            done.set_result(simulate_candidate(*args))
-            return done
-        return executor.submit(simulate_candidate, *args)
+    ready = deque(s for s in searches.values() if s.next is not None)
+    pending: dict[cf.Future, list[_ReplicaSearch]] = {}
+    finished: queue.SimpleQueue = queue.SimpleQueue()
+    slots = 2 * max(1, workers, getattr(executor, "_max_workers", 1))  # tasks in flight: one running, one queued
 
-    pending = {submit(s): s for s in searches.values() if s.next is not None}
+    def dispatch() -> None:
+        """Send the ready searches' next simulations, several to a task while many are ready (``MAX_BATCH``), so
+        the parent's cost per simulation stays small beside a simulation's; one at a time near the end."""
+        while ready and len(pending) < slots:
+            take = 1 if executor is None else min(MAX_BATCH, max(1, -(-len(ready) // slots)))
+            group = [ready.popleft() for _ in range(min(take, len(ready)))]
+            tasks = [(raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
+                     for s in group]
+            if executor is None:
+                future: cf.Future = cf.Future()
+                future.set_result(simulate_many(tasks))
+            else:
+                future = executor.submit(simulate_many, tasks)
+            pending[future] = group
+            future.add_done_callback(finished.put)
+
+    dispatch()
     while pending:
-        done, _ = cf.wait(list(pending), return_when=cf.FIRST_COMPLETED)
-        for future in done:
-            s = pending.pop(future)
-            run = future.result()
+        future = finished.get()
+        for s, run in zip(pending.pop(future), future.result(), strict=True):
             runs.append({**asdict(s.c.setting), **run, **_cost(s.c, run["replicas"])})
             first_run.setdefault((s.c.setting, run["replicas"]), runs[-1])
             s.record(run["replicas"], run["meets"])
             if s.next is not None:
-                pending[submit(s)] = s
+                ready.append(s)
+        dispatch()
     best = []
     for s in searches.values():
         if s.ok is not None:
@@ -546,4 +567,5 @@ def _describe(row: Mapping[str, Any], p: str) -> str:
 
 
 __all__ = ["Candidate", "SearchResult", "Setting", "add_search_command", "event_loop_for_search", "executor_for",
-           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate", "start_worker"]
+           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate", "simulate_many",
+           "start_worker"]
