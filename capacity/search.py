@@ -364,7 +364,8 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     ready = deque(s for s in searches.values() if s.next is not None)
     pending: dict[cf.Future, list[_ReplicaSearch]] = {}
     finished: queue.SimpleQueue = queue.SimpleQueue()
-    slots = 2 * max(1, workers, getattr(executor, "_max_workers", 1))  # tasks in flight: one running, one queued
+    # tasks in flight: one running and one queued per worker (a ProcessPoolExecutor's own count where it has one)
+    slots = 2 * max(1, workers, getattr(executor, "_max_workers", 1))
 
     def dispatch() -> None:
         """Send the ready searches' next simulations, several to a task while many are ready (``MAX_BATCH``), so

@@ -13,6 +13,7 @@ Layout: ``config`` (the simulation block), ``workloads`` (arrivals and lengths),
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +59,7 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
     ``event_loop``, ``analytic``: as in ``simulate``.
     """
     if config.replicas > 1:
-        replica = assign(table, config)
-        # the replicas are identical: one analytic evaluation and one cost model serve them all
-        analytic = analytic if analytic is not None else scenario.evaluate()
-        cost = cost_model_for(scenario, config)
-        parts = []
-        for r in range(config.replicas):
-            budget.check()
-            index = np.flatnonzero(replica == r)
-            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost)))
-        return merge(parts, scenario, config)
+        return merge(list(_each_replica(scenario, config, table, analytic, event_loop)), scenario, config)
     b = _simulate_one(scenario, config, table, analytic, event_loop)
     return result_of(b, scenario, config)
 
@@ -79,28 +71,32 @@ def simulate_times(scenario: Scenario, base_dir: str | Path | None = None, event
     without the books, DataFrames and timeline a SimulationResult carries: what a search needs of each run.
     A simulation block with retries runs ``simulate`` and reads its columns."""
     config = config_from_scenario(scenario, event_loop, **overrides)
-    table = request_table(config, scenario.serving.max_model_len, base_dir)
     if config.retries:
         result = simulate(scenario, base_dir, event_loop, analytic, **overrides)
         df = result.requests
         times = {k: df[k].to_numpy(dtype=float) for k in ("arrival_s", "ttft_s", "tpot_s", "finish_s")}
         times["finish_s"] = np.where(df["status"].to_numpy() == "completed", times["finish_s"], np.nan)
         return times, result.event_loop
+    table = request_table(config, scenario.serving.max_model_len, base_dir)
     if config.replicas == 1:
         return _simulate_one(scenario, config, table, analytic, event_loop, times_only=True)
+    parts = list(_each_replica(scenario, config, table, analytic, event_loop, times_only=True))
+    order = np.argsort(np.concatenate([index for index, _ in parts]), kind="stable")  # as router.merge orders them
+    return {k: np.concatenate([t[k] for _, (t, _) in parts])[order] for k in parts[0][1][0]}, parts[0][1][1]
+
+
+def _each_replica(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
+                  event_loop: str, times_only: bool = False) -> Iterator[tuple[np.ndarray, Any]]:
+    """(request indices, ``_simulate_one``'s books or times) of each of ``config.replicas`` replicas behind the
+    router (``router.assign``)."""
     replica = assign(table, config)
+    # the replicas are identical: one analytic evaluation and one cost model serve them all
     analytic = analytic if analytic is not None else scenario.evaluate()
     cost = cost_model_for(scenario, config)
-    ids, parts, loops = [], [], []
     for r in range(config.replicas):
         budget.check()
         index = np.flatnonzero(replica == r)
-        times, loop = _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost, True)
-        ids.append(index)
-        parts.append(times)
-        loops.append(loop)
-    order = np.argsort(np.concatenate(ids), kind="stable")  # as router.merge orders the requests
-    return {k: np.concatenate([t[k] for t in parts])[order] for k in parts[0]}, loops[0]
+        yield index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost, times_only)
 
 
 def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any = None,
