@@ -28,6 +28,12 @@ def _key(row):
                                   "replicas"))
 
 
+def _outcomes(result):
+    """Every simulation's outcome, bit for bit (runs are listed in order of completion)."""
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in ("simulation_s", "event_loop")}, sort_keys=True)
+                  for r in result.runs)
+
+
 def test_cheapest_keeps_the_promises_and_one_replica_fewer_does_not(inline):
     best = inline.cheapest
     assert best is not None and best["meets"] and best["lost_requests"] == 0
@@ -73,6 +79,7 @@ def test_local_processes_and_a_dask_cluster_find_the_same(inline):
     with cf.ProcessPoolExecutor(max_workers=2) as pool:
         local = search(RAW, GRID, percentile=99.0, executor=pool, workers=2)
     assert sorted(map(_key, local.best)) == sorted(map(_key, inline.best))
+    assert _outcomes(local) == _outcomes(inline)  # several simulations per task (simulate_many): the same runs
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
             distributed.Client(cl) as client:
@@ -104,11 +111,7 @@ def test_search_results_are_the_same_with_either_event_loop(inline):
     compiled = search(RAW, grid, percentile=99.0, event_loop="compiled")
     assert {r["event_loop"] for r in python.runs} == {"python"}
     assert {r["event_loop"] for r in compiled.runs} == {"compiled (numba)"}
-    def outcomes(result):  # every simulation's outcome, bit for bit (runs are listed in order of completion)
-        return sorted(json.dumps({k: v for k, v in r.items() if k not in ("simulation_s", "event_loop")},
-                                 sort_keys=True) for r in result.runs)
-
-    assert outcomes(compiled) == outcomes(python) and len(python.runs) > len(grid)
+    assert _outcomes(compiled) == _outcomes(python) and len(python.runs) > len(grid)
     assert [_key(r) for r in compiled.best] == [_key(r) for r in python.best]
     # the default (auto) runs the compiled loop in a search wherever its kernel is cached on disk (a checkout)
     from capacity.simulator import compiled as kernel
