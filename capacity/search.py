@@ -23,7 +23,9 @@ taken as monotone in it), each step one simulation; every simulation is a task f
 ``concurrent.futures.ProcessPoolExecutor`` on local processes by default, or a Dask distributed cluster
 (``--cluster ADDRESS``, ``Client(address).get_executor()``) when one machine is not enough. Every simulation
 uses the same seed, so settings are compared on the same requests; each reuses its setting's analytic
-evaluation from the pruning (``Candidate.evaluation``).
+evaluation from the pruning (``Candidate.evaluation``, all settings evaluated in one vectorised call,
+``scenario.evaluate_many``) and keeps only the per-request times it needs (``simulator.simulate_times``). A
+local pool's workers start, and load the compiled loop, while the parent prunes (``start_worker``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ import itertools
 import json
 import math
 import os
+import queue
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +58,8 @@ MAX_BATCHED_TOKENS = (2048, 8192)
 MAX_REPLICAS = 256
 #: Requests simulated per configuration when the scenario's simulation block does not say.
 DEFAULT_REQUESTS = 2000
+#: Most simulations sent to a worker in one task (fewer round trips while many settings are ready).
+MAX_BATCH = 8
 #: Share of the analytic ceiling a replica is assumed able to exceed it by, for the lowest replica count tried.
 CEILING_MARGIN = 0.2
 
@@ -154,23 +160,24 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
           ) -> tuple[list[Candidate], list[dict[str, Any]]]:
     """(settings worth simulating, settings dropped with the reason): see the module docstring."""
     from .fleet import replicas_for
-    from .scenario import Scenario
+    from .scenario import Scenario, evaluate_many
     from .simulator.config import config_from_scenario
 
     kept: list[Candidate] = []
-    pruned: list[dict[str, Any]] = []
-    seen: dict[tuple, Setting] = {}
-    for setting in settings:
-        def drop(reason: str, s: Setting = setting) -> None:
-            pruned.append({**asdict(s), "reason": reason})
-
+    dropped: list[tuple[int, dict[str, Any]]] = []  # (position in settings, row): reported in the grid's order
+    built: list[tuple[int, Setting, Scenario, Any]] = []  # the settings that build, with scenario and sim config
+    for i, setting in enumerate(settings):
         try:
             scenario = Scenario.from_dict(scenario_data(raw, setting))
-            config = config_from_scenario(scenario)
+            built.append((i, setting, scenario, config_from_scenario(scenario)))
         except ScenarioError as exc:
-            drop("; ".join(exc.problems))
-            continue
-        r = scenario.evaluate()
+            dropped.append((i, {**asdict(setting), "reason": "; ".join(exc.problems)}))
+    evaluations = evaluate_many([b[2] for b in built])  # one vectorised call, each = Scenario.evaluate()
+    seen: dict[tuple, Setting] = {}
+    for (i, setting, scenario, config), r in zip(built, evaluations, strict=True):
+        def drop(reason: str, s: Setting = setting, i: int = i) -> None:
+            dropped.append((i, {**asdict(s), "reason": reason}))
+
         kv_batch = int(r["max_requests_shared_prefix"])
         if kv_batch < 1:
             drop("no request fits the KV pool")
@@ -199,7 +206,8 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
         gpus = int(r["gpus_per_replica"])
         kept.append(Candidate(setting, gpus, scenario.gpu.price_per_hour, min(max(start, low), MAX_REPLICAS),
                               min(low, MAX_REPLICAS), r))
-    return kept, pruned
+    dropped.sort(key=lambda d: d[0])
+    return kept, [row for _, row in dropped]
 
 
 # --- one simulation (what a worker runs) ------------------------------------------------------------------------
@@ -207,11 +215,14 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
 def event_loop_for_search(event_loop: str = "auto") -> str:
     """The simulator's ``event_loop`` for the simulations of a search, in the process that runs them.
 
-    "auto": the compiled loop ("compiled") where it imports and its compiled functions are cached on disk (or
-    already loaded here). A search runs many simulations in each process: loading the cached kernel (about
-    0.6 s, once per process) is repaid within the first few simulations (benchmarks/bench_search.py), while
-    the simulator's own "auto" would keep every run of under 25,000 requests in the Python loop. Without a
-    disk cache every process would compile it (seconds), so the simulator's "auto" decides. Features the
+    "auto": the compiled loop ("compiled") where it imports and its compiled functions can be cached on disk
+    (``compiled.cached``; or it is already loaded here). A search runs many simulations in each process: loading
+    the cached kernel (about 0.6 s, once per process) is repaid within the first few simulations
+    (benchmarks/bench_search.py), while the simulator's own "auto" would keep every run of under 25,000 requests
+    in the Python loop. The first load after an install or a change of the kernel's source compiles it (15 s or
+    more) and writes the cache; ``executor_for``'s pool lets one worker do that (``start_worker``). Where
+    nothing can be cached (a read-only install), every process would compile it, so the simulator's "auto"
+    decides. Features the
     compiled loop does not support still run in the Python loop (``scheduler.run_continuous``), with the same
     results either way. "compiled" and "python" are passed through.
     """
@@ -224,6 +235,29 @@ def event_loop_for_search(event_loop: str = "auto") -> str:
     return "compiled" if compiled.cached or compiled.compiled_here() else "auto"
 
 
+def start_worker(event_loop: str = "auto", lock: Any = None) -> None:
+    """Make this process ready to simulate: import the simulator and, where the search runs the compiled loop
+    here (``event_loop_for_search``), load its kernel. The initializer of ``executor_for``'s pool, so that its
+    workers load while the parent prunes. ``lock`` (a ``multiprocessing.Lock`` shared by the pool): where the
+    kernel is not yet in the disk cache (a fresh install), one worker at a time holds it to load, so the first
+    compiles it and writes the cache, and the others read it instead of all compiling at once. Errors are left
+    to the first simulation, which meets them again and reports them."""
+    try:
+        from . import simulator  # noqa: F401
+
+        if event_loop_for_search(event_loop) != "compiled":
+            return
+        from .simulator import compiled
+
+        if lock is None or compiled.compiled_here() or compiled.on_disk():
+            compiled.load()
+            return
+        with lock:
+            compiled.load()
+    except Exception:  # noqa: BLE001 - see above
+        pass
+
+
 def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, percentile: float,
                        base_dir: str | None = None, overrides: Mapping[str, Any] | None = None,
                        event_loop: str = "auto", evaluation: Any = None) -> dict[str, Any]:
@@ -234,26 +268,33 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
     import numpy as np
 
     from .scenario import Scenario
-    from .simulator import simulate
+    from .simulator import simulate_times
+    from .simulator.metrics import throughput_of
 
     began = time.perf_counter()
     scenario = Scenario.from_dict(scenario_data(raw, setting)) if evaluation is None else evaluation.scenario
-    result = simulate(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
-                      analytic=evaluation, **{**(overrides or {}), "replicas": int(replicas)})
-    df = result.requests
-    done = df[df["status"] == "completed"]
-    ttft = done["ttft_s"].to_numpy(float)
-    tpot = done["tpot_s"].to_numpy(float)
+    times, loop = simulate_times(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
+                                 analytic=evaluation, **{**(overrides or {}), "replicas": int(replicas)})
+    done = ~np.isnan(times["finish_s"])  # completed (metrics.books: status "completed")
+    ttft = times["ttft_s"][done]
+    tpot = times["tpot_s"][done]
     tpot = tpot[~np.isnan(tpot)]
     p_ttft = float(np.percentile(ttft, percentile)) if len(ttft) else math.nan
     p_tpot = float(np.percentile(tpot, percentile)) if len(tpot) else math.nan
     slo = scenario.slo
-    lost = int(len(df) - len(done))
-    meets = lost == 0 and len(done) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
+    requests = len(done)
+    lost = int(requests - len(ttft))
+    meets = lost == 0 and len(ttft) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
         slo.tpot_s is None or math.isnan(p_tpot) or p_tpot <= slo.tpot_s)
-    return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(len(df)),
-            "lost_requests": lost, "throughput_rps": result.throughput_rps(), "meets": bool(meets),
-            "simulation_s": time.perf_counter() - began, "event_loop": result.event_loop}
+    throughput = throughput_of(times["arrival_s"], times["finish_s"][done])
+    return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(requests),
+            "lost_requests": lost, "throughput_rps": throughput, "meets": bool(meets),
+            "simulation_s": time.perf_counter() - began, "event_loop": loop}
+
+
+def simulate_many(tasks: Sequence[tuple]) -> list[dict[str, Any]]:
+    """``simulate_candidate(*task)`` for each task, in order: one executor task for several simulations."""
+    return [simulate_candidate(*task) for task in tasks]
 
 
 # --- the search -------------------------------------------------------------------------------------------------
@@ -312,33 +353,50 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
                             f"gamma or on_off arrivals)")
     rate = float(config.rate)
     began = time.perf_counter()
+    if isinstance(executor, cf.ProcessPoolExecutor):  # start its workers now: they load while this one prunes
+        for _ in range(max(1, workers)):
+            executor.submit(start_worker, event_loop)
     candidates, pruned = prune(raw, settings, rate)
     searches = {c.setting: _ReplicaSearch(c) for c in candidates}
     runs: list[dict[str, Any]] = []
+    first_run: dict[tuple[Setting, int], dict[str, Any]] = {}  # (setting, replicas): its first simulation
 
-    def submit(s: _ReplicaSearch) -> Any:
-        args = (raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
-        if executor is None:
-            done: cf.Future = cf.Future()
-            done.set_result(simulate_candidate(*args))
-            return done
-        return executor.submit(simulate_candidate, *args)
+    ready = deque(s for s in searches.values() if s.next is not None)
+    pending: dict[cf.Future, list[_ReplicaSearch]] = {}
+    finished: queue.SimpleQueue = queue.SimpleQueue()
+    # tasks in flight: one running and one queued per worker (a ProcessPoolExecutor's own count where it has one)
+    slots = 2 * max(1, workers, getattr(executor, "_max_workers", 1))
 
-    pending = {submit(s): s for s in searches.values() if s.next is not None}
+    def dispatch() -> None:
+        """Send the ready searches' next simulations, several to a task while many are ready (``MAX_BATCH``), so
+        the parent's cost per simulation stays small beside a simulation's; one at a time near the end."""
+        while ready and len(pending) < slots:
+            take = 1 if executor is None else min(MAX_BATCH, max(1, -(-len(ready) // slots)))
+            group = [ready.popleft() for _ in range(min(take, len(ready)))]
+            tasks = [(raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
+                     for s in group]
+            if executor is None:
+                future: cf.Future = cf.Future()
+                future.set_result(simulate_many(tasks))
+            else:
+                future = executor.submit(simulate_many, tasks)
+            pending[future] = group
+            future.add_done_callback(finished.put)
+
+    dispatch()
     while pending:
-        done, _ = cf.wait(list(pending), return_when=cf.FIRST_COMPLETED)
-        for future in done:
-            s = pending.pop(future)
-            run = future.result()
+        future = finished.get()
+        for s, run in zip(pending.pop(future), future.result(), strict=True):
             runs.append({**asdict(s.c.setting), **run, **_cost(s.c, run["replicas"])})
+            first_run.setdefault((s.c.setting, run["replicas"]), runs[-1])
             s.record(run["replicas"], run["meets"])
             if s.next is not None:
-                pending[submit(s)] = s
+                ready.append(s)
+        dispatch()
     best = []
     for s in searches.values():
         if s.ok is not None:
-            row = next(r for r in runs if r["replicas"] == s.ok and _same(r, s.c.setting))
-            best.append(dict(row))
+            best.append(dict(first_run[(s.c.setting, s.ok)]))
         else:
             pruned.append({**asdict(s.c.setting), "reason": f"no replica count up to {MAX_REPLICAS} kept the "
                            f"promises in simulation"})
@@ -346,10 +404,6 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     best.sort(key=lambda r: (r[objective], r["gpus"], r["tpot_s"], r["ttft_s"]))
     _mark_front(best, objective)
     return SearchResult(runs, pruned, percentile, rate, objective, time.perf_counter() - began, workers, best)
-
-
-def _same(row: Mapping[str, Any], setting: Setting) -> bool:
-    return all(row[k] == v for k, v in asdict(setting).items())
 
 
 def _cost(c: Candidate, replicas: int) -> dict[str, Any]:
@@ -374,9 +428,10 @@ def _finite(value: float) -> float:
 
 # --- executors --------------------------------------------------------------------------------------------------
 
-def executor_for(workers: int, cluster: str | None) -> tuple[cf.Executor | None, Any]:
-    """(executor, what to close): none for one local worker, a process pool for several, a Dask cluster's
-    executor for ``--cluster ADDRESS`` (needs ``pip install capacity[distributed]``)."""
+def executor_for(workers: int, cluster: str | None, event_loop: str = "auto") -> tuple[cf.Executor | None, Any]:
+    """(executor, what to close): none for one local worker, a process pool for several (each worker made ready
+    by ``start_worker`` for ``event_loop``), a Dask cluster's executor for ``--cluster ADDRESS`` (needs
+    ``pip install capacity[distributed]``)."""
     if cluster:
         try:
             from distributed import Client
@@ -389,7 +444,10 @@ def executor_for(workers: int, cluster: str | None) -> tuple[cf.Executor | None,
         return client.get_executor(pure=False), client
     if workers <= 1:
         return None, None
-    pool = cf.ProcessPoolExecutor(max_workers=workers)
+    import multiprocessing
+
+    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=start_worker,
+                                  initargs=(event_loop, multiprocessing.get_context().Lock()))
     return pool, pool
 
 
@@ -457,7 +515,7 @@ def run_search(args: argparse.Namespace) -> str:
     from .simulator.config import config_from_scenario
 
     config_from_scenario(Scenario.from_dict(raw), **overrides)  # a bad file is refused before any worker starts
-    executor, owner = executor_for(args.workers, args.cluster)
+    executor, owner = executor_for(args.workers, args.cluster, args.event_loop)
     try:
         result = search(raw, settings, args.percentile, args.rate, executor, str(path.parent), overrides,
                         workers=args.workers if not args.cluster else len(owner.scheduler_info()["workers"]),
@@ -510,4 +568,5 @@ def _describe(row: Mapping[str, Any], p: str) -> str:
 
 
 __all__ = ["Candidate", "SearchResult", "Setting", "add_search_command", "event_loop_for_search", "executor_for",
-           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate"]
+           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate", "simulate_many",
+           "start_worker"]

@@ -28,6 +28,12 @@ def _key(row):
                                   "replicas"))
 
 
+def _outcomes(result):
+    """Every simulation's outcome, bit for bit (runs are listed in order of completion)."""
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in ("simulation_s", "event_loop")}, sort_keys=True)
+                  for r in result.runs)
+
+
 def test_cheapest_keeps_the_promises_and_one_replica_fewer_does_not(inline):
     best = inline.cheapest
     assert best is not None and best["meets"] and best["lost_requests"] == 0
@@ -73,6 +79,7 @@ def test_local_processes_and_a_dask_cluster_find_the_same(inline):
     with cf.ProcessPoolExecutor(max_workers=2) as pool:
         local = search(RAW, GRID, percentile=99.0, executor=pool, workers=2)
     assert sorted(map(_key, local.best)) == sorted(map(_key, inline.best))
+    assert _outcomes(local) == _outcomes(inline)  # several simulations per task (simulate_many): the same runs
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
             distributed.Client(cl) as client:
@@ -104,11 +111,7 @@ def test_search_results_are_the_same_with_either_event_loop(inline):
     compiled = search(RAW, grid, percentile=99.0, event_loop="compiled")
     assert {r["event_loop"] for r in python.runs} == {"python"}
     assert {r["event_loop"] for r in compiled.runs} == {"compiled (numba)"}
-    def outcomes(result):  # every simulation's outcome, bit for bit (runs are listed in order of completion)
-        return sorted(json.dumps({k: v for k, v in r.items() if k not in ("simulation_s", "event_loop")},
-                                 sort_keys=True) for r in result.runs)
-
-    assert outcomes(compiled) == outcomes(python) and len(python.runs) > len(grid)
+    assert _outcomes(compiled) == _outcomes(python) and len(python.runs) > len(grid)
     assert [_key(r) for r in compiled.best] == [_key(r) for r in python.best]
     # the default (auto) runs the compiled loop in a search wherever its kernel is cached on disk (a checkout)
     from capacity.simulator import compiled as kernel
@@ -119,3 +122,84 @@ def test_search_results_are_the_same_with_either_event_loop(inline):
         assert {r["event_loop"] for r in inline.runs} == {"compiled (numba)"}
     with pytest.raises(ScenarioError, match="--event-loop must be one of auto, compiled, python"):
         search(RAW, grid, event_loop="numba")
+
+
+RETRIES = {"retries": 1, "max_queued_requests": 2, "rate": 400.0}  # some requests rejected for good
+
+
+@pytest.mark.parametrize(("replicas", "loop", "extra"), [(1, "python", {}), (3, "python", {}), (3, "compiled", {}),
+                                                         (2, "python", RETRIES)])
+def test_simulate_times_equals_the_simulation_result_bit_for_bit(replicas, loop, extra):
+    """The search's lean path (``simulator.simulate_times``: per-request times, no books or DataFrames) gives
+    the same numbers as ``simulate(...).requests`` and ``throughput_rps()``."""
+    import numpy as np
+
+    from capacity.scenario import Scenario
+    from capacity.search import scenario_data
+    from capacity.simulator import simulate, simulate_times
+    from capacity.simulator.metrics import throughput_of
+
+    scenario = Scenario.from_dict(scenario_data(RAW, Setting("h100-sxm", 1, 64, 2048, True)))
+    kw = {"replicas": replicas, "requests": 300, "rate": 30.0, **extra}
+    result = simulate(scenario, event_loop=loop, **kw)
+    times, ran = simulate_times(scenario, event_loop=loop, **kw)
+    df = result.requests
+    completed = (df["status"] == "completed").to_numpy()
+    assert ran == result.event_loop and len(times["finish_s"]) == len(df)
+    if extra:
+        assert not completed.all()  # the retries branch drops what was not completed
+    for key in ("arrival_s", "ttft_s", "tpot_s"):
+        assert times[key].tobytes() == df[key].to_numpy(dtype=float).tobytes(), key
+    assert np.array_equal(~np.isnan(times["finish_s"]), completed)
+    assert times["finish_s"][completed].tobytes() == df["finish_s"].to_numpy(dtype=float)[completed].tobytes()
+    assert throughput_of(times["arrival_s"], times["finish_s"][completed]) == result.throughput_rps()
+
+
+def test_a_local_pool_loads_the_kernel_as_its_workers_start():
+    """In a fresh process (a forked worker would inherit a kernel this one loaded): the first task a worker of
+    ``executor_for``'s pool runs finds the kernel loaded by the pool's initializer, before any simulation."""
+    import subprocess
+    import sys
+
+    from capacity.simulator import compiled
+
+    if not compiled.cached:
+        pytest.skip("no disk cache for the compiled loop here: the simulator's auto decides")
+    script = ("from capacity.search import executor_for\n"
+              "from capacity.simulator.scheduler import compiled_loop_loaded\n"
+              "for loop in ('auto', 'python'):\n"
+              "    pool, owner = executor_for(2, None, loop)\n"
+              "    print(loop, pool.submit(compiled_loop_loaded).result())\n"
+              "    owner.shutdown()\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent, timeout=300).stdout.split()
+    assert out == ["auto", "True", "python", "False"]
+
+
+def test_without_a_disk_cache_one_worker_at_a_time_loads(monkeypatch):
+    """A fresh install: the kernel is loaded (compiled, the first time) under the pool's lock, so one worker
+    compiles and writes the cache and the others read it; with the cache on disk, no lock is taken."""
+    from capacity.search import start_worker
+    from capacity.simulator import compiled
+
+    events = []
+
+    class Lock:
+        def __enter__(self):
+            events.append("lock")
+
+        def __exit__(self, *exc):
+            events.append("unlock")
+
+    monkeypatch.setattr(compiled, "load", lambda: events.append("load"))
+    monkeypatch.setattr(compiled, "compiled_here", lambda: False)
+    monkeypatch.setattr(compiled, "on_disk", lambda: False)
+    start_worker("compiled", Lock())
+    assert events == ["lock", "load", "unlock"]
+    events.clear()
+    monkeypatch.setattr(compiled, "on_disk", lambda: True)
+    start_worker("compiled", Lock())
+    assert events == ["load"]
+    events.clear()
+    start_worker("python", Lock())
+    assert events == []

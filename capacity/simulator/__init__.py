@@ -13,6 +13,7 @@ Layout: ``config`` (the simulation block), ``workloads`` (arrivals and lengths),
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from ..scenario import Scenario
 from .config import SimulationConfig, config_from_scenario
 from .cost_models import CostModel, RooflineCost, TeachingCost, cost_model_for
 from .engine import Engine
-from .metrics import Books, SimulationResult, books, result_of
+from .metrics import Books, SimulationResult, books, request_times, result_of
 from .router import assign, merge, subset
 from .scheduler import run_continuous, run_static
 from .workloads import RequestTable, request_table
@@ -58,24 +59,51 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
     ``event_loop``, ``analytic``: as in ``simulate``.
     """
     if config.replicas > 1:
-        replica = assign(table, config)
-        # the replicas are identical: one analytic evaluation and one cost model serve them all
-        analytic = analytic if analytic is not None else scenario.evaluate()
-        cost = cost_model_for(scenario, config)
-        parts = []
-        for r in range(config.replicas):
-            budget.check()
-            index = np.flatnonzero(replica == r)
-            parts.append((index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost)))
-        return merge(parts, scenario, config)
+        return merge(list(_each_replica(scenario, config, table, analytic, event_loop)), scenario, config)
     b = _simulate_one(scenario, config, table, analytic, event_loop)
     return result_of(b, scenario, config)
 
 
+def simulate_times(scenario: Scenario, base_dir: str | Path | None = None, event_loop: str = "auto",
+                   analytic: Any = None, **overrides: Any) -> tuple[dict[str, np.ndarray], str]:
+    """``simulate``'s per-request times alone (``metrics.request_times``: arrival, TTFT, TPOT, finish [s], every
+    request in id order, the same values as ``simulate(...).requests``' columns) and which event loop ran,
+    without the books, DataFrames and timeline a SimulationResult carries: what a search needs of each run.
+    A simulation block with retries runs ``simulate`` and reads its columns."""
+    config = config_from_scenario(scenario, event_loop, **overrides)
+    if config.retries:
+        result = simulate(scenario, base_dir, event_loop, analytic, **overrides)
+        df = result.requests
+        times = {k: df[k].to_numpy(dtype=float) for k in ("arrival_s", "ttft_s", "tpot_s", "finish_s")}
+        times["finish_s"] = np.where(df["status"].to_numpy() == "completed", times["finish_s"], np.nan)
+        return times, result.event_loop
+    table = request_table(config, scenario.serving.max_model_len, base_dir)
+    if config.replicas == 1:
+        return _simulate_one(scenario, config, table, analytic, event_loop, times_only=True)
+    parts = list(_each_replica(scenario, config, table, analytic, event_loop, times_only=True))
+    order = np.argsort(np.concatenate([index for index, _ in parts]), kind="stable")  # as router.merge orders them
+    return {k: np.concatenate([t[k] for _, (t, _) in parts])[order] for k in parts[0][1][0]}, parts[0][1][1]
+
+
+def _each_replica(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
+                  event_loop: str, times_only: bool = False) -> Iterator[tuple[np.ndarray, Any]]:
+    """(request indices, ``_simulate_one``'s books or times) of each of ``config.replicas`` replicas behind the
+    router (``router.assign``)."""
+    replica = assign(table, config)
+    # the replicas are identical: one analytic evaluation and one cost model serve them all
+    analytic = analytic if analytic is not None else scenario.evaluate()
+    cost = cost_model_for(scenario, config)
+    for r in range(config.replicas):
+        budget.check()
+        index = np.flatnonzero(replica == r)
+        yield index, _simulate_one(scenario, config, subset(table, index), analytic, event_loop, cost, times_only)
+
+
 def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any = None,
-                  event_loop: str = "auto", cost: CostModel | None = None) -> Books:
+                  event_loop: str = "auto", cost: CostModel | None = None, times_only: bool = False,
+                  ) -> Books | tuple[dict[str, np.ndarray], str]:
     """One replica's engine over ``table`` (``analytic``: ``scenario.evaluate()``, ``cost``: its cost model,
-    when the caller has them); its books."""
+    when the caller has them); its books, or with ``times_only`` (``request_times``, the loop that ran)."""
     if analytic is None:
         analytic = scenario.evaluate()
     pool_blocks = int(analytic["pool_blocks"])
@@ -103,8 +131,11 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     engine.alloc.check()
     if engine.alloc.used:
         raise RuntimeError(f"{engine.alloc.used} KV blocks still held after every request left")
+    if times_only:
+        return request_times(engine, table), engine.event_loop
     return books(engine, table, config)
 
 
 __all__ = ["CostModel", "RooflineCost", "SimulationConfig", "SimulationResult", "TeachingCost", "config_from_scenario",
-           "simulate", "simulate_table"]
+           "simulate", "simulate_table",
+           "simulate_times"]

@@ -85,6 +85,17 @@ def _stat(values: np.ndarray, how: str) -> float:
     return float(np.percentile(values, float(how[1:])))
 
 
+def span_s(arrival_s: np.ndarray, done_finish_s: np.ndarray) -> float:
+    """From the first arrival (of every request) to the last completion (``done_finish_s``: the completed
+    requests' finish times) [s]; 0 when nothing completed."""
+    return float(np.max(done_finish_s) - np.min(arrival_s)) if len(done_finish_s) else 0.0
+
+
+def throughput_of(arrival_s: np.ndarray, done_finish_s: np.ndarray) -> float:
+    """Completions per second over ``span_s`` [requests/s]; NaN for an empty span."""
+    return _per_s(len(done_finish_s), span_s(arrival_s, done_finish_s))
+
+
 def _per_s(count: float, span_s: float) -> float:
     """A count over the run's span [1/s]; NaN for an empty span."""
     return count / span_s if span_s > 0 else math.nan
@@ -153,13 +164,13 @@ class SimulationResult:
         return out
 
     def _span_s(self, done: pd.DataFrame) -> float:
-        """From the first arrival to the last completion [s] (0 when nothing completed)."""
-        return float(done["finish_s"].max() - self.requests["arrival_s"].min()) if len(done) else 0.0
+        """From the first arrival to the last completion [s] (0 when nothing completed; ``span_s``)."""
+        return span_s(self.requests["arrival_s"].to_numpy(), done["finish_s"].to_numpy())
 
     def throughput_rps(self) -> float:
-        """``summary()["throughput_rps"]`` alone: completions / span [requests/s]."""
+        """``summary()["throughput_rps"]`` alone: completions / span [requests/s] (``throughput_of``)."""
         done = self.requests[self.requests["status"] == "completed"]
-        return _per_s(len(done), self._span_s(done))
+        return throughput_of(self.requests["arrival_s"].to_numpy(), done["finish_s"].to_numpy())
 
     def met_promise(self, done: pd.DataFrame) -> np.ndarray:
         """Whether each completed request kept its promises: its class's (workload classes), else the scenario's."""
@@ -216,20 +227,28 @@ class Books:
     event_loop: str
 
 
-def books(e: Engine, table: RequestTable, config: SimulationConfig) -> Books:
-    """A finished engine's books (see ``Books``)."""
+def request_times(e: Engine, table: RequestTable) -> dict[str, np.ndarray]:
+    """A finished engine's per-request times [s]: ``arrival_s``, ``ttft_s``, ``tpot_s`` (NaN for one-token
+    answers), ``finish_s`` (NaN: not completed). ``books`` builds on them; a search needs only these."""
     arrival = table.arrival_s
     first_token, finish = np.asarray(e.first_token), np.asarray(e.finish)
     outputs = table.output_tokens
-    completed = ~np.isnan(finish)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(outputs > 1, (finish - first_token) / (outputs - 1), np.nan)
+    return {"arrival_s": arrival, "ttft_s": first_token - arrival, "tpot_s": tpot, "finish_s": finish}
+
+
+def books(e: Engine, table: RequestTable, config: SimulationConfig) -> Books:
+    """A finished engine's books (see ``Books``)."""
+    times = request_times(e, table)
+    arrival, finish, outputs, tpot = times["arrival_s"], times["finish_s"], table.output_tokens, times["tpot_s"]
+    completed = ~np.isnan(finish)
     reason = np.asarray(e.reason, dtype=object)
     status = np.where(completed, "completed", np.where(reason != "", "rejected", "unfinished"))
     columns = {
         "request_id": np.arange(len(table)), "arrival_s": arrival, "prompt_tokens": table.prompt_tokens,
         "output_tokens": outputs, "prefix_id": table.prefix_id, "priority": table.priority, "status": status,
-        "reject_reason": reason, "queue_s": np.asarray(e.first_scheduled) - arrival, "ttft_s": first_token - arrival,
+        "reject_reason": reason, "queue_s": np.asarray(e.first_scheduled) - arrival, "ttft_s": times["ttft_s"],
         "tpot_s": tpot, "max_itl_s": worst_gaps(e), "e2e_s": finish - arrival, "finish_s": finish,
         "preemptions": np.asarray(e.preemptions, dtype=np.int64)}
     if e.reloaded is not None:  # KV offload: what each request loaded back, and what the CPU tier held
