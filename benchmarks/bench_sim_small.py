@@ -13,10 +13,10 @@ warm-up run), every time the median of ``--repeat`` runs, the two loops interlea
   requests over 1 replica, for each loop.
 
 Workloads: the app's landing preset (``scenarios/chat-llama-3.1-8b-h100.yaml``: fixed lengths, roofline cost
-model, Poisson arrivals at 80% of its goodput, without its shared system prompt: the compiled loop has no
-prefix cache) and essay 001's sale-day engine with variable lengths and KV on
-demand (the workload of ``bench_sim_variable.py``). Static batching always runs in Python (a few events per
-batch); it is timed too, for the estimate.
+model, Poisson arrivals at 80% of its goodput) with its shared system prompt of 800 tokens (the prefix cache) and
+without it (as in the rounds before the compiled loop had a prefix cache), and essay 001's sale-day engine with
+variable lengths and KV on demand (the workload of ``bench_sim_variable.py``). Static batching always runs in
+Python (a few events per batch); it is timed too, for the estimate.
 
     python benchmarks/bench_sim_small.py [--repeat 5]
 """
@@ -49,6 +49,7 @@ def workloads() -> dict:
     rate = 0.8 * float(chat.evaluate()["goodput_rps"])
     sale = load_scenario(ROOT / "scenarios" / "sim-essay-001-analytic.yaml")
     return {
+        "chat preset, its system prompt": (chat, config_from_scenario(chat, requests=SIZES[-1], rate=rate)),
         "chat preset, fixed lengths": (chat, config_from_scenario(chat, requests=SIZES[-1], rate=rate,
                                                                              shared_prefix_tokens=0)),
         "sale day, variable lengths, KV on demand": (sale, config_from_scenario(

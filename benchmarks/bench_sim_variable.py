@@ -3,7 +3,9 @@
 Essay 001's sale-day engine (``scenarios/sim-essay-001-analytic.yaml``, roofline cost model) under Poisson
 arrivals below its goodput, with lognormal prompts (mean 1,000, sigma 0.6, 16-8,000 tokens) and uniform
 answers (50-550 tokens), continuous batching, blocks allocated on demand (growth tracked per step, with
-preemption when the pool runs dry).
+preemption when the pool runs dry). ``--shared-prefix TOKENS`` gives the requests a shared prefix (a system
+prompt; ``--prefix-groups N`` distinct ones, each request draws one) served from the prefix cache, which both
+loops run.
 
 Prints, on the same workload in the same run:
 
@@ -22,6 +24,7 @@ Times are ``simulate_table`` (the workload is generated before the clock starts:
 the two loops on the prefix must be identical (the compiled loop is bit-identical to the reference).
 
     python benchmarks/bench_sim_variable.py [--requests 1000000] [--python-requests 100000] [--rate 5.5] [--repeat 3]
+        [--shared-prefix 0] [--prefix-groups 1]
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ SCENARIO = ROOT / "scenarios" / "sim-essay-001-analytic.yaml"
 SMALL = 1_000  # requests of the warm-up and start-up runs
 
 
-def _setup(requests: int, rate: float):  # noqa: ANN202
+def _setup(requests: int, rate: float, shared_prefix: int = 0, prefix_groups: int = 1):  # noqa: ANN202
     sys.path.insert(0, str(ROOT))
     from capacity.scenario import load_scenario
     from capacity.simulator.config import config_from_scenario
@@ -54,7 +57,8 @@ def _setup(requests: int, rate: float):  # noqa: ANN202
     config = config_from_scenario(
         scenario, requests=requests, rate=rate, kv_allocation="on_demand",
         prompt_tokens={"dist": "lognormal", "mean": 1000, "sigma": 0.6, "low": 16, "high": 8000},
-        output_tokens={"dist": "uniform", "low": 50, "high": 550})
+        output_tokens={"dist": "uniform", "low": 50, "high": 550}, shared_prefix_tokens=shared_prefix,
+        prefix_groups=prefix_groups)
     return scenario, config, generate(config)
 
 
@@ -71,11 +75,11 @@ def _timed(scenario, config, table, loop: str) -> dict:  # noqa: ANN001
     return out
 
 
-def steady(requests: int, python_requests: int, rate: float) -> dict:
+def steady(requests: int, python_requests: int, rate: float, shared_prefix: int, prefix_groups: int) -> dict:
     """In one process: warm up the compiled loop, then time it on everything, and both loops on the prefix."""
     import numpy as np
 
-    scenario, config, table = _setup(requests, rate)
+    scenario, config, table = _setup(requests, rate, shared_prefix, prefix_groups)
     prefix = table.take(np.arange(python_requests)) if 0 < python_requests < requests else table
     _timed(scenario, config, table.take(np.arange(min(SMALL, requests))), "compiled")  # load or compile: not timed
     return {"compiled": _timed(scenario, config, table, "compiled"),
@@ -111,10 +115,13 @@ def main() -> None:
                         help="requests the Python loop runs (a prefix of the same workload; 0: all)")
     parser.add_argument("--rate", type=float, default=5.5)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--shared-prefix", type=int, default=0, help="tokens of a shared prefix (0: none)")
+    parser.add_argument("--prefix-groups", type=int, default=1, help="distinct shared prefixes")
     parser.add_argument("--worker", choices=("steady", "start"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "steady":
-        print(json.dumps(steady(args.requests, args.python_requests, args.rate)))
+        print(json.dumps(steady(args.requests, args.python_requests, args.rate, args.shared_prefix,
+                                args.prefix_groups)))
         return
     if args.worker == "start":
         print(json.dumps(start(args.rate)))
@@ -128,7 +135,8 @@ def main() -> None:
             warm = in_fresh_process(["--worker", "start", "--rate", str(args.rate)], env)
             starts.append((cold, warm))
             runs.append(in_fresh_process(["--worker", "steady", "--requests", str(n), "--python-requests",
-                                          str(args.python_requests), "--rate", str(args.rate)], env))
+                                          str(args.python_requests), "--rate", str(args.rate), "--shared-prefix",
+                                          str(args.shared_prefix), "--prefix-groups", str(args.prefix_groups)], env))
 
     def med(key: str, field: str) -> float:
         return statistics.median(r[key][field] for r in runs)
@@ -138,7 +146,9 @@ def main() -> None:
     cp_wall, cp_cpu = med("compiled_prefix", "wall_s"), med("compiled_prefix", "cpu_s")
     m = runs[0]["python_prefix"]["requests"]
     s = runs[0]["compiled"]["summary"]
-    print(f"workload: {n:,} requests, variable lengths, KV on demand; {s['decode_steps']:,} decode steps, "
+    shared = f"; a shared prefix of {args.shared_prefix:,} tokens ({args.prefix_groups:,} distinct), prefix-cache " \
+        f"hit rate {s['prefix_cache_hit_rate']:.1%}" if args.shared_prefix else ""
+    print(f"workload: {n:,} requests, variable lengths, KV on demand{shared}; {s['decode_steps']:,} decode steps, "
           f"{s['preemptions']:,} preemptions, p99 TTFT {s['p99_ttft_s'] * 1e3:.0f} ms, mean TPOT "
           f"{s['mean_tpot_s'] * 1e3:.1f} ms (medians of {args.repeat} fresh processes)")
     print(f"compiled loop ({runs[0]['compiled']['loop']}), steady: {c_wall:.2f} s wall = {n / c_wall:,.0f} "

@@ -4,9 +4,10 @@ For every configuration it supports the compiled loop must give the very same pe
 and counters as ``scheduler._run_unchunked`` (bit for bit: it compiles the cost model's own functions and does
 the same operations in the same order). Random configurations over a fixed list of seeds (block sizes from 1
 to past the Fenwick threshold, pools that force preemption, priorities, bounded queues, both cost models, both
-KV allocations, whole and chunked prefills, requests too long for the pool); chunked re-entry with tiny
-buffers; the fallback to Python where the compiled loop does not apply or numba is missing or cannot cache;
-the app's deadline stopping it.
+KV allocations, whole and chunked prefills, requests too long for the pool); shared prefixes through the
+prefix cache (one prefix; many prefixes under eviction pressure, evicted and admitted again; sessions; the cache
+left in the same state, LRU order included); chunked re-entry with tiny buffers; the fallback to Python
+where the compiled loop does not apply or numba is missing or cannot cache; the app's deadline stopping it.
 The pinned seeded runs run on both loops in ``tests/test_simulator_pinned.py``.
 """
 
@@ -70,6 +71,21 @@ def random_case(seed: int) -> tuple[Scenario, dict]:
     return Scenario.from_dict(raw), overrides
 
 
+def prefix_case(seed: int) -> tuple[Scenario, dict]:
+    """``random_case(seed)`` with shared prefixes: from one to 40 prefixes of 16 to 400 tokens (up to 25 of the small
+    pool's 95 blocks each, so unreferenced prefixes are evicted and admitted again), caching mostly on."""
+    scenario, overrides = random_case(seed)
+    rng = np.random.default_rng(1000 + seed)
+    longest = overrides["prompt_tokens"]["high"]
+    overrides["shared_prefix_tokens"] = min(int(rng.choice([16, 64, 200, 400])), longest)
+    overrides["prefix_groups"] = int(rng.choice([1, 3, 12, 40]))
+    overrides["prefix_caching"] = bool(rng.random() < 0.85)
+    return scenario, overrides
+
+
+PREFIX_SEEDS = list(range(30))
+
+
 def assert_same(a, b) -> None:  # noqa: ANN001
     """Two SimulationResults are identical: every request's row (floats bit for bit), timeline, counters."""
     assert a.requests.columns.equals(b.requests.columns)
@@ -117,10 +133,119 @@ def test_random_configurations_reach_every_path(random_runs):
         assert seeds, f"no seed reaches {name}"
 
 
+class CacheEvents:
+    """What the Python loop's prefix cache did (``BlockAllocator`` wrapped): evictions, and prefixes admitted again
+    after losing blocks to an eviction."""
+
+    def __init__(self, monkeypatch) -> None:  # noqa: ANN001
+        from capacity.simulator.allocator import BlockAllocator
+
+        self.evicted: set[int] = set()
+        self.evictions = self.readmissions = 0
+        take, acquire = BlockAllocator.take, BlockAllocator.acquire_prefix
+
+        def counting_take(alloc, blocks):  # noqa: ANN001, ANN202
+            if blocks > alloc.free and alloc.lru:
+                self.evictions += 1
+                self.evicted.add(next(iter(alloc.lru)))
+            return take(alloc, blocks)
+
+        def counting_acquire(alloc, prefix_id, prefix_blocks):  # noqa: ANN001, ANN202
+            if prefix_id in self.evicted and alloc.prefix_hits(prefix_id, prefix_blocks) < prefix_blocks:
+                self.readmissions += 1
+            return acquire(alloc, prefix_id, prefix_blocks)
+
+        monkeypatch.setattr(BlockAllocator, "take", counting_take)
+        monkeypatch.setattr(BlockAllocator, "acquire_prefix", counting_acquire)
+
+
+@pytest.fixture(scope="module")
+def prefix_runs():
+    """(seed, python result, compiled result, cache events of the Python run) for every prefix seed."""
+    out = []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for seed in PREFIX_SEEDS:
+            scenario, overrides = prefix_case(seed)
+            events = CacheEvents(monkeypatch)
+            python = simulate(scenario, event_loop="python", **overrides)
+            monkeypatch.undo()
+            out.append((seed, python, simulate(scenario, event_loop="compiled", **overrides), events))
+    return out
+
+
+def test_compiled_loop_equals_python_with_shared_prefixes(prefix_runs):
+    for seed, python, fast, _ in prefix_runs:
+        assert python.event_loop.startswith("python") and fast.event_loop == "compiled (numba)", seed
+        assert_same(python, fast)
+
+
+def test_prefix_configurations_reach_every_path(prefix_runs):
+    """The prefix seeds hit the cache, evict from it and admit evicted prefixes again, with whole and chunked
+    prefills, blocks on demand with preemption, reserved blocks, and caching off."""
+    hits = [s for s, r, _, _ in prefix_runs if r.counters["cached_tokens"]]
+    evicting = [s for s, _, _, ev in prefix_runs if ev.evictions]
+    readmitted = [s for s, _, _, ev in prefix_runs if ev.readmissions]
+    on_demand = [s for s, r, _, ev in prefix_runs if ev.evictions and r.counters["preemptions"]]
+    reserve = [s for s, r, _, ev in prefix_runs if ev.evictions and r.config.kv_allocation == "reserve"]
+    chunked = [s for s, r, _, ev in prefix_runs if r.config.chunked_prefill and ev.readmissions]
+    whole = [s for s, r, _, ev in prefix_runs if not r.config.chunked_prefill and ev.readmissions]
+    uncached = [s for s, r, _, _ in prefix_runs if not r.config.prefix_caching and r.counters["preemptions"]]
+    one = [s for s, r, _, _ in prefix_runs if r.config.prefix_groups == 1 and r.counters["cached_tokens"]]
+    for name, seeds in {"cache hits": hits, "eviction": evicting, "evicted prefixes admitted again": readmitted,
+                        "eviction with preemption": on_demand, "eviction with reserved blocks": reserve,
+                        "chunked prefill re-admitting": chunked, "whole prefills re-admitting": whole,
+                        "caching off with preemption": uncached, "one shared prefix": one}.items():
+        assert seeds, f"no prefix seed reaches {name}"
+
+
+def _engine_after(monkeypatch, scenario: Scenario, event_loop: str, **overrides):  # noqa: ANN001, ANN202
+    """The engine of one run once it has ended (its allocator included)."""
+    import capacity.simulator as sim
+
+    engines = []
+    books = sim.books
+    monkeypatch.setattr(sim, "books", lambda e, *a: engines.append(e) or books(e, *a))
+    result = simulate(scenario, event_loop=event_loop, **overrides)
+    assert result.event_loop.startswith(event_loop)
+    return engines[0]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_the_prefix_cache_ends_in_the_same_state(monkeypatch, chunked):
+    """12 prefixes of 25 blocks over a pool of 95: the cached entries, their blocks, the LRU order and the counts
+    the compiled loop writes back are the Python loop's."""
+    overrides = {"requests": 800, "rate": 15, "seed": 4, "shared_prefix_tokens": 400, "prefix_groups": 12,
+                 "prompt_tokens": {"dist": "uniform", "low": 300, "high": 900},
+                 "output_tokens": {"dist": "uniform", "low": 1, "high": 80},
+                 "chunked_prefill": chunked, "max_batched_tokens": 512}
+    scenario = Scenario.from_dict(SMALL)
+    a = _engine_after(monkeypatch, scenario, "python", **overrides).alloc
+    b = _engine_after(monkeypatch, scenario, "compiled", **overrides).alloc
+    assert a.prefixes == b.prefixes and list(a.lru) == list(b.lru)
+    assert (a.free, a.cached, a.evictable, a.hit_blocks) == (b.free, b.cached, b.evictable, b.hit_blocks)
+    assert len(a.lru) > 1 and a.cached < 12 * 25  # several prefixes stay cached, and some were evicted
+
+
+@pytest.mark.parametrize("overrides", [
+    {"shared_prefix_tokens": 200},  # one prefix (the landing preset's shape)
+    {"shared_prefix_tokens": 200, "chunked_prefill": True, "max_batched_tokens": 256},
+    {"turns": 3, "think_time": "2 s", "turn_tokens": {"dist": "uniform", "low": 20, "high": 120},
+     "prompt_tokens": {"dist": "uniform", "low": 50, "high": 300}},  # sessions: one prefix per conversation
+])
+def test_shared_prefix_workloads_agree(overrides):
+    scenario = Scenario.from_dict(SMALL)
+    base = {"requests": 1500, "rate": 25, "seed": 2, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 700}}
+    python = simulate(scenario, event_loop="python", **{**base, **overrides})
+    fast = simulate(scenario, event_loop="compiled", **{**base, **overrides})
+    assert fast.event_loop == "compiled (numba)"
+    assert python.counters["cached_tokens"] and python.counters["preemptions"]
+    assert_same(python, fast)
+
+
 @pytest.mark.parametrize("seed", [3, 7, 11])
 def test_chunks_and_growing_buffers_change_nothing(monkeypatch, seed):
     """Seven iterations per kernel call and buffers that start at one row: many returns, re-entries, regrowths."""
-    scenario, overrides = random_case(seed)
+    scenario, overrides = prefix_case(seed) if seed == 7 else random_case(seed)
     want = simulate(scenario, event_loop="python", **overrides)
     monkeypatch.setattr(compiled, "CHUNK_ITERATIONS", 7)
     monkeypatch.setattr(compiled, "WINDOWS_PER_REQUEST", 0)
@@ -146,7 +271,6 @@ def test_the_essay_scenarios_agree():
 
 @pytest.mark.parametrize(("overrides", "why"), [
     ({"cpu_offload": "1 GB", "offload_bandwidth": "50 GB/s", "shared_prefix_tokens": 64}, "KV offload"),
-    ({"shared_prefix_tokens": 64, "prefix_groups": 2}, "shared prefixes"),
     ({"record_tokens": True}, "record_tokens"),
     ({"policy": "static"}, "static batching"),
 ])

@@ -18,8 +18,9 @@ from capacity.simulator.config import compiled_loop_runs, config_from_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 DENSE = ROOT / "tests" / "data" / "search-llama-8b.yaml"      # dense model, no shared prefix: compiled loop
-PREFIX = ROOT / "scenarios" / "chat-llama-3.1-8b-h100.yaml"   # a shared system prompt: the Python loop
+PREFIX = ROOT / "scenarios" / "chat-llama-3.1-8b-h100.yaml"   # a shared system prompt: compiled loop
 MIXTRAL = ROOT / "scenarios" / "long-context-mixtral-h200.yaml"  # MoE: the Python loop
+MIX = ROOT / "scenarios" / "mix-chat-rag-h100.yaml"  # workload classes with prefix hit rates
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +58,7 @@ def test_the_estimate_is_the_compiled_loops_where_that_loop_will_run(loaded):
     (DENSE, {}), (DENSE, {"chunked_prefill": True}), (DENSE, {"cost_model": "teaching"}),
     (DENSE, {"max_queued_requests": 3, "rate": 200.0}), (DENSE, {"policy": "static"}),
     (DENSE, {"record_tokens": True}), (DENSE, {"shared_prefix_tokens": 200}), (PREFIX, {}), (MIXTRAL, {}),
+    (DENSE, {"turns": 3}), (MIX, {}),
     (DENSE, {"cpu_offload": "20 GB", "offload_bandwidth": "50 GB/s", "shared_prefix_tokens": 100}),
 ])
 def test_the_estimate_names_the_loop_that_runs(loaded, path, overrides):
@@ -65,8 +67,8 @@ def test_the_estimate_names_the_loop_that_runs(loaded, path, overrides):
     with time_budget(30.0):  # under a budget "auto" runs the compiled loop only once it is loaded: it is
         result = simulate(scenario, requests=200, **overrides)
     assert result.event_loop.startswith("compiled") == expected, (result.event_loop, expected)
-    if path == DENSE and not overrides:
-        assert expected  # the case the estimate is for does occur
+    if (path == DENSE and not overrides) or path == PREFIX:
+        assert expected  # the case the estimate is for does occur, shared prefixes (the preset's prompt) included
 
 
 def test_without_the_kernel_loaded_the_estimate_is_the_python_loops(monkeypatch):

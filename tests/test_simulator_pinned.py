@@ -88,7 +88,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 #: The cases the compiled event loop (``capacity/simulator/compiled.py``) runs; the others fall back to Python.
 COMPILED = ("variable-on-demand", "variable-on-demand-overload", "variable-reserve", "small-preempting",
             "small-preempting-variable", "small-chunked", "small-priorities", "small-bounded-queue",
-            "chunked-teaching", "continuous-teaching", "replicas-random")
+            "chunked-teaching", "continuous-teaching", "prefix-cache", "prefix-cache-on-demand-small",
+            "replicas-random")
 
 
 def run(name: str, event_loop: str = "auto") -> dict[str, np.ndarray]:

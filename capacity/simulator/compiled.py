@@ -5,17 +5,23 @@ same iterations in the same order on the same numbers (issue 17: a million reque
 blocks on demand in seconds, not tens of seconds). Requests are rows of integer and float arrays instead of
 objects; the waiting queue and the finish heap are binary heaps over ``(priority rank, request)`` and
 ``(finish step, admission)`` keys, which pop in the order of the reference's ``heapq`` tuples; the decoding set
-is a dense list with positions, the prefilling set (chunked prefill) a FIFO; the KV pool without prefix sharing
-is one count of free blocks; the growth tracker keeps the same per-residue counts and Fenwick tree. Step times
-come from the cost model's own functions (``cost_models.dense_window``, ``roofline_step_s``, ``teaching_window``
-...), compiled here from the very same Python functions, so there is one home for every formula and the
-floating-point operations happen in the same order: results are bit-identical to the Python loop
-(``tests/test_simulator_compiled.py``).
+is a dense list with positions, the prefilling set (chunked prefill) a FIFO; the KV pool is the count of free
+blocks plus the prefix cache (``allocator.BlockAllocator``: one row per prefix id with its cached blocks and
+references, the unreferenced prefixes in a doubly linked LRU list, eviction from the tail of the least recently
+used prefix); the growth tracker keeps the same per-residue counts and Fenwick tree. Step times come from the
+cost model's own functions (``cost_models.dense_window``, ``roofline_step_s``, ``teaching_window`` ...), compiled
+here from the very same Python functions, so there is one home for every formula and the floating-point
+operations happen in the same order. The allocator's methods work on a dict and an OrderedDict, which numba
+cannot compile: their arithmetic is mirrored step for step, each function naming the method it mirrors.
+Results are bit-identical to the Python loop (``tests/test_simulator_compiled.py``), the prefix cache's end state
+(entries, LRU order, counts) included.
 
-What it runs (``unsupported`` says why not, and the Python loop runs instead): the continuous policy, with
-whole or chunked prefills; the teaching cost model or a dense roofline without sliding windows; no shared
-prefixes (no prefix cache), no KV offload, no recorded token times. Priorities, bounded queues, blocks on
-demand with preemption and reserved blocks are all supported.
+What it runs (``config.compiled_loop_problem`` on the settings, the one home shared with the estimate's
+``config.compiled_loop_runs``, then ``unsupported`` on the engine; where they object the Python loop runs): the
+continuous policy, with whole or chunked prefills; the teaching cost model or a dense roofline without sliding
+windows; shared prefixes with or without prefix caching (system prompts, workload classes, multi-turn sessions,
+traces with prefix ids); no KV offload (a CPU tier), no recorded token times. Priorities, bounded queues, blocks
+on demand with preemption and reserved blocks are all supported.
 
 The kernel runs ``CHUNK_ITERATIONS`` iterations per call and returns; between calls ``budget.check()`` enforces
 the app's deadline and growing buffers are enlarged. Compiled functions are cached on disk (``cache=True``,
@@ -38,6 +44,8 @@ import numpy as np
 
 from .. import budget, roofline
 from . import cost_models
+from .allocator import PrefixEntry
+from .config import compiled_loop_problem
 from .cost_models import TeachingCost
 from .engine import Engine
 
@@ -57,11 +65,18 @@ S_STALLS, S_GCOUNT, S_USUM = range(21, 24)
 C_SLOTS, C_OFFERED_SLOTS, C_POOL, C_BS, C_GROWTH, C_WATERMARK, C_BUDGET, C_RESERVE = range(24, 32)
 C_LIMIT_N, C_LIMIT_T, C_MIXED, C_TL_LIMIT, C_KIND, C_CHUNKED = range(32, 38)
 S_PHEAD, S_NPF = range(38, 40)  # the prefilling FIFO (chunked prefill): its head and length
-N_STATE = 40
+# the prefix cache (``allocator.BlockAllocator``): evictable and cached blocks, hit blocks, cached prompt tokens,
+# the LRU list's ends (-1: empty) and whether caching is on
+S_EVICT, S_CACHED, S_HITS, S_CTOK, S_LHEAD, S_LTAIL, C_CACHING = range(40, 47)
+N_STATE = 47
 # float scalars (``fs``)
 F_NOW, F_LAST_END = 0, 1
 # per-request integer state (columns of ``ri``)
-R_GEN, R_PRIV, R_GROWC, R_SEQ, R_EPOCH, R_SEGW, R_NPRE, R_DECPOS, R_TOPF = range(9)
+R_GEN, R_PRIV, R_GROWC, R_SEQ, R_EPOCH, R_SEGW, R_NPRE, R_DECPOS, R_TOPF, R_PID, R_PBLK = range(11)
+N_RI = 11
+# per-prefix state (columns of ``pc``, one row per distinct prefix id): ``PrefixEntry.blocks`` and ``refs``, and
+# the neighbours in the LRU list of unreferenced prefixes (``BlockAllocator.lru``; -1: none)
+P_BLOCKS, P_REFS, P_PREV, P_NEXT = range(4)
 # per-request float state (columns of ``rf``)
 R_SEGF, R_LAST, R_ITLX = range(3)
 # per-request results (rows of ``out``)
@@ -123,17 +138,9 @@ def on_disk() -> bool:
 
 
 def unsupported(e: Engine) -> str | None:
-    """Why the compiled loop cannot run engine ``e`` (None: it can)."""
-    c = e.config
-    if c.policy != "continuous":
-        return f"policy {c.policy}"
-    if e.tokens is not None:
-        return "record_tokens"
-    if e.alloc.cpu_blocks:
-        return "KV offload"
-    if any(e.prefix_blocks):
-        return "shared prefixes (prefix cache)"
-    why = cost_models.compiled_cost_problem(e.cost)
+    """Why the compiled loop cannot run engine ``e`` (None: it can): its settings (``config.compiled_loop_problem``,
+    the part ``config.compiled_loop_runs`` judges before an engine exists), then what only the engine knows."""
+    why = compiled_loop_problem(e.config.policy, e.tokens is not None, e.alloc.cpu_blocks > 0, e.cost)
     if why is not None:
         return why
     if e.slots >= 1 << 62:
@@ -360,15 +367,131 @@ def _complete(fs, ri, rf, out, out_pre, r):
         out[O_ITL, r] = rf[r, R_ITLX]
 
 
+# The prefix cache: ``allocator.BlockAllocator``'s arithmetic over arrays instead of its dict and OrderedDict
+# (those cannot be compiled). Each function mirrors the method it names, step for step; the LRU list holds the
+# prefixes with cached blocks and no reference (a prefix is in it exactly when ``blocks > 0`` and ``refs == 0``,
+# the entries of ``BlockAllocator.lru``), oldest first. A prefix id absent from ``BlockAllocator.prefixes`` is a
+# row with no blocks and no references here: ``room_for``, ``prefix_hits`` and ``acquire_prefix`` read both the same.
+# KV offload (a CPU tier) is not mirrored: ``unsupported`` keeps those engines in Python.
+
+
+@_jit
+def _lru_push(st, pc, p):
+    """Append prefix ``p`` to the LRU list (most recently used last: ``lru[p] = None``)."""
+    tail = st[S_LTAIL]
+    pc[p, P_PREV], pc[p, P_NEXT] = tail, -1
+    if tail >= 0:
+        pc[tail, P_NEXT] = p
+    else:
+        st[S_LHEAD] = p
+    st[S_LTAIL] = p
+
+
+@_jit
+def _lru_remove(st, pc, p):
+    """Unlink prefix ``p`` from the LRU list (``del lru[p]``)."""
+    prev, nxt = pc[p, P_PREV], pc[p, P_NEXT]
+    if prev >= 0:
+        pc[prev, P_NEXT] = nxt
+    else:
+        st[S_LHEAD] = nxt
+    if nxt >= 0:
+        pc[nxt, P_PREV] = prev
+    else:
+        st[S_LTAIL] = prev
+    pc[p, P_PREV], pc[p, P_NEXT] = -1, -1
+
+
+@_jit
+def _take(st, pc, blocks):
+    """``BlockAllocator.take`` (no CPU tier): take ``blocks`` free blocks, evicting unreferenced prefix blocks from
+    the tail of the least recently used prefix first when the free ones run out."""
+    if blocks <= st[S_FREE]:
+        st[S_FREE] -= blocks
+        return
+    short = blocks - st[S_FREE]
+    while short > 0 and st[S_LHEAD] >= 0:
+        oldest = st[S_LHEAD]
+        evict = min(short, pc[oldest, P_BLOCKS])
+        pc[oldest, P_BLOCKS] -= evict  # the tail of a prefix goes first, so what stays is still a prefix
+        st[S_CACHED] -= evict
+        st[S_EVICT] -= evict
+        st[S_FREE] += evict
+        short -= evict
+        if pc[oldest, P_BLOCKS] == 0:
+            _lru_remove(st, pc, oldest)
+    if blocks > st[S_FREE]:
+        raise RuntimeError("KV pool overdrawn")
+    st[S_FREE] -= blocks
+
+
+@_jit
+def _prefix_hits(st, pc, p, prefix_blocks):
+    """``BlockAllocator.prefix_hits``: blocks of this prefix already cached."""
+    if not st[C_CACHING] or prefix_blocks <= 0:
+        return 0
+    return min(pc[p, P_BLOCKS], prefix_blocks)
+
+
+@_jit
+def _acquire_prefix(st, pc, p, prefix_blocks):
+    """``BlockAllocator.acquire_prefix`` (no CPU tier): reference prefix ``p`` for one request; take its missing
+    blocks. The prefix is out of the LRU list while referenced, so ``_take`` cannot evict it (the reference's pin)."""
+    if prefix_blocks <= 0:
+        return
+    if not st[C_CACHING]:
+        _take(st, pc, prefix_blocks)
+        return
+    blocks = pc[p, P_BLOCKS]
+    if blocks > 0 and pc[p, P_REFS] == 0:  # cached, unreferenced: it leaves the LRU list
+        _lru_remove(st, pc, p)
+        st[S_EVICT] -= blocks
+    st[S_HITS] += min(blocks, prefix_blocks)
+    missing = prefix_blocks - blocks
+    pc[p, P_REFS] += 1
+    if missing > 0:
+        _take(st, pc, missing)
+        pc[p, P_BLOCKS] += missing
+        st[S_CACHED] += missing
+
+
+@_jit
+def _release_prefix(st, pc, p, prefix_blocks):
+    """``BlockAllocator.release_prefix``: drop one reference; an unreferenced prefix stays cached, LRU last."""
+    if prefix_blocks <= 0:
+        return
+    if not st[C_CACHING]:
+        st[S_FREE] += prefix_blocks
+        return
+    pc[p, P_REFS] -= 1
+    if pc[p, P_REFS] == 0:
+        _lru_push(st, pc, p)
+        st[S_EVICT] += pc[p, P_BLOCKS]
+
+
+@_jit
+def _used(st):
+    """``BlockAllocator.used``: blocks holding live KV state (cached-but-unreferenced ones excluded)."""
+    return st[C_POOL] - st[S_FREE] - st[S_EVICT]
+
+
 @_jit
 def _held_private(st, ri, r):
+    """``Engine.held_private``: the private blocks ``r`` holds now (its prefix blocks are the cache's)."""
     if st[C_GROWTH] and ri[r, R_DECPOS] >= 0:
-        return -(-(ri[r, R_GROWC] + st[S_STEP]) // st[C_BS])
+        return -(-(ri[r, R_GROWC] + st[S_STEP]) // st[C_BS]) - ri[r, R_PBLK]
     return ri[r, R_PRIV]
 
 
 @_jit
-def _prefill_done(st, fs, prompt, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f, r):
+def _release(st, ri, pc, r):
+    """``Engine.release``: ``r``'s private blocks return to the pool, its prefix loses a reference."""
+    st[S_FREE] += _held_private(st, ri, r)
+    _release_prefix(st, pc, ri[r, R_PID], ri[r, R_PBLK])
+
+
+@_jit
+def _prefill_done(st, fs, prompt, output, ri, pc, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f, r):
     """``Engine.prefill_done``: ``r``'s prefill ended at ``now``; it finishes or starts decoding."""
     generated = ri[r, R_GEN] + 1
     ri[r, R_GEN] = generated
@@ -381,7 +504,7 @@ def _prefill_done(st, fs, prompt, output, ri, rf, out, out_pre, fheap, dec, resi
     rf[r, R_SEGF] = now
     if generated >= output[r]:
         _close_segment(st, ri, rf, seg_i, seg_f, r)
-        st[S_FREE] += _held_private(st, ri, r)
+        _release(st, ri, pc, r)
         _complete(fs, ri, rf, out, out_pre, r)
         return
     step = st[S_STEP]
@@ -397,7 +520,7 @@ def _prefill_done(st, fs, prompt, output, ri, rf, out, out_pre, fheap, dec, resi
 
 
 @_jit
-def _finish_due(st, fs, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f):
+def _finish_due(st, fs, output, ri, pc, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f):
     """``Engine.finish_due``: complete every decoding request whose last token came at the current step."""
     step, bs, now = st[S_STEP], st[C_BS], fs[F_NOW]
     while st[S_HLEN] > 0 and fheap[0, 0] <= step:
@@ -409,10 +532,12 @@ def _finish_due(st, fs, output, ri, rf, out, out_pre, fheap, dec, residues, tree
         _close_segment(st, ri, rf, seg_i, seg_f, r)
         c = ri[r, R_GROWC]
         if st[C_GROWTH]:
-            st[S_FREE] += -(-(c + step) // bs)
+            st[S_FREE] += -(-(c + step) // bs) - ri[r, R_PBLK]
             _gadd(st, residues, tree, c, -1)
         else:
             st[S_FREE] += ri[r, R_PRIV]
+        if ri[r, R_PBLK]:
+            _release_prefix(st, pc, ri[r, R_PID], ri[r, R_PBLK])
         _dec_remove(st, ri, dec, r)
         st[S_CTX] -= c
         out[O_FINISH, r] = now
@@ -421,7 +546,7 @@ def _finish_due(st, fs, output, ri, rf, out, out_pre, fheap, dec, residues, tree
 
 
 @_jit
-def _preempt_one(st, fs, prompt, rank, ri, rf, qheap, dec, residues, tree, seg_i, seg_f, n):
+def _preempt_one(st, fs, prompt, rank, ri, pc, rf, qheap, dec, residues, tree, seg_i, seg_f, n):
     """``Engine.preempt_one``: the lowest-priority, most recently admitted decoding request goes back to the queue."""
     victim = dec[0]
     for j in range(1, st[S_NDEC]):
@@ -435,7 +560,7 @@ def _preempt_one(st, fs, prompt, rank, ri, rf, qheap, dec, residues, tree, seg_i
     ri[victim, R_GEN] = ri[victim, R_GROWC] + step - prompt[victim]
     _close_segment(st, ri, rf, seg_i, seg_f, victim)
     rf[victim, R_LAST] = fs[F_LAST_END] if st[S_NWIN] > ri[victim, R_SEGW] else rf[victim, R_SEGF]
-    st[S_FREE] += _held_private(st, ri, victim)
+    _release(st, ri, pc, victim)  # Engine.leave_decoding: release while still decoding, then leave
     _dec_remove(st, ri, dec, victim)
     c = ri[victim, R_GROWC]
     st[S_CTX] -= c
@@ -449,8 +574,8 @@ def _preempt_one(st, fs, prompt, rank, ri, rf, qheap, dec, residues, tree, seg_i
 
 
 @_jit
-def _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap, fheap, dec, residues,
-                   tree, win, seg_i, seg_f, n):
+def _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, out, out_pre, qheap, fheap, dec,
+                   residues, tree, win, seg_i, seg_f, n):
     """``scheduler._window`` and ``Engine.run_decode``: fast-forward the batch to its next event (or preempt)."""
     while fheap[0, 2] != ri[fheap[0, 3], R_EPOCH] or ri[fheap[0, 3], R_DECPOS] < 0:  # stale tops
         _fpop(st, fheap)
@@ -465,9 +590,9 @@ def _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out
             k = until
     new_blocks = 0
     if st[C_GROWTH]:
-        k, new_blocks = _affordable(st, residues, tree, step, st[S_FREE], k)
+        k, new_blocks = _affordable(st, residues, tree, step, st[S_FREE] + st[S_EVICT], k)
         if k == 0:
-            _preempt_one(st, fs, prompt, rank, ri, rf, qheap, dec, residues, tree, seg_i, seg_f, n)
+            _preempt_one(st, fs, prompt, rank, ri, pc, rf, qheap, dec, residues, tree, seg_i, seg_f, n)
             return
     duration, first, longest = _window(st, coef, batch, context, k)
     w = st[S_NWIN]
@@ -478,8 +603,8 @@ def _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out
     win[2, w] = gap if gap > longest else longest
     st[S_NWIN] = w + 1
     if new_blocks:
-        st[S_FREE] -= new_blocks
-        used = st[C_POOL] - st[S_FREE]
+        _take(st, pc, new_blocks)
+        used = _used(st)
         if used > st[S_PEAK]:
             st[S_PEAK] = used
     fs[F_NOW] = fs[F_LAST_END] = now + duration
@@ -489,27 +614,39 @@ def _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out
     st[S_OFFERED] += st[C_OFFERED_SLOTS] * k
     st[S_DSTEPS] += k
     if fheap[0, 0] <= step:
-        _finish_due(st, fs, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f)
+        _finish_due(st, fs, output, ri, pc, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f)
 
 
 @_jit
-def _try_admit(st, fs, prompt, output, ri, out, r):
-    """``Engine.try_admit`` without prefix blocks: take ``r``'s blocks if the pool allows (False: it waits)."""
-    bs = st[C_BS]
+def _try_admit(st, fs, prompt, output, ri, pc, out, r):
+    """``Engine.try_admit`` (no CPU tier): take ``r``'s blocks if the pool allows (False: it waits); its cached
+    prefix blocks are not prefilled."""
+    bs, p, prefix_blocks = st[C_BS], ri[r, R_PID], ri[r, R_PBLK]
     tokens = prompt[r] + output[r] if st[C_RESERVE] else prompt[r] + ri[r, R_GEN] + 1
     total = -(-tokens // bs)
+    hits, room = 0, st[S_FREE] + st[S_EVICT]
+    if prefix_blocks and st[C_CACHING]:  # BlockAllocator.room_for: referencing an unreferenced prefix pins it
+        hits = min(pc[p, P_BLOCKS], prefix_blocks)
+        if pc[p, P_REFS] == 0:
+            room -= pc[p, P_BLOCKS]
     spare = st[C_WATERMARK] + st[S_RESV] if st[S_NDEC] > 0 or st[S_NPF] > 0 else 0
-    if st[S_FREE] - total < spare:
+    if room - (total - hits) < spare:
         return False
-    ri[r, R_PRIV] = total
-    st[S_FREE] -= total
-    st[S_PREFILL] += prompt[r] + ri[r, R_GEN]
-    ri[r, R_TOPF] = prompt[r] + ri[r, R_GEN]
+    if prefix_blocks:
+        _acquire_prefix(st, pc, p, prefix_blocks)
+    private = total - prefix_blocks
+    ri[r, R_PRIV] = private
+    _take(st, pc, private)
+    asked = prompt[r] + ri[r, R_GEN]
+    st[S_PREFILL] += asked
+    if hits:
+        st[S_CTOK] += hits * bs
+    ri[r, R_TOPF] = asked - hits * bs
     st[S_ADM] += 1
     ri[r, R_SEQ] = st[S_ADM]
     if ri[r, R_GEN] == 0 and ri[r, R_NPRE] == 0:
         out[O_SCHED, r] = fs[F_NOW]
-    used = st[C_POOL] - st[S_FREE]
+    used = _used(st)
     if used > st[S_PEAK]:
         st[S_PEAK] = used
     return True
@@ -538,7 +675,7 @@ def _record(st, fs, tl_f, tl_i):
     """``Engine.record_now`` and ``Timeline.add``: one sampled row; halve the rows at twice the limit."""
     j = st[S_NROWS]
     tl_f[j] = fs[F_NOW]
-    tl_i[0, j], tl_i[1, j], tl_i[2, j] = st[S_NDEC] + st[S_NPF], st[S_QLEN], st[C_POOL] - st[S_FREE]
+    tl_i[0, j], tl_i[1, j], tl_i[2, j] = st[S_NDEC] + st[S_NPF], st[S_QLEN], _used(st)
     j += 1
     if j >= 2 * st[C_TL_LIMIT]:
         half = j // 2
@@ -551,8 +688,8 @@ def _record(st, fs, tl_f, tl_i):
 
 
 @_jit
-def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap, fheap, dec, pre,
-                       residues, tree, win, seg_i, seg_f, scratch, n):
+def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, out, out_pre, qheap, fheap, dec,
+                       pre, residues, tree, win, seg_i, seg_f, scratch, n):
     """``scheduler._chunked_iteration``: all decodes plus prompt chunks within the token budget; else a window.
 
     The prefilling requests form a FIFO (``pre``, a ring): chunks go to its first entries, and only the last
@@ -560,8 +697,8 @@ def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out,
     """
     if st[C_GROWTH]:
         bs = st[C_BS]
-        while st[S_NDEC] > 0 and residues[bs - 1 - st[S_STEP] % bs] > st[S_FREE]:  # one step does not fit
-            _preempt_one(st, fs, prompt, rank, ri, rf, qheap, dec, residues, tree, seg_i, seg_f, n)
+        while st[S_NDEC] > 0 and residues[bs - 1 - st[S_STEP] % bs] > st[S_FREE] + st[S_EVICT]:  # one step does not fit
+            _preempt_one(st, fs, prompt, rank, ri, pc, rf, qheap, dec, residues, tree, seg_i, seg_f, n)
         st[S_RESV] = residues[bs - 1 - st[S_STEP] % bs]
     room = st[C_BUDGET] - st[S_NDEC]
     chunks, tokens, head = 0, 0, st[S_PHEAD]
@@ -574,7 +711,7 @@ def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out,
         tokens += take
     while room > 0 and st[S_QLEN] > 0 and st[S_NDEC] + st[S_NPF] < st[C_SLOTS]:
         r = qheap[0] % n
-        if not _try_admit(st, fs, prompt, output, ri, out, r):
+        if not _try_admit(st, fs, prompt, output, ri, pc, out, r):
             break
         _qpop(st, qheap)
         st[S_QTOK] -= prompt[r]
@@ -589,7 +726,7 @@ def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out,
         st[S_RESV] = 0
         if st[S_NDEC] == 0:
             return False
-        _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap, fheap, dec,
+        _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, out, out_pre, qheap, fheap, dec,
                        residues, tree, win, seg_i, seg_f, n)
         return True
     if st[S_NDEC] > 0:  # Engine.run_decode(1, reserved, extra_prefill_tokens=tokens)
@@ -603,8 +740,8 @@ def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out,
         win[2, w] = gap if gap > duration else duration
         st[S_NWIN] = w + 1
         if st[S_RESV]:
-            st[S_FREE] -= st[S_RESV]
-            used = st[C_POOL] - st[S_FREE]
+            _take(st, pc, st[S_RESV])
+            used = _used(st)
             if used > st[S_PEAK]:
                 st[S_PEAK] = used
         fs[F_NOW] = fs[F_LAST_END] = now + duration
@@ -614,7 +751,7 @@ def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out,
         st[S_OFFERED] += st[C_OFFERED_SLOTS]
         st[S_DSTEPS] += 1
         if fheap[0, 0] <= step:
-            _finish_due(st, fs, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f)
+            _finish_due(st, fs, output, ri, pc, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f)
         st[S_RESV] = 0
     else:
         fs[F_NOW] += _step_s(st, coef, 0, 0, tokens)
@@ -624,13 +761,14 @@ def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out,
         if ri[r, R_TOPF] == 0:  # a prefix of the FIFO completes: pop its head
             st[S_PHEAD] = (st[S_PHEAD] + 1) % n
             st[S_NPF] -= 1
-            _prefill_done(st, fs, prompt, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f, r)
+            _prefill_done(st, fs, prompt, output, ri, pc, rf, out, out_pre, fheap, dec, residues, tree, seg_i, seg_f,
+                          r)
     return True
 
 
 @_jit
-def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, rf, out, out_pre, rejected, qheap, fheap, dec,
-         pre, residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, max_iterations):
+def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, pc, rf, out, out_pre, rejected, qheap, fheap,
+         dec, pre, residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, max_iterations):
     """``scheduler.run_continuous`` for at most ``max_iterations`` iterations: DONE, MORE, GROW (buffers) or STALL."""
     n = arrival.shape[0]
     for _ in range(max_iterations):
@@ -642,35 +780,39 @@ def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, rf, out, out_p
             return GROW
         progressed = True
         if st[C_CHUNKED]:
-            progressed = _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap,
-                                            fheap, dec, pre, residues, tree, win, seg_i, seg_f, scratch, n)
+            progressed = _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, out, out_pre,
+                                            qheap, fheap, dec, pre, residues, tree, win, seg_i, seg_f, scratch, n)
         elif st[S_QLEN] > 0:  # _unchunked_iteration: admit what fits and prefill it alone, else a decode window
             if st[C_GROWTH] and st[S_NDEC] > 0:
                 st[S_RESV] = residues[st[C_BS] - 1 - st[S_STEP] % st[C_BS]]  # next_step_blocks
             admitted, tokens = 0, 0
             while st[S_QLEN] > 0 and st[S_NDEC] + admitted < st[C_SLOTS]:
                 r = qheap[0] % n
-                if admitted and tokens + prompt[r] + ri[r, R_GEN] > st[C_BUDGET]:
-                    break
-                if not _try_admit(st, fs, prompt, output, ri, out, r):
+                if admitted:  # the budget counts what the prefill computes (Engine.prefill_need)
+                    need = prompt[r] + ri[r, R_GEN]
+                    if ri[r, R_PBLK]:
+                        need -= _prefix_hits(st, pc, ri[r, R_PID], ri[r, R_PBLK]) * st[C_BS]
+                    if tokens + need > st[C_BUDGET]:
+                        break
+                if not _try_admit(st, fs, prompt, output, ri, pc, out, r):
                     break
                 _qpop(st, qheap)
                 st[S_QTOK] -= prompt[r]
                 scratch[admitted] = r
                 admitted += 1
-                tokens += prompt[r] + ri[r, R_GEN]
+                tokens += ri[r, R_TOPF]
             if admitted:
                 fs[F_NOW] += _step_s(st, coef, 0, 0, tokens)
                 for j in range(admitted):
-                    _prefill_done(st, fs, prompt, output, ri, rf, out, out_pre, fheap, dec, residues, tree, seg_i,
-                                  seg_f, scratch[j])
+                    _prefill_done(st, fs, prompt, output, ri, pc, rf, out, out_pre, fheap, dec, residues, tree,
+                                  seg_i, seg_f, scratch[j])
             elif st[S_NDEC] > 0:
-                _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap, fheap, dec,
-                               residues, tree, win, seg_i, seg_f, n)
+                _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, out, out_pre, qheap, fheap,
+                               dec, residues, tree, win, seg_i, seg_f, n)
             else:
                 progressed = False
         elif st[S_NDEC] > 0:
-            _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, rf, out, out_pre, qheap, fheap, dec,
+            _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, out, out_pre, qheap, fheap, dec,
                            residues, tree, win, seg_i, seg_f, n)
         else:
             progressed = False
@@ -740,14 +882,17 @@ def run(e: Engine) -> None:
         config.chunked_prefill
     st[S_FREE], st[S_STRIDE], st[S_SEEN] = e.alloc.free, e.timeline.stride, e.timeline.seen
     table = e.table
+    ids, pc = _prefix_state(e, st)
     arrival = np.ascontiguousarray(table.arrival_s, dtype=np.float64)
     prompt = np.ascontiguousarray(table.prompt_tokens, dtype=np.int64)
     output = np.ascontiguousarray(table.output_tokens, dtype=np.int64)
     rank = np.unique(np.asarray(table.priority, dtype=np.int64), return_inverse=True)[1].astype(np.int64).reshape(-1)
     reject = np.zeros(n, dtype=np.bool_)
     reject[list(e.reject_at_arrival)] = True
-    ri = np.zeros((n, 9), dtype=np.int64)
+    ri = np.zeros((n, N_RI), dtype=np.int64)
     ri[:, R_DECPOS] = -1
+    ri[:, R_PID] = np.searchsorted(ids, table.prefix_id)  # dense prefix rows (no prefix: prefix blocks 0)
+    ri[:, R_PBLK] = e.prefix_blocks
     rf = np.zeros((n, 3), dtype=np.float64)
     out = np.full((4, n), np.nan)
     out_pre = np.zeros(n, dtype=np.int64)
@@ -769,8 +914,8 @@ def run(e: Engine) -> None:
         tl_f[j], tl_i[0, j], tl_i[1, j], tl_i[2, j] = t, running, queued, used
         st[S_NROWS] += 1
     while True:
-        code = _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, rf, out, out_pre, rejected, qheap, fheap,
-                    dec, pre, residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, CHUNK_ITERATIONS)
+        code = _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, pc, rf, out, out_pre, rejected, qheap,
+                    fheap, dec, pre, residues, tree, win, seg_i, seg_f, tl_f, tl_i, scratch, CHUNK_ITERATIONS)
         if code == DONE:
             break
         if code == STALL:
@@ -783,6 +928,41 @@ def run(e: Engine) -> None:
             fheap = _grown_to(fheap, int(st[S_HLEN]) + pending, 0)
         budget.check()  # the app's hard deadline, between chunks of iterations
     _write_back(e, st, fs, out, out_pre, rejected, win, seg_i, seg_f, tl_f, tl_i)
+    _write_back_prefixes(e, st, ids, pc)
+
+
+def _prefix_state(e: Engine, st: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The prefix cache as arrays: the sorted prefix ids (row ``i`` of ``pc`` is ``ids[i]``) and ``pc`` filled from
+    ``e.alloc`` (its entries and LRU order; empty for a new engine); the cache's counts go into ``st``."""
+    alloc = e.alloc
+    ids = np.unique(np.concatenate([np.asarray(e.table.prefix_id, dtype=np.int64),
+                                    np.fromiter(alloc.prefixes, dtype=np.int64, count=len(alloc.prefixes))]))
+    pc = np.zeros((max(len(ids), 1), 4), dtype=np.int64)
+    pc[:, P_PREV] = pc[:, P_NEXT] = -1
+    for pid, entry in alloc.prefixes.items():
+        row = int(np.searchsorted(ids, pid))
+        pc[row, P_BLOCKS], pc[row, P_REFS] = entry.blocks, entry.refs
+    st[S_EVICT], st[S_CACHED], st[S_HITS], st[S_CTOK] = alloc.evictable, alloc.cached, alloc.hit_blocks, \
+        e.cached_tokens
+    st[S_LHEAD] = st[S_LTAIL] = -1
+    st[C_CACHING] = alloc.caching
+    for pid in alloc.lru:
+        _lru_push(st, pc, int(np.searchsorted(ids, pid)))
+    return ids, pc
+
+
+def _write_back_prefixes(e: Engine, st: np.ndarray, ids: np.ndarray, pc: np.ndarray) -> None:
+    """Put the kernel's prefix cache back into ``e.alloc`` (entries with cached blocks, the LRU order) and ``e``."""
+    alloc = e.alloc
+    alloc.evictable, alloc.cached, alloc.hit_blocks = int(st[S_EVICT]), int(st[S_CACHED]), int(st[S_HITS])
+    e.cached_tokens = int(st[S_CTOK])
+    alloc.prefixes = {int(ids[row]): PrefixEntry(int(pc[row, P_BLOCKS]), int(pc[row, P_REFS]))
+                      for row in np.flatnonzero(pc[:len(ids), P_BLOCKS] > 0).tolist()}
+    alloc.lru.clear()
+    row = int(st[S_LHEAD])
+    while row >= 0:
+        alloc.lru[int(ids[row])] = None
+        row = int(pc[row, P_NEXT])
 
 
 def _write_back(e: Engine, st: np.ndarray, fs: np.ndarray, out: np.ndarray, out_pre: np.ndarray,

@@ -11,7 +11,7 @@ import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import budget
 from ..errors import ScenarioError, show
@@ -19,6 +19,9 @@ from ..lengths import LengthDist, length_dist, prefix_problem
 from ..scenario import Scenario
 from ..specs import DEFAULT_MAX_BATCHED_TOKENS, non_negative, positive, positive_int
 from ..units import parse_quantity
+
+if TYPE_CHECKING:
+    from .cost_models import CostModel
 
 POLICIES = ("static", "continuous")
 COST_MODELS = ("teaching", "roofline")
@@ -290,24 +293,38 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
     return SimulationConfig(**values)
 
 
+def compiled_loop_problem(policy: str, record_tokens: bool, offload: bool, cost: CostModel) -> str | None:
+    """Why the compiled event loop (``compiled.py``) cannot run a simulation with these settings (None: it can).
+
+    The one home of what that loop runs, read by ``compiled.unsupported`` on an engine and by
+    ``compiled_loop_runs`` before one is built (this module never imports numba). ``offload``: evicted prefix
+    blocks move to a CPU tier; ``cost``: the cost model (``cost_models.compiled_cost_problem``).
+    """
+    if policy != "continuous":
+        return f"policy {policy}"
+    if record_tokens:
+        return "record_tokens"
+    if offload:
+        return "KV offload"
+    from .cost_models import compiled_cost_problem
+
+    return compiled_cost_problem(cost)
+
+
 def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
     """Whether the run of these settings will go through the compiled loop with no start-up time: its kernel is
     loaded in this process (``scheduler.compiled_loop_loaded``: "auto" then picks it, budget or not) and it
-    supports the run (``compiled.unsupported``, judged here on the settings before any engine is built, and on
-    the safe side: any shared prefix, multi-turn session, trace or workload mix counts as unsupported)."""
+    supports the settings (``compiled_loop_problem``; a CPU offload budget counts as offload even where it would
+    hold no block, the safe side)."""
     from .scheduler import compiled_loop_loaded
 
     if not compiled_loop_loaded():
         return False
-    if values.get("policy", "continuous") != "continuous" or values.get("record_tokens") or \
-            values.get("cpu_offload_bytes") or values.get("shared_prefix_tokens") or values.get("turns", 1) > 1 or \
-            values.get("arrival") == "trace" or (scenario.raw and scenario.raw.get("workloads") is not None):
-        return False
-    if values.get("cost_model", "roofline") == "teaching":
-        return True
-    from .cost_models import RooflineCost, compiled_cost_problem
+    from .cost_models import cost_model_for
 
-    return compiled_cost_problem(RooflineCost.from_scenario(scenario)) is None
+    cost = cost_model_for(scenario, SimulationConfig(cost_model=values.get("cost_model", "roofline")))
+    return compiled_loop_problem(values.get("policy", "continuous"), bool(values.get("record_tokens")),
+                                 bool(values.get("cpu_offload_bytes")), cost) is None
 
 
 def work_problems(values: Mapping[str, Any], block_size: int, compiled: bool = False) -> list[str]:
