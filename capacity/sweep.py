@@ -321,19 +321,19 @@ def record_batches(grid: Grid, schema: pa.Schema, chunk_rows: int = CHUNK_ROWS,
 
 
 def _joined(grid: Grid, schema: pa.Schema, chunk_rows: int, threads: int | None) -> Iterator[pa.RecordBatch]:
-    def piece(span: tuple[int, int, int]) -> tuple[int, dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    def piece(span: tuple[int, int, int]) -> tuple[bool, dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
         chunk, start, stop = span
         x = grid.inputs(start, stop)
-        return (chunk, x, *_evaluated(grid, x))
+        return (stop == min((chunk + 1) * chunk_rows, grid.rows), x, *_evaluated(grid, x))
 
     parts: list[tuple] = []
     for part in ordered_map(piece, pieces(grid.rows, chunk_rows, threads), _threads(threads)):
-        if parts and parts[0][0] != part[0]:
-            yield _batch(schema, *_concatenated(parts))
+        parts.append(part[1:])
+        if part[0]:  # the chunk's last piece: put together, and let go of the pieces before the batch is used
+            del part
+            batch = _batch(schema, *_concatenated(parts))
             parts = []
-        parts.append(part)
-    if parts:
-        yield _batch(schema, *_concatenated(parts))
+            yield batch
 
 
 def pieces(rows: int, chunk_rows: int, threads: int | None = None) -> list[tuple[int, int, int]]:
@@ -361,9 +361,9 @@ def _evaluated(grid: Grid, x: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarr
 def _concatenated(parts: list[tuple]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
     """The pieces of one chunk as one: (inputs, results, problems)."""
     if len(parts) == 1:
-        return parts[0][1:]
-    joined = [{key: np.concatenate([p[i][key] for p in parts]) for key in parts[0][i]} for i in (1, 2)]
-    return joined[0], joined[1], np.concatenate([p[3] for p in parts])
+        return parts[0]
+    joined = [{key: np.concatenate([p[i][key] for p in parts]) for key in parts[0][i]} for i in (0, 1)]
+    return joined[0], joined[1], np.concatenate([p[2] for p in parts])
 
 
 def _batch(schema: pa.Schema, x: dict[str, np.ndarray], results: dict[str, np.ndarray],
@@ -467,7 +467,10 @@ def write_sweep(grid: Grid, fmt: str, sink: IO[bytes], meta: dict[str, Any], chu
         sink.write(to_xlsx_bytes(_frame(grid), meta))
         return grid.rows
     schema = arrow_schema(grid, meta if fmt == "parquet" else None)
-    batches = record_batches(grid, schema, chunk_rows)  # a generator: nothing is evaluated before it is read
+    # A generator: nothing is evaluated before it is read. A Parquet sweep's writes take a core of their own (on a
+    # background thread), so its chunks are evaluated on one thread fewer.
+    threads = max(default_threads() - 1, 1) if fmt == "parquet" else None
+    batches = record_batches(grid, schema, chunk_rows, threads=threads)
     written = 0
     if fmt == "csv" and human:
         for batch in batches:
