@@ -26,6 +26,7 @@ labelled "baseline"), so a change is measured against the code before it under t
 
 from __future__ import annotations
 
+import argparse
 import copy
 import os
 import socket
@@ -208,13 +209,10 @@ def main(n: int = 20, loads: int = 5, root: Path = ROOT, baseline: Path | None =
 
 
 if __name__ == "__main__":
-    argv, options, plain = sys.argv[1:], {}, []
-    while argv:
-        arg = argv.pop(0)
-        if arg in ("--loads", "--root", "--baseline"):
-            options[arg] = argv.pop(0)
-        else:
-            plain.append(arg)
-    main(int(plain[0]) if plain else 20, int(options.get("--loads", 5)),
-         Path(options.get("--root", ROOT)).resolve(),
-         Path(options["--baseline"]).resolve() if "--baseline" in options else None)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=20, help="reruns timed in each view (default 20)")
+    parser.add_argument("--loads", type=int, default=5, help="page loads timed (after one warm-up load)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app.py runs (default: this one)")
+    parser.add_argument("--baseline", type=Path, help="another checkout's app, run interleaved beside this one")
+    args = parser.parse_args()
+    main(args.n, args.loads, args.root.resolve(), args.baseline.resolve() if args.baseline else None)
