@@ -34,10 +34,9 @@ import copy
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .errors import ScenarioError
 from .frame import evaluate_frame
@@ -45,6 +44,9 @@ from .options import prefill_pool_ttft_s
 from .scenario import Results, Scenario
 from .specs import FLEET_MODES as MODES
 from .specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
+
+if TYPE_CHECKING:  # imported by the functions that build tables: a search's pruning needs none
+    import pandas as pd
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -135,6 +137,8 @@ def layouts(scenario: Mapping[str, Any], gpus: Iterable[str] | None = None,
     for the scenario's own GPU. Returns (inputs, skipped): one row per layout with ``gpu`` and
     ``tensor_parallel`` columns, and the layouts that do not build with the reason in ``problem``.
     """
+    import pandas as pd
+
     base_gpu = scenario.get("gpu")
     base = dict(base_gpu) if isinstance(base_gpu, Mapping) else {"name": base_gpu}
     names = [None] if gpus is None else list(gpus)
@@ -162,6 +166,8 @@ def size_layouts(inputs: pd.DataFrame, design_rps: float, headroom: float = 0.0,
 
     ``target`` (requests/s, default the design load) is the load ``cost_per_million_tokens`` is taken at.
     """
+    import pandas as pd
+
     modes = list(modes)
     unknown = set(modes) - set(MODES)
     if unknown:
@@ -245,6 +251,8 @@ def rank(table: pd.DataFrame) -> pd.DataFrame:
 def pareto_front(table: pd.DataFrame, cost: str = "cost_per_hour", latency: str = "tpot_at_design_s") -> pd.Series:
     """Whether each row is on the cost/latency Pareto front: no other row is at most as costly and at most
     as slow, and strictly better in one. Rows with a non-finite cost or latency are never on it."""
+    import pandas as pd
+
     c, t = table[cost].to_numpy(float), table[latency].to_numpy(float)
     finite = np.isfinite(c) & np.isfinite(t)
     front = np.zeros(len(table), dtype=bool)
@@ -266,6 +274,8 @@ def fleet_options(scenario: Mapping[str, Any], target: float | None = None, toke
     ``pareto`` marks the cost/TPOT Pareto front among the options that keep the promises. Columns:
     ``COLUMNS``; layouts that do not hold the model are listed at the end with the reason in ``problem``.
     """
+    import pandas as pd
+
     workload = scenario.get("workload") or {}
     base = target_rps(target, tokens_per_day, float(workload.get("prompt_tokens", 0) or 0),
                       float(workload.get("output_tokens", 0) or 0))

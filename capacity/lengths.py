@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
 
 from .errors import ScenarioError, show
 from .specs import non_negative, positive, positive_int
@@ -51,6 +50,8 @@ class LengthDist:
         u = (np.arange(n) + 0.5) / n
         if self.kind == "uniform":
             return np.floor(self.low + u * (self.high - self.low + 1))
+        from scipy.special import ndtri  # here: scipy takes ~0.1 s to import, and most runs draw no lognormal
+
         mu = math.log(self.mean) - self.sigma**2 / 2.0
         return np.clip(np.rint(np.exp(mu + self.sigma * ndtri(u))), self.low, self.high)
 

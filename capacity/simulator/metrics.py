@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..scenario import Scenario
 from .config import SimulationConfig
 from .engine import Engine
 from .workloads import RequestTable
+
+if TYPE_CHECKING:  # pandas is imported where a DataFrame is built: a search's simulations build none
+    import pandas as pd
 
 REQUEST_COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "prefix_id", "priority", "status",
                    "reject_reason", "queue_s", "ttft_s", "tpot_s", "max_itl_s", "e2e_s", "finish_s", "preemptions")
@@ -205,6 +207,8 @@ class SimulationResult:
                     row[f"{how}_{metric}_s"] = _stat(values, how)
             row["slo_attainment"] = float(met[df.index.get_indexer(part.index)].mean()) if len(part) else math.nan
             rows.append(row)
+        import pandas as pd
+
         return pd.DataFrame(rows)
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -276,6 +280,8 @@ def books(e: Engine, table: RequestTable, config: SimulationConfig) -> Books:
 
 def timeline_frame(times_s: np.ndarray, values: np.ndarray) -> pd.DataFrame:
     """The timeline DataFrame (``TIMELINE_COLUMNS``) of times [s] and their (running, queued, blocks) rows."""
+    import pandas as pd
+
     return pd.DataFrame({"time_s": times_s, **{name: values[:, j] for j, name in enumerate(TIMELINE_COLUMNS[1:])}})
 
 
@@ -286,6 +292,8 @@ def collect(e: Engine, table: RequestTable, scenario: Scenario, config: Simulati
 
 def result_of(b: Books, scenario: Scenario, config: SimulationConfig) -> SimulationResult:
     """One engine's books as a SimulationResult."""
+    import pandas as pd
+
     return SimulationResult(scenario, config, pd.DataFrame(b.columns), timeline_frame(b.timeline_s, b.timeline_values),
                             b.counters, b.token_times, b.event_loop)
 
@@ -304,6 +312,8 @@ def waiting_timeline(requests: pd.DataFrame, points: int = 400) -> pd.DataFrame:
     times = np.unique(np.concatenate([start, end]))
     if times.size > points:
         times = times[np.linspace(0, times.size - 1, points).round().astype(int)]
+    import pandas as pd
+
     waiting = np.searchsorted(np.sort(start), times, side="right") - np.searchsorted(np.sort(end), times,
                                                                                        side="right")
     return pd.DataFrame({"time_s": times, "waiting": waiting})

@@ -13,7 +13,6 @@ The replicas share nothing, so each is simulated alone. Merged: requests keep th
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..scenario import Scenario
 from .config import SimulationConfig
@@ -48,6 +47,8 @@ def merge(parts: list[tuple[np.ndarray, Books]], scenario: Scenario, config: Sim
     recorded is the sum over replicas of each one's last row at or before it (0 before its first); counters add
     up, except the pool and the peak (per replica, the busiest's).
     """
+    import pandas as pd
+
     columns: dict[str, np.ndarray] = {}
     for name in parts[0][1].columns:
         columns[name] = np.concatenate([b.columns[name] for _, b in parts])
