@@ -15,8 +15,10 @@ interleaved. Two figures per count:
 
 The results must agree: the same simulations, replica counts and percentiles, whatever the loop and the
 worker count. Reported: simulations, wall time, simulations per second, the ratio to the Python loop on one
-worker (where it ran), the scaling of N workers against one, the CPU time of all the search's processes
-(end to end; steadier than wall time on a shared machine), each the median of ``--rounds`` rounds.
+worker (where it ran), the scaling of N workers against one (the warm one split into N x the share of the
+workers' time spent simulating x how fast one simulation runs beside N - 1 others against alone), the CPU time
+of all the search's processes (end to end; steadier than wall time on a shared machine), each the median of
+``--rounds`` rounds.
 ``--against ROOT``: also another checkout's benchmark (e.g. ``main``'s, through its own ``--child``), its
 compiled-loop search run end to end interleaved with this one's, with the ratio. With Dask installed
 (``--dask``), also a Dask ``LocalCluster`` of N worker processes (the path ``--cluster ADDRESS`` takes).
@@ -104,6 +106,7 @@ def warm(workers: int, loop: str, requests: int) -> dict:
 def _about(result) -> dict:
     best = result.cheapest
     return {"simulations": len(result.runs), "pruned": len(result.pruned), "digest": digest(result),
+            "simulation_s": sum(r["simulation_s"] for r in result.runs),
             "loops": sorted({r["event_loop"].split(" ")[0] for r in result.runs}),
             "cheapest": f"{best['gpu']} x{best['tensor_parallel']} x{best['replicas']} replicas, "
                         f"${best['cost_per_hour']:.2f}/h"}
@@ -138,6 +141,18 @@ def warm_cache() -> dict:
 
 def _median(rs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rs)
+
+
+def _busy(rs: list[dict], workers: int) -> float:
+    """Share of the workers' wall time spent simulating (median over runs): what the search's own dispatch, its
+    waits and its tail leave to the simulations."""
+    return statistics.median(r["simulation_s"] / (workers * r["wall_s"]) for r in rs)
+
+
+def _per_simulation_ms(rs: list[dict]) -> float:
+    """Mean time of one simulation [ms] (median over runs): slower with more workers where they share a core's
+    caches, memory bandwidth or clock, which the search's code does not decide."""
+    return statistics.median(1e3 * r["simulation_s"] / r["simulations"] for r in rs)
 
 
 def main() -> None:
@@ -187,12 +202,14 @@ def main() -> None:
             rs = runs[("cold", workers, loop)]
             wall, cpu, rate = _median(rs, "wall_s"), _median(rs, "cpu_s"), rs[0]["simulations"] / _median(rs, "wall_s")
             base = base or rate
-            warm_rate = rs[0]["simulations"] / _median(runs[("warm", workers, loop)], "wall_s")
+            warm_runs = runs[("warm", workers, loop)]
+            warm_rate = rs[0]["simulations"] / _median(warm_runs, "wall_s")
             print(f"{workers:3d} local worker(s), --event-loop {loop:<6} (ran: {'+'.join(rs[0]['loops'])}): "
                   f"{rs[0]['simulations']} simulations ({rs[0]['pruned']} settings pruned); end to end "
                   f"{wall:5.2f} s (process {_median(rs, 'process_s'):5.2f} s) = {rate:6.2f} simulations/s "
                   f"({rate / base:4.1f}x the first line), {cpu:5.2f} s of CPU in all processes; warm "
-                  f"{warm_rate:6.2f} simulations/s; cheapest {rs[0]['cheapest']}")
+                  f"{warm_rate:6.2f} simulations/s ({_busy(warm_runs, workers):.0%} busy, "
+                  f"{_per_simulation_ms(warm_runs):.1f} ms per simulation); cheapest {rs[0]['cheapest']}")
     for loop in loops:
         if len(counts) > 1:
             one_, top = counts[0], counts[-1]
@@ -201,8 +218,11 @@ def main() -> None:
                 rs = runs[(kind, w, lp)]
                 return rs[0]["simulations"] / _median(rs, "wall_s")
 
+            w1, wn = runs[("warm", one_, loop)], runs[("warm", top, loop)]
             print(f"--event-loop {loop}: {top} workers against {one_}: end to end "
-                  f"{rate('cold', top) / rate('cold', one_):.2f}x, warm {rate('warm', top) / rate('warm', one_):.2f}x")
+                  f"{rate('cold', top) / rate('cold', one_):.2f}x, warm {rate('warm', top) / rate('warm', one_):.2f}x "
+                  f"= {top / one_:g} x busy share {_busy(wn, top) / _busy(w1, one_):.2f} x speed of a simulation "
+                  f"{_per_simulation_ms(w1) / _per_simulation_ms(wn):.2f}")
     if args.against:
         for workers in counts:
             old, new = runs[("against", workers)], runs[("cold", workers, "auto")] if "auto" in loops else None
