@@ -55,13 +55,43 @@ def simulate_table(scenario: Scenario, config: SimulationConfig, table: RequestT
                    event_loop: str = "auto", analytic: Any = None) -> SimulationResult:
     """Simulate an explicit request table (what ``simulate`` does after building the workload).
 
-    With ``config.replicas > 1`` a router splits the requests over identical replicas (``router.py``).
+    With ``config.replicas > 1`` a router splits the requests over identical replicas (``router.py``); with
+    ``config.prefill_replicas`` they are the decode pool behind a prefill pool (``pools.py``).
     ``event_loop``, ``analytic``: as in ``simulate``.
     """
+    if config.prefill_replicas:
+        return _simulate_pools(scenario, config, table, analytic, event_loop)
+    return _replicas_result(scenario, config, table, analytic, event_loop)
+
+
+def _replicas_result(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
+                     event_loop: str, cost: CostModel | None = None) -> SimulationResult:
+    """``config.replicas`` engines behind the router over ``table`` as one SimulationResult (``cost``: their
+    cost model where the caller sets it)."""
     if config.replicas > 1:
-        return merge(list(_each_replica(scenario, config, table, analytic, event_loop)), scenario, config)
-    b = _simulate_one(scenario, config, table, analytic, event_loop)
+        return merge(list(_each_replica(scenario, config, table, analytic, event_loop, cost=cost)), scenario,
+                     config)
+    b = _simulate_one(scenario, config, table, analytic, event_loop, cost)
     return result_of(b, scenario, config)
+
+
+def _simulate_pools(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
+                    event_loop: str, times_only: bool = False) -> SimulationResult | tuple[dict[str, np.ndarray], str]:
+    """Separate prefill and decode pools (``pools.py``): the prefill pool's handoffs, then the decode pool's
+    engines; the requests in id order with the times a user sees (or, ``times_only``, those times alone)."""
+    from . import pools
+
+    analytic = analytic if analytic is not None else scenario.evaluate()
+    cost = cost_model_for(scenario, config)
+    hand, order, moved = pools.split(scenario, config, table, analytic, cost)
+    decode, prefilled = pools.decode_config(config), pools.PrefilledCost(cost)
+    if times_only:
+        times, loop = _replicas_times(scenario, decode, moved, analytic, event_loop, prefilled)
+        finish = np.empty(len(table))
+        finish[order] = times["finish_s"]
+        return pools.user_times(table.arrival_s, hand.handoff_s, table.output_tokens, finish), loop
+    result = _replicas_result(scenario, decode, moved, analytic, event_loop, prefilled)
+    return pools.as_users_see(result, config, table, hand, order)
 
 
 def simulate_times(scenario: Scenario, base_dir: str | Path | None = None, event_loop: str = "auto",
@@ -78,21 +108,30 @@ def simulate_times(scenario: Scenario, base_dir: str | Path | None = None, event
         times["finish_s"] = np.where(df["status"].to_numpy() == "completed", times["finish_s"], np.nan)
         return times, result.event_loop
     table = request_table(config, scenario.serving.max_model_len, base_dir)
+    if config.prefill_replicas:
+        return _simulate_pools(scenario, config, table, analytic, event_loop, times_only=True)
+    return _replicas_times(scenario, config, table, analytic, event_loop)
+
+
+def _replicas_times(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
+                    event_loop: str, cost: CostModel | None = None) -> tuple[dict[str, np.ndarray], str]:
+    """``simulate_times`` of ``config.replicas`` engines behind the router over ``table``."""
     if config.replicas == 1:
-        return _simulate_one(scenario, config, table, analytic, event_loop, times_only=True)
-    parts = list(_each_replica(scenario, config, table, analytic, event_loop, times_only=True))
+        return _simulate_one(scenario, config, table, analytic, event_loop, cost, times_only=True)
+    parts = list(_each_replica(scenario, config, table, analytic, event_loop, times_only=True, cost=cost))
     order = np.argsort(np.concatenate([index for index, _ in parts]), kind="stable")  # as router.merge orders them
     return {k: np.concatenate([t[k] for _, (t, _) in parts])[order] for k in parts[0][1][0]}, parts[0][1][1]
 
 
 def _each_replica(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
-                  event_loop: str, times_only: bool = False) -> Iterator[tuple[np.ndarray, Any]]:
+                  event_loop: str, times_only: bool = False, cost: CostModel | None = None,
+                  ) -> Iterator[tuple[np.ndarray, Any]]:
     """(request indices, ``_simulate_one``'s books or times) of each of ``config.replicas`` replicas behind the
-    router (``router.assign``)."""
+    router (``router.assign``); ``cost``: their cost model (None: the simulation block's)."""
     replica = assign(table, config)
     # the replicas are identical: one analytic evaluation and one cost model serve them all
     analytic = analytic if analytic is not None else scenario.evaluate()
-    cost = cost_model_for(scenario, config)
+    cost = cost or cost_model_for(scenario, config)
     for r in range(config.replicas):
         budget.check()
         index = np.flatnonzero(replica == r)

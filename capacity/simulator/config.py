@@ -95,6 +95,7 @@ class SimulationConfig:
     turn_tokens: LengthDist | None = None  # new user tokens of each later turn; None: the prompt distribution
     cpu_offload_bytes: float = 0.0  # KV offload: CPU memory per GPU for evicted prefix blocks [B]; 0: none
     offload_bandwidth: float = 0.0  # host link the blocks load back over [B/s] (allocator.py, offload.py)
+    prefill_replicas: int = 0  # separate pools: prefill-only replicas before the ``replicas`` decode ones (pools.py)
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -217,6 +218,7 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "turn_tokens": (length_dist, "turn_tokens"),
     "cpu_offload": (_quantity("bytes"), "cpu_offload_bytes"),
     "offload_bandwidth": (_quantity("bandwidth"), "offload_bandwidth"),
+    "prefill_replicas": (_count, "prefill_replicas"),
 }
 
 
@@ -274,6 +276,7 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
     if values.get("cpu_offload_bytes") and not values.get("offload_bandwidth"):
         problems.append("simulation.offload_bandwidth is missing: cpu_offload needs the host link's bandwidth "
                         "(e.g. \"50 GB/s\" for PCIe 5.0 x16)")
+    problems += pool_problems(values)
     prompt = values["prompt_tokens"]
     too_long = prefix_problem(values["shared_prefix_tokens"], prompt, "simulation.shared_prefix_tokens")
     if explicit_prefix and too_long:
@@ -291,6 +294,24 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
 
         values["classes"] = classes_of(scenario)
     return SimulationConfig(**values)
+
+
+def pool_problems(values: Mapping[str, Any]) -> list[str]:
+    """What separate prefill and decode pools (``prefill_replicas``, ``pools.py``) cannot simulate with."""
+    if not values.get("prefill_replicas"):
+        return []
+    refused = [(values.get("policy", "continuous") != "continuous", "policy static"),
+               (bool(values.get("shared_prefix_tokens")), "shared_prefix_tokens (the prefill pool keeps no cache)"),
+               (values.get("turns", 1) > 1, "multi-turn sessions (turns)"),
+               (bool(values.get("cpu_offload_bytes")), "cpu_offload"),
+               (bool(values.get("retries")), "retries"),
+               (bool(values.get("record_tokens")), "record_tokens")]
+    problems = [f"simulation.prefill_replicas (separate pools) cannot be simulated with {what}"
+                for bad, what in refused if bad]
+    if values["prefill_replicas"] > MAX_REPLICAS:
+        problems.append(f"simulation.prefill_replicas ({values['prefill_replicas']:,}) is over the limit of "
+                        f"{MAX_REPLICAS:,}")
+    return problems
 
 
 def compiled_loop_problem(policy: str, record_tokens: bool, offload: bool, cost: CostModel) -> str | None:
@@ -318,7 +339,7 @@ def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
     hold no block, the safe side)."""
     from .scheduler import compiled_loop_loaded
 
-    if not compiled_loop_loaded():
+    if not compiled_loop_loaded() or values.get("prefill_replicas"):  # separate pools' decode engines: Python
         return False
     from .cost_models import cost_model_for
 
@@ -339,7 +360,7 @@ def work_problems(values: Mapping[str, Any], block_size: int, compiled: bool = F
 
     problems = []
     requests = values.get("requests") or DEFAULT_REQUESTS
-    replicas = values.get("replicas", 1)
+    replicas = values.get("replicas", 1) + values.get("prefill_replicas", 0)
     if requests > MAX_REQUESTS:
         problems.append(f"simulation.requests ({requests:,}) is over the limit of {MAX_REQUESTS:,} requests per run")
     if replicas > MAX_REPLICAS:

@@ -158,6 +158,10 @@ class SimulationResult:
         out["kv_pool_blocks"] = int(c["pool_blocks"])
         out["peak_kv_blocks_used"] = int(c["peak_blocks"])
         out["slots"] = int(c["slots"])
+        if self.config.prefill_replicas:  # separate pools (simulator/pools.py): the prefill pool's busy share
+            out["prefill_replicas"] = int(self.config.prefill_replicas)
+            out["prefill_utilization"] = c["prefill_busy_s"] / (self.config.prefill_replicas * span) if span > 0 \
+                else math.nan
         if self.config.retries:  # what the users saw when clients resend (simulator/retries.py)
             from .retries import retry_summary
 
@@ -236,10 +240,15 @@ def request_times(e: Engine, table: RequestTable) -> dict[str, np.ndarray]:
     answers), ``finish_s`` (NaN: not completed). ``books`` builds on them; a search needs only these."""
     arrival = table.arrival_s
     first_token, finish = np.asarray(e.first_token), np.asarray(e.finish)
-    outputs = table.output_tokens
+    return {"arrival_s": arrival, "ttft_s": first_token - arrival,
+            "tpot_s": tpot_of(first_token, finish, table.output_tokens), "finish_s": finish}
+
+
+def tpot_of(first_token_s: np.ndarray, finish_s: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
+    """Time per output token after the first: ``(finish - first token) / (A - 1)`` [s]; NaN for one-token answers
+    and requests that did not finish."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(outputs > 1, (finish - first_token) / (outputs - 1), np.nan)
-    return {"arrival_s": arrival, "ttft_s": first_token - arrival, "tpot_s": tpot, "finish_s": finish}
+        return np.where(output_tokens > 1, (finish_s - first_token_s) / (output_tokens - 1), np.nan)
 
 
 def books(e: Engine, table: RequestTable, config: SimulationConfig) -> Books:
