@@ -5,7 +5,8 @@ arrivals below its goodput, with lognormal prompts (mean 1,000, sigma 0.6, 16-8,
 answers (50-550 tokens), continuous batching, blocks allocated on demand (growth tracked per step, with
 preemption when the pool runs dry). ``--shared-prefix TOKENS`` gives the requests a shared prefix (a system
 prompt; ``--prefix-groups N`` distinct ones, each request draws one) served from the prefix cache, which both
-loops run.
+loops run; ``--cpu-offload BYTES`` with ``--offload-bandwidth B/S`` adds a CPU tier per GPU that evicted prefix
+blocks move to and load back from (KV offload, both loops too; the reload rate is printed).
 
 Prints, on the same workload in the same run:
 
@@ -24,7 +25,7 @@ Times are ``simulate_table`` (the workload is generated before the clock starts:
 the two loops on the prefix must be identical (the compiled loop is bit-identical to the reference).
 
     python benchmarks/bench_sim_variable.py [--requests 1000000] [--python-requests 100000] [--rate 5.5] [--repeat 3]
-        [--shared-prefix 0] [--prefix-groups 1]
+        [--shared-prefix 0] [--prefix-groups 1] [--cpu-offload "16 GB" --offload-bandwidth "50 GB/s"]
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ SCENARIO = ROOT / "scenarios" / "sim-essay-001-analytic.yaml"
 SMALL = 1_000  # requests of the warm-up and start-up runs
 
 
-def _setup(requests: int, rate: float, shared_prefix: int = 0, prefix_groups: int = 1):  # noqa: ANN202
+def _setup(requests: int, rate: float, shared_prefix: int = 0, prefix_groups: int = 1,  # noqa: ANN202
+           offload: tuple[str | None, str | None] = (None, None)):
+    """The scenario, config and request table; ``offload``: the CPU tier's bytes and link bandwidth (None: none)."""
     sys.path.insert(0, str(ROOT))
     from capacity.scenario import load_scenario
     from capacity.simulator.config import config_from_scenario
@@ -58,7 +61,7 @@ def _setup(requests: int, rate: float, shared_prefix: int = 0, prefix_groups: in
         scenario, requests=requests, rate=rate, kv_allocation="on_demand",
         prompt_tokens={"dist": "lognormal", "mean": 1000, "sigma": 0.6, "low": 16, "high": 8000},
         output_tokens={"dist": "uniform", "low": 50, "high": 550}, shared_prefix_tokens=shared_prefix,
-        prefix_groups=prefix_groups)
+        prefix_groups=prefix_groups, cpu_offload=offload[0], offload_bandwidth=offload[1])
     return scenario, config, generate(config)
 
 
@@ -75,11 +78,12 @@ def _timed(scenario, config, table, loop: str) -> dict:  # noqa: ANN001
     return out
 
 
-def steady(requests: int, python_requests: int, rate: float, shared_prefix: int, prefix_groups: int) -> dict:
+def steady(requests: int, python_requests: int, rate: float, shared_prefix: int, prefix_groups: int,
+           offload: tuple[str | None, str | None]) -> dict:
     """In one process: warm up the compiled loop, then time it on everything, and both loops on the prefix."""
     import numpy as np
 
-    scenario, config, table = _setup(requests, rate, shared_prefix, prefix_groups)
+    scenario, config, table = _setup(requests, rate, shared_prefix, prefix_groups, offload)
     prefix = table.take(np.arange(python_requests)) if 0 < python_requests < requests else table
     _timed(scenario, config, table.take(np.arange(min(SMALL, requests))), "compiled")  # load or compile: not timed
     return {"compiled": _timed(scenario, config, table, "compiled"),
@@ -117,11 +121,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--shared-prefix", type=int, default=0, help="tokens of a shared prefix (0: none)")
     parser.add_argument("--prefix-groups", type=int, default=1, help="distinct shared prefixes")
+    parser.add_argument("--cpu-offload", metavar="BYTES", help='KV offload: CPU memory per GPU, e.g. "16 GB"')
+    parser.add_argument("--offload-bandwidth", metavar="B/S", help='the host link for --cpu-offload, e.g. "50 GB/s"')
     parser.add_argument("--worker", choices=("steady", "start"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if bool(args.cpu_offload) != bool(args.offload_bandwidth):
+        parser.error("--cpu-offload and --offload-bandwidth go together")
+    offload = (args.cpu_offload, args.offload_bandwidth)
     if args.worker == "steady":
         print(json.dumps(steady(args.requests, args.python_requests, args.rate, args.shared_prefix,
-                                args.prefix_groups)))
+                                args.prefix_groups, offload)))
         return
     if args.worker == "start":
         print(json.dumps(start(args.rate)))
@@ -134,9 +143,12 @@ def main() -> None:
             cold = in_fresh_process(["--worker", "start", "--rate", str(args.rate)], env)
             warm = in_fresh_process(["--worker", "start", "--rate", str(args.rate)], env)
             starts.append((cold, warm))
+            tier = ["--cpu-offload", args.cpu_offload, "--offload-bandwidth", args.offload_bandwidth] \
+                if args.cpu_offload else []
             runs.append(in_fresh_process(["--worker", "steady", "--requests", str(n), "--python-requests",
                                           str(args.python_requests), "--rate", str(args.rate), "--shared-prefix",
-                                          str(args.shared_prefix), "--prefix-groups", str(args.prefix_groups)], env))
+                                          str(args.shared_prefix), "--prefix-groups", str(args.prefix_groups),
+                                          *tier], env))
 
     def med(key: str, field: str) -> float:
         return statistics.median(r[key][field] for r in runs)
@@ -148,6 +160,9 @@ def main() -> None:
     s = runs[0]["compiled"]["summary"]
     shared = f"; a shared prefix of {args.shared_prefix:,} tokens ({args.prefix_groups:,} distinct), prefix-cache " \
         f"hit rate {s['prefix_cache_hit_rate']:.1%}" if args.shared_prefix else ""
+    if args.cpu_offload:
+        shared += f"; a CPU tier of {args.cpu_offload} over {args.offload_bandwidth}, reload rate " \
+            f"{s['cpu_reload_rate']:.1%} of prompt tokens, at most {s['peak_cpu_prefixes']:,} prefixes on the CPU"
     print(f"workload: {n:,} requests, variable lengths, KV on demand{shared}; {s['decode_steps']:,} decode steps, "
           f"{s['preemptions']:,} preemptions, p99 TTFT {s['p99_ttft_s'] * 1e3:.0f} ms, mean TPOT "
           f"{s['mean_tpot_s'] * 1e3:.1f} ms (medians of {args.repeat} fresh processes)")

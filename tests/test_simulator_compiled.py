@@ -6,7 +6,8 @@ the same operations in the same order). Random configurations over a fixed list 
 to past the Fenwick threshold, pools that force preemption, priorities, bounded queues, both cost models, both
 KV allocations, whole and chunked prefills, requests too long for the pool); shared prefixes through the
 prefix cache (one prefix; many prefixes under eviction pressure, evicted and admitted again; sessions; the cache
-left in the same state, LRU order included); chunked re-entry with tiny buffers; the fallback to Python
+left in the same state, LRU order included); KV offload to a CPU tier (tiers that hold every prefix or overflow,
+slow links, sessions; the tier left in the same state); chunked re-entry with tiny buffers; the fallback to Python
 where the compiled loop does not apply or numba is missing or cannot cache; the app's deadline stopping it.
 The pinned seeded runs run on both loops in ``tests/test_simulator_pinned.py``.
 """
@@ -198,8 +199,8 @@ def test_prefix_configurations_reach_every_path(prefix_runs):
         assert seeds, f"no prefix seed reaches {name}"
 
 
-def _engine_after(monkeypatch, scenario: Scenario, event_loop: str, **overrides):  # noqa: ANN001, ANN202
-    """The engine of one run once it has ended (its allocator included)."""
+def _run_and_engine(monkeypatch, scenario: Scenario, event_loop: str, **overrides):  # noqa: ANN001, ANN202
+    """The result of one run and its engine once it has ended (its allocator included)."""
     import capacity.simulator as sim
 
     engines = []
@@ -207,7 +208,12 @@ def _engine_after(monkeypatch, scenario: Scenario, event_loop: str, **overrides)
     monkeypatch.setattr(sim, "books", lambda e, *a: engines.append(e) or books(e, *a))
     result = simulate(scenario, event_loop=event_loop, **overrides)
     assert result.event_loop.startswith(event_loop)
-    return engines[0]
+    return result, engines[0]
+
+
+def _engine_after(monkeypatch, scenario: Scenario, event_loop: str, **overrides):  # noqa: ANN001, ANN202
+    """The engine of one run once it has ended (its allocator included)."""
+    return _run_and_engine(monkeypatch, scenario, event_loop, **overrides)[1]
 
 
 @pytest.mark.parametrize("chunked", [False, True])
@@ -259,6 +265,105 @@ def test_chunks_and_growing_buffers_change_nothing(monkeypatch, seed):
     assert grown  # the buffers did grow
 
 
+#: KV offload over the small engine (blocks of 16 tokens, 2 MiB each: "20 MB" of CPU memory holds 9 blocks):
+#: 12 prefixes of 25 blocks compete for a pool of 95, so unreferenced ones are evicted to the CPU tier and load back.
+OFFLOAD_BASE = {"requests": 700, "rate": 20, "shared_prefix_tokens": 400, "prefix_groups": 12,
+                "prompt_tokens": {"dist": "uniform", "low": 300, "high": 900},
+                "output_tokens": {"dist": "uniform", "low": 1, "high": 80}}
+OFFLOAD_CASES = {
+    "a tier that holds every prefix": {"cpu_offload": "1 GB", "offload_bandwidth": "50 GB/s", "seed": 1},
+    "a tier of 9 blocks that overflows": {"cpu_offload": "20 MB", "offload_bandwidth": "50 GB/s", "seed": 2},
+    "a tier of one block, 40 prefixes": {"cpu_offload": "4 MB", "offload_bandwidth": "1 GB/s", "seed": 3,
+                                         "prefix_groups": 40, "shared_prefix_tokens": 200},
+    "under one block: no tier": {"cpu_offload": "1 MB", "offload_bandwidth": "50 GB/s", "seed": 4},
+    "a slow link, chunked prefill": {"cpu_offload": "60 MB", "offload_bandwidth": "200 MB/s", "seed": 5,
+                                     "chunked_prefill": True, "max_batched_tokens": 512},
+    "reserved blocks, 3 prefixes": {"cpu_offload": "40 MB", "offload_bandwidth": "20 GB/s", "seed": 6,
+                                    "kv_allocation": "reserve", "prefix_groups": 3},
+    "prefix caching off": {"cpu_offload": "40 MB", "offload_bandwidth": "50 GB/s", "seed": 7, "prefix_caching": False},
+    "sessions": {"cpu_offload": "30 MB", "offload_bandwidth": "5 GB/s", "seed": 8, "turns": 3, "think_time": "2 s",
+                 "shared_prefix_tokens": 0,
+                 "turn_tokens": {"dist": "uniform", "low": 20, "high": 120},
+                 "prompt_tokens": {"dist": "uniform", "low": 50, "high": 300}},
+    "priorities, few slots, 3 prefixes": {"cpu_offload": "100 MB", "offload_bandwidth": "2 GB/s", "seed": 9,
+                                          "priorities": [0, 1, 2], "max_num_seqs": 8, "prefix_groups": 3},
+    "teaching cost, short prefixes, chunked": {"cpu_offload": "10 MB", "offload_bandwidth": "500 MB/s", "seed": 10,
+                                               "cost_model": "teaching", "shared_prefix_tokens": 64,
+                                               "prefix_groups": 40, "chunked_prefill": True, "max_batched_tokens": 256},
+}
+
+
+@pytest.mark.parametrize("case", list(OFFLOAD_CASES))
+def test_kv_offload_agrees(monkeypatch, case):
+    """A CPU tier (``BlockAllocator.offload``, ``cpu_hits``, the reload ``Engine.charge_reload`` waits for): both
+    loops give the same results, reload counters and rates included, and leave the GPU cache and the CPU tier (its
+    runs and their LRU order) in the same state."""
+    scenario, overrides = Scenario.from_dict(SMALL), {**OFFLOAD_BASE, **OFFLOAD_CASES[case]}
+    python, engine = _run_and_engine(monkeypatch, scenario, "python", **overrides)
+    fast, fast_engine = _run_and_engine(monkeypatch, scenario, "compiled", **overrides)
+    a, b = engine.alloc, fast_engine.alloc
+    assert fast.event_loop == "compiled (numba)"
+    assert_same(python, fast)
+    assert "reloaded_tokens" in fast.requests and "reloaded_tokens" in fast.counters
+    for key in ("cpu_reload_rate", "peak_cpu_prefixes"):
+        assert python.summary()[key] == fast.summary()[key], key
+    assert a.prefixes == b.prefixes and list(a.lru) == list(b.lru) and list(a.cpu.items()) == list(b.cpu.items())
+    assert (a.free, a.cached, a.evictable, a.hit_blocks) == (b.free, b.cached, b.evictable, b.hit_blocks)
+    assert (a.cpu_blocks, a.cpu_used, a.reloaded_blocks, a.peak_cpu_prefixes) == \
+        (b.cpu_blocks, b.cpu_used, b.reloaded_blocks, b.peak_cpu_prefixes)
+
+
+def test_offload_cases_reach_every_path(monkeypatch):
+    """The offload cases move evicted blocks to the CPU (growing a prefix's run), cap runs at a full tier and drop
+    the oldest ones, and load runs back that fall short of or go past what the GPU lacks, beside cached blocks."""
+    from capacity.simulator.allocator import BlockAllocator
+
+    seen = dict.fromkeys(("offloaded", "grown", "capped", "dropped", "reloaded", "beside cached blocks",
+                          "short of the missing blocks", "past the missing blocks"), 0)
+    offload, acquire = BlockAllocator.offload, BlockAllocator.acquire_prefix
+
+    def counting_offload(alloc, prefix_id, blocks):  # noqa: ANN001, ANN202
+        run, others = alloc.cpu.get(prefix_id, 0), len(alloc.cpu) - (prefix_id in alloc.cpu)
+        offload(alloc, prefix_id, blocks)
+        seen["offloaded"] += 1
+        seen["grown"] += run > 0
+        seen["capped"] += run + blocks > alloc.cpu_blocks
+        seen["dropped"] += others > len(alloc.cpu) - 1
+
+    def counting_acquire(alloc, prefix_id, prefix_blocks):  # noqa: ANN001, ANN202
+        cached = alloc.prefix_hits(prefix_id, prefix_blocks)
+        run, missing = alloc.cpu.get(prefix_id, 0), prefix_blocks - cached
+        if run and missing > 0:
+            seen["reloaded"] += 1
+            seen["beside cached blocks"] += cached > 0
+            seen["short of the missing blocks"] += run < missing
+            seen["past the missing blocks"] += run > missing
+        return acquire(alloc, prefix_id, prefix_blocks)
+
+    monkeypatch.setattr(BlockAllocator, "offload", counting_offload)
+    monkeypatch.setattr(BlockAllocator, "acquire_prefix", counting_acquire)
+    for case in OFFLOAD_CASES.values():
+        simulate(Scenario.from_dict(SMALL), event_loop="python", **{**OFFLOAD_BASE, **case})
+    assert all(seen.values()), seen
+
+
+def test_the_compiled_loop_fills_the_cpu_tier_and_charges_reloads(monkeypatch):
+    """With a CPU tier of 9 blocks the compiled loop itself offloads evicted prefix blocks, fills the tier, loads
+    blocks back instead of prefilling them and waits for them: a slower link delays the first tokens."""
+    scenario, overrides = Scenario.from_dict(SMALL), {**OFFLOAD_BASE, **OFFLOAD_CASES["a tier of 9 blocks that "
+                                                                                     "overflows"]}
+    fast, engine = _run_and_engine(monkeypatch, scenario, "compiled", **overrides)
+    assert fast.event_loop == "compiled (numba)"
+    summary = fast.summary()
+    assert fast.counters["reloaded_tokens"] > 0 and summary["cpu_reload_rate"] > 0
+    assert fast.requests["reloaded_tokens"].sum() == fast.counters["reloaded_tokens"]
+    assert summary["peak_cpu_prefixes"] >= 1
+    assert engine.alloc.cpu_blocks == 9 and engine.alloc.cpu_used == 9  # full at the end
+    slow = simulate(scenario, event_loop="compiled", **{**overrides, "offload_bandwidth": "100 MB/s"})
+    assert slow.event_loop == "compiled (numba)"
+    assert slow.requests["ttft_s"].mean() > fast.requests["ttft_s"].mean()
+
+
 def test_the_essay_scenarios_agree():
     """The sale-day engine with variable lengths and blocks on demand (the benchmark's workload, smaller)."""
     scenario = load_scenario(ROOT / "scenarios" / "sim-essay-001-analytic.yaml")
@@ -270,7 +375,6 @@ def test_the_essay_scenarios_agree():
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    ({"cpu_offload": "1 GB", "offload_bandwidth": "50 GB/s", "shared_prefix_tokens": 64}, "KV offload"),
     ({"record_tokens": True}, "record_tokens"),
     ({"policy": "static"}, "static batching"),
 ])

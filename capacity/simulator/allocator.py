@@ -16,9 +16,9 @@ its GPU blocks; when the CPU tier is full its least recently offloaded runs are 
 A request that finds its prefix's missing blocks on the CPU loads them back (``cpu_hits``)
 instead of prefilling them again; the engine charges the transfer (``offload.reload_s``).
 
-The compiled event loop (``compiled.py``) mirrors ``take``, ``room_for``, ``prefix_hits``, ``acquire_prefix`` and
-``release_prefix`` (not the CPU tier) step for step over arrays: a change here changes them there too
-(``tests/test_simulator_compiled.py`` compares both loops bit for bit).
+The compiled event loop (``compiled.py``) mirrors ``take``, ``offload``, ``cpu_hits``, ``room_for``, ``prefix_hits``,
+``acquire_prefix`` and ``release_prefix`` step for step over arrays: a change here changes them there too
+(``tests/test_simulator_compiled.py`` compares both loops bit for bit, the CPU tier included).
 """
 
 from __future__ import annotations

@@ -8,19 +8,20 @@ objects; the waiting queue and the finish heap are binary heaps over ``(priority
 is a dense list with positions, the prefilling set (chunked prefill) a FIFO; the KV pool is the count of free
 blocks plus the prefix cache (``allocator.BlockAllocator``: one row per prefix id with its cached blocks and
 references, the unreferenced prefixes in a doubly linked LRU list, eviction from the tail of the least recently
-used prefix); the growth tracker keeps the same per-residue counts and Fenwick tree. Step times come from the
+used prefix) and its CPU tier (KV offload: each prefix's run of blocks on the CPU, the runs in a second LRU list);
+the growth tracker keeps the same per-residue counts and Fenwick tree. Step times come from the
 cost model's own functions (``cost_models.dense_window``, ``roofline_step_s``, ``teaching_window`` ...), compiled
 here from the very same Python functions, so there is one home for every formula and the floating-point
 operations happen in the same order. The allocator's methods work on a dict and an OrderedDict, which numba
 cannot compile: their arithmetic is mirrored step for step, each function naming the method it mirrors.
-Results are bit-identical to the Python loop (``tests/test_simulator_compiled.py``), the prefix cache's end state
-(entries, LRU order, counts) included.
+Results are bit-identical to the Python loop (``tests/test_simulator_compiled.py``), the end state of the prefix
+cache and of the CPU tier (entries, LRU orders, counts) included.
 
 What it runs (``config.compiled_loop_problem`` on the settings, the one home shared with the estimate's
 ``config.compiled_loop_runs``, then ``unsupported`` on the engine; where they object the Python loop runs): the
 continuous policy, with whole or chunked prefills; the teaching cost model or a dense roofline without sliding
 windows; shared prefixes with or without prefix caching (system prompts, workload classes, multi-turn sessions,
-traces with prefix ids); no KV offload (a CPU tier), no recorded token times. Priorities, bounded queues, blocks
+traces with prefix ids) and KV offload to a CPU tier; no recorded token times. Priorities, bounded queues, blocks
 on demand with preemption and reserved blocks are all supported.
 
 The kernel runs ``CHUNK_ITERATIONS`` iterations per call and returns; between calls ``budget.check()`` enforces
@@ -68,15 +69,21 @@ S_PHEAD, S_NPF = range(38, 40)  # the prefilling FIFO (chunked prefill): its hea
 # the prefix cache (``allocator.BlockAllocator``): evictable and cached blocks, hit blocks, cached prompt tokens,
 # the LRU list's ends (-1: empty) and whether caching is on
 S_EVICT, S_CACHED, S_HITS, S_CTOK, S_LHEAD, S_LTAIL, C_CACHING = range(40, 47)
-N_STATE = 47
-# float scalars (``fs``)
-F_NOW, F_LAST_END = 0, 1
-# per-request integer state (columns of ``ri``)
-R_GEN, R_PRIV, R_GROWC, R_SEQ, R_EPOCH, R_SEGW, R_NPRE, R_DECPOS, R_TOPF, R_PID, R_PBLK = range(11)
-N_RI = 11
-# per-prefix state (columns of ``pc``, one row per distinct prefix id): ``PrefixEntry.blocks`` and ``refs``, and
-# the neighbours in the LRU list of unreferenced prefixes (``BlockAllocator.lru``; -1: none)
-P_BLOCKS, P_REFS, P_PREV, P_NEXT = range(4)
+# the CPU tier (KV offload, ``BlockAllocator.cpu``): its LRU list's ends (-1: empty), blocks used, prefixes held and
+# their peak, blocks loaded back, and its size in blocks (0: no tier)
+S_CHEAD, S_CTAIL, S_CUSED, S_CCOUNT, S_CPEAK, S_RELOADED, C_CPU = range(47, 54)
+N_STATE = 54
+# float scalars (``fs``): the clock, the last decode step's end, the reload the next pass waits for
+# (``Engine.pending_reload_s``) [s] and the reload time of one block (``Engine.reload_s_per_block``) [s]
+F_NOW, F_LAST_END, F_PENDING, F_RELOAD_BLOCK = range(4)
+# per-request integer state (columns of ``ri``); R_RELOAD: tokens loaded back from the CPU tier (``Engine.reloaded``)
+R_GEN, R_PRIV, R_GROWC, R_SEQ, R_EPOCH, R_SEGW, R_NPRE, R_DECPOS, R_TOPF, R_PID, R_PBLK, R_RELOAD = range(12)
+N_RI = 12
+# per-prefix state (columns of ``pc``, one row per distinct prefix id): ``PrefixEntry.blocks`` and ``refs``, the
+# neighbours in the LRU list of unreferenced prefixes (``BlockAllocator.lru``; -1: none), the prefix's run of blocks
+# on the CPU (``BlockAllocator.cpu``; 0: none) and its neighbours in the CPU tier's LRU list
+P_BLOCKS, P_REFS, P_PREV, P_NEXT, P_CPU, P_CPREV, P_CNEXT = range(7)
+N_PC = 7
 # per-request float state (columns of ``rf``)
 R_SEGF, R_LAST, R_ITLX = range(3)
 # per-request results (rows of ``out``)
@@ -140,7 +147,7 @@ def on_disk() -> bool:
 def unsupported(e: Engine) -> str | None:
     """Why the compiled loop cannot run engine ``e`` (None: it can): its settings (``config.compiled_loop_problem``,
     the part ``config.compiled_loop_runs`` judges before an engine exists), then what only the engine knows."""
-    why = compiled_loop_problem(e.config.policy, e.tokens is not None, e.alloc.cpu_blocks > 0, e.cost)
+    why = compiled_loop_problem(e.config.policy, e.tokens is not None, e.cost)
     if why is not None:
         return why
     if e.slots >= 1 << 62:
@@ -367,45 +374,84 @@ def _complete(fs, ri, rf, out, out_pre, r):
         out[O_ITL, r] = rf[r, R_ITLX]
 
 
-# The prefix cache: ``allocator.BlockAllocator``'s arithmetic over arrays instead of its dict and OrderedDict
-# (those cannot be compiled). Each function mirrors the method it names, step for step; the LRU list holds the
-# prefixes with cached blocks and no reference (a prefix is in it exactly when ``blocks > 0`` and ``refs == 0``,
-# the entries of ``BlockAllocator.lru``), oldest first. A prefix id absent from ``BlockAllocator.prefixes`` is a
-# row with no blocks and no references here: ``room_for``, ``prefix_hits`` and ``acquire_prefix`` read both the same.
-# KV offload (a CPU tier) is not mirrored: ``unsupported`` keeps those engines in Python.
+# The prefix cache: ``allocator.BlockAllocator``'s arithmetic over arrays instead of its dicts and OrderedDicts
+# (those cannot be compiled). Each function mirrors the method it names, step for step. Two doubly linked lists
+# over the prefix rows, oldest first: the LRU list holds the prefixes with cached blocks and no reference (a prefix
+# is in it exactly when ``blocks > 0`` and ``refs == 0``, the entries of ``BlockAllocator.lru``), the CPU tier's the
+# prefixes with a run of blocks on the CPU (exactly when ``P_CPU > 0``, the entries of ``BlockAllocator.cpu``). A
+# prefix id absent from ``BlockAllocator.prefixes`` is a row with no blocks and no references here: ``room_for``,
+# ``prefix_hits``, ``cpu_hits`` and ``acquire_prefix`` read both the same.
 
 
 @_jit
-def _lru_push(st, pc, p):
-    """Append prefix ``p`` to the LRU list (most recently used last: ``lru[p] = None``)."""
-    tail = st[S_LTAIL]
-    pc[p, P_PREV], pc[p, P_NEXT] = tail, -1
+def _push(st, pc, p, ends, links):
+    """Append prefix ``p`` to a list, most recently used last (``lru[p] = None``): the list's head is ``st[ends]``
+    and its tail ``st[ends + 1]``, a row's neighbours ``pc[p, links]`` (previous) and ``pc[p, links + 1]`` (next)."""
+    tail = st[ends + 1]
+    pc[p, links], pc[p, links + 1] = tail, -1
     if tail >= 0:
-        pc[tail, P_NEXT] = p
+        pc[tail, links + 1] = p
     else:
-        st[S_LHEAD] = p
-    st[S_LTAIL] = p
+        st[ends] = p
+    st[ends + 1] = p
 
 
 @_jit
-def _lru_remove(st, pc, p):
-    """Unlink prefix ``p`` from the LRU list (``del lru[p]``)."""
-    prev, nxt = pc[p, P_PREV], pc[p, P_NEXT]
+def _unlink(st, pc, p, ends, links):
+    """Unlink prefix ``p`` from the list of ``_push`` (``del lru[p]``)."""
+    prev, nxt = pc[p, links], pc[p, links + 1]
     if prev >= 0:
-        pc[prev, P_NEXT] = nxt
+        pc[prev, links + 1] = nxt
     else:
-        st[S_LHEAD] = nxt
+        st[ends] = nxt
     if nxt >= 0:
-        pc[nxt, P_PREV] = prev
+        pc[nxt, links] = prev
     else:
-        st[S_LTAIL] = prev
-    pc[p, P_PREV], pc[p, P_NEXT] = -1, -1
+        st[ends + 1] = prev
+    pc[p, links], pc[p, links + 1] = -1, -1
+
+
+@_jit
+def _cpu_drop(st, pc, p):
+    """Remove prefix ``p``'s run from the CPU tier (``cpu_used -= cpu.pop(p)``)."""
+    st[S_CUSED] -= pc[p, P_CPU]
+    st[S_CCOUNT] -= 1
+    pc[p, P_CPU] = 0
+    _unlink(st, pc, p, S_CHEAD, P_CPREV)
+
+
+@_jit
+def _offload(st, pc, p, blocks):
+    """``BlockAllocator.offload``: ``blocks`` evicted from the tail of prefix ``p``'s GPU blocks join the front of its
+    CPU run, which moves to the list's end; the least recently offloaded runs go while the tier overflows."""
+    run = pc[p, P_CPU]
+    if run:
+        _cpu_drop(st, pc, p)
+    run = min(run + blocks, st[C_CPU])
+    while st[S_CUSED] + run > st[C_CPU]:
+        _cpu_drop(st, pc, st[S_CHEAD])
+    pc[p, P_CPU] = run
+    _push(st, pc, p, S_CHEAD, P_CPREV)
+    st[S_CUSED] += run
+    st[S_CCOUNT] += 1
+    if st[S_CCOUNT] > st[S_CPEAK]:
+        st[S_CPEAK] = st[S_CCOUNT]
+
+
+@_jit
+def _cpu_hits(pc, p, prefix_blocks):
+    """``BlockAllocator.cpu_hits``: blocks of prefix ``p`` a request loads back (its CPU run, up to what the GPU
+    lacks)."""
+    run = pc[p, P_CPU]
+    if not run:
+        return 0
+    return max(0, min(run, prefix_blocks - pc[p, P_BLOCKS]))
 
 
 @_jit
 def _take(st, pc, blocks):
-    """``BlockAllocator.take`` (no CPU tier): take ``blocks`` free blocks, evicting unreferenced prefix blocks from
-    the tail of the least recently used prefix first when the free ones run out."""
+    """``BlockAllocator.take``: take ``blocks`` free blocks, evicting unreferenced prefix blocks from the tail of the
+    least recently used prefix first when the free ones run out (to the CPU tier, where there is one)."""
     if blocks <= st[S_FREE]:
         st[S_FREE] -= blocks
         return
@@ -414,12 +460,14 @@ def _take(st, pc, blocks):
         oldest = st[S_LHEAD]
         evict = min(short, pc[oldest, P_BLOCKS])
         pc[oldest, P_BLOCKS] -= evict  # the tail of a prefix goes first, so what stays is still a prefix
+        if st[C_CPU]:
+            _offload(st, pc, oldest, evict)
         st[S_CACHED] -= evict
         st[S_EVICT] -= evict
         st[S_FREE] += evict
         short -= evict
         if pc[oldest, P_BLOCKS] == 0:
-            _lru_remove(st, pc, oldest)
+            _unlink(st, pc, oldest, S_LHEAD, P_PREV)
     if blocks > st[S_FREE]:
         raise RuntimeError("KV pool overdrawn")
     st[S_FREE] -= blocks
@@ -435,8 +483,9 @@ def _prefix_hits(st, pc, p, prefix_blocks):
 
 @_jit
 def _acquire_prefix(st, pc, p, prefix_blocks):
-    """``BlockAllocator.acquire_prefix`` (no CPU tier): reference prefix ``p`` for one request; take its missing
-    blocks. The prefix is out of the LRU list while referenced, so ``_take`` cannot evict it (the reference's pin)."""
+    """``BlockAllocator.acquire_prefix``: reference prefix ``p`` for one request; its CPU run comes back, its missing
+    blocks are taken. The prefix is out of the LRU list while referenced, so ``_take`` cannot evict it (the
+    reference's pin)."""
     if prefix_blocks <= 0:
         return
     if not st[C_CACHING]:
@@ -444,10 +493,13 @@ def _acquire_prefix(st, pc, p, prefix_blocks):
         return
     blocks = pc[p, P_BLOCKS]
     if blocks > 0 and pc[p, P_REFS] == 0:  # cached, unreferenced: it leaves the LRU list
-        _lru_remove(st, pc, p)
+        _unlink(st, pc, p, S_LHEAD, P_PREV)
         st[S_EVICT] -= blocks
     st[S_HITS] += min(blocks, prefix_blocks)
     missing = prefix_blocks - blocks
+    if missing > 0 and pc[p, P_CPU]:  # loaded back: the run returns to the GPU (what is past it goes)
+        st[S_RELOADED] += min(pc[p, P_CPU], missing)
+        _cpu_drop(st, pc, p)
     pc[p, P_REFS] += 1
     if missing > 0:
         _take(st, pc, missing)
@@ -465,7 +517,7 @@ def _release_prefix(st, pc, p, prefix_blocks):
         return
     pc[p, P_REFS] -= 1
     if pc[p, P_REFS] == 0:
-        _lru_push(st, pc, p)
+        _push(st, pc, p, S_LHEAD, P_PREV)
         st[S_EVICT] += pc[p, P_BLOCKS]
 
 
@@ -619,8 +671,8 @@ def _decode_window(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, out,
 
 @_jit
 def _try_admit(st, fs, prompt, output, ri, pc, out, r):
-    """``Engine.try_admit`` (no CPU tier): take ``r``'s blocks if the pool allows (False: it waits); its cached
-    prefix blocks are not prefilled."""
+    """``Engine.try_admit``: take ``r``'s blocks if the pool allows (False: it waits); its cached prefix blocks are
+    not prefilled, nor those it loads back from the CPU tier (the next pass waits for them: ``_charge_reload``)."""
     bs, p, prefix_blocks = st[C_BS], ri[r, R_PID], ri[r, R_PBLK]
     tokens = prompt[r] + output[r] if st[C_RESERVE] else prompt[r] + ri[r, R_GEN] + 1
     total = -(-tokens // bs)
@@ -632,7 +684,12 @@ def _try_admit(st, fs, prompt, output, ri, pc, out, r):
     spare = st[C_WATERMARK] + st[S_RESV] if st[S_NDEC] > 0 or st[S_NPF] > 0 else 0
     if room - (total - hits) < spare:
         return False
+    reload = 0
     if prefix_blocks:
+        if st[C_CPU]:
+            reload = _cpu_hits(pc, p, prefix_blocks)
+            fs[F_PENDING] += reload * fs[F_RELOAD_BLOCK]
+            ri[r, R_RELOAD] += reload * bs
         _acquire_prefix(st, pc, p, prefix_blocks)
     private = total - prefix_blocks
     ri[r, R_PRIV] = private
@@ -641,7 +698,7 @@ def _try_admit(st, fs, prompt, output, ri, pc, out, r):
     st[S_PREFILL] += asked
     if hits:
         st[S_CTOK] += hits * bs
-    ri[r, R_TOPF] = asked - hits * bs
+    ri[r, R_TOPF] = asked - (hits + reload) * bs
     st[S_ADM] += 1
     ri[r, R_SEQ] = st[S_ADM]
     if ri[r, R_GEN] == 0 and ri[r, R_NPRE] == 0:
@@ -650,6 +707,14 @@ def _try_admit(st, fs, prompt, output, ri, pc, out, r):
     if used > st[S_PEAK]:
         st[S_PEAK] = used
     return True
+
+
+@_jit
+def _charge_reload(fs):
+    """``Engine.charge_reload``: the pass just run waited for the blocks its prompts load back from the CPU."""
+    if fs[F_PENDING] != 0.0:
+        fs[F_NOW] += fs[F_PENDING]
+        fs[F_PENDING] = 0.0
 
 
 @_jit
@@ -755,6 +820,7 @@ def _chunked_iteration(st, fs, coef, arrival, prompt, output, rank, ri, pc, rf, 
         st[S_RESV] = 0
     else:
         fs[F_NOW] += _step_s(st, coef, 0, 0, tokens)
+    _charge_reload(fs)
     for j in range(chunks):
         r = pre[(head + j) % n]
         ri[r, R_TOPF] -= scratch[j]
@@ -803,6 +869,7 @@ def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, pc, rf, out, o
                 tokens += ri[r, R_TOPF]
             if admitted:
                 fs[F_NOW] += _step_s(st, coef, 0, 0, tokens)
+                _charge_reload(fs)
                 for j in range(admitted):
                     _prefill_done(st, fs, prompt, output, ri, pc, rf, out, out_pre, fheap, dec, residues, tree,
                                   seg_i, seg_f, scratch[j])
@@ -863,8 +930,9 @@ def run(e: Engine) -> None:
     """Run engine ``e`` (``unsupported(e)`` is None) to the end with the compiled kernel; fill its books."""
     n, config, cost = e.n, e.config, e.cost
     st = np.zeros(N_STATE, dtype=np.int64)
-    fs = np.zeros(2, dtype=np.float64)
-    fs[F_NOW], fs[F_LAST_END] = e.now, e.last_decode_end
+    fs = np.zeros(4, dtype=np.float64)
+    fs[F_NOW], fs[F_LAST_END], fs[F_PENDING], fs[F_RELOAD_BLOCK] = e.now, e.last_decode_end, e.pending_reload_s, \
+        e.reload_s_per_block
     if isinstance(cost, TeachingCost):
         kind = KIND_TEACHING
         coef = np.array([cost.decode_base_s, cost.decode_per_seq_s, cost.prefill_per_token_s], dtype=np.float64)
@@ -893,6 +961,8 @@ def run(e: Engine) -> None:
     ri[:, R_DECPOS] = -1
     ri[:, R_PID] = np.searchsorted(ids, table.prefix_id)  # dense prefix rows (no prefix: prefix blocks 0)
     ri[:, R_PBLK] = e.prefix_blocks
+    if e.reloaded is not None:
+        ri[:, R_RELOAD] = e.reloaded
     rf = np.zeros((n, 3), dtype=np.float64)
     out = np.full((4, n), np.nan)
     out_pre = np.zeros(n, dtype=np.int64)
@@ -929,30 +999,41 @@ def run(e: Engine) -> None:
         budget.check()  # the app's hard deadline, between chunks of iterations
     _write_back(e, st, fs, out, out_pre, rejected, win, seg_i, seg_f, tl_f, tl_i)
     _write_back_prefixes(e, st, ids, pc)
+    if e.reloaded is not None:
+        e.reloaded = np.ascontiguousarray(ri[:, R_RELOAD])
 
 
 def _prefix_state(e: Engine, st: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The prefix cache as arrays: the sorted prefix ids (row ``i`` of ``pc`` is ``ids[i]``) and ``pc`` filled from
-    ``e.alloc`` (its entries and LRU order; empty for a new engine); the cache's counts go into ``st``."""
+    ``e.alloc`` (its entries, the CPU tier's runs and both LRU orders; empty for a new engine); the counts and the
+    CPU tier's size go into ``st``."""
     alloc = e.alloc
     ids = np.unique(np.concatenate([np.asarray(e.table.prefix_id, dtype=np.int64),
-                                    np.fromiter(alloc.prefixes, dtype=np.int64, count=len(alloc.prefixes))]))
-    pc = np.zeros((max(len(ids), 1), 4), dtype=np.int64)
-    pc[:, P_PREV] = pc[:, P_NEXT] = -1
+                                    np.fromiter(alloc.prefixes, dtype=np.int64, count=len(alloc.prefixes)),
+                                    np.fromiter(alloc.cpu, dtype=np.int64, count=len(alloc.cpu))]))
+    pc = np.zeros((max(len(ids), 1), N_PC), dtype=np.int64)
+    pc[:, P_PREV] = pc[:, P_NEXT] = pc[:, P_CPREV] = pc[:, P_CNEXT] = -1
     for pid, entry in alloc.prefixes.items():
         row = int(np.searchsorted(ids, pid))
         pc[row, P_BLOCKS], pc[row, P_REFS] = entry.blocks, entry.refs
     st[S_EVICT], st[S_CACHED], st[S_HITS], st[S_CTOK] = alloc.evictable, alloc.cached, alloc.hit_blocks, \
         e.cached_tokens
-    st[S_LHEAD] = st[S_LTAIL] = -1
+    st[S_LHEAD] = st[S_LTAIL] = st[S_CHEAD] = st[S_CTAIL] = -1
     st[C_CACHING] = alloc.caching
     for pid in alloc.lru:
-        _lru_push(st, pc, int(np.searchsorted(ids, pid)))
+        _push(st, pc, int(np.searchsorted(ids, pid)), S_LHEAD, P_PREV)
+    st[S_CUSED], st[S_CCOUNT], st[S_CPEAK], st[S_RELOADED], st[C_CPU] = alloc.cpu_used, len(alloc.cpu), \
+        alloc.peak_cpu_prefixes, alloc.reloaded_blocks, alloc.cpu_blocks
+    for pid, run in alloc.cpu.items():
+        row = int(np.searchsorted(ids, pid))
+        pc[row, P_CPU] = run
+        _push(st, pc, row, S_CHEAD, P_CPREV)
     return ids, pc
 
 
 def _write_back_prefixes(e: Engine, st: np.ndarray, ids: np.ndarray, pc: np.ndarray) -> None:
-    """Put the kernel's prefix cache back into ``e.alloc`` (entries with cached blocks, the LRU order) and ``e``."""
+    """Put the kernel's prefix cache back into ``e.alloc`` (entries with cached blocks, the CPU tier's runs, both
+    LRU orders) and ``e``."""
     alloc = e.alloc
     alloc.evictable, alloc.cached, alloc.hit_blocks = int(st[S_EVICT]), int(st[S_CACHED]), int(st[S_HITS])
     e.cached_tokens = int(st[S_CTOK])
@@ -963,13 +1044,20 @@ def _write_back_prefixes(e: Engine, st: np.ndarray, ids: np.ndarray, pc: np.ndar
     while row >= 0:
         alloc.lru[int(ids[row])] = None
         row = int(pc[row, P_NEXT])
+    alloc.cpu.clear()
+    row = int(st[S_CHEAD])
+    while row >= 0:
+        alloc.cpu[int(ids[row])] = int(pc[row, P_CPU])
+        row = int(pc[row, P_CNEXT])
+    alloc.cpu_used, alloc.peak_cpu_prefixes, alloc.reloaded_blocks = int(st[S_CUSED]), int(st[S_CPEAK]), \
+        int(st[S_RELOADED])
 
 
 def _write_back(e: Engine, st: np.ndarray, fs: np.ndarray, out: np.ndarray, out_pre: np.ndarray,
                 rejected: np.ndarray, win: np.ndarray, seg_i: np.ndarray, seg_f: np.ndarray, tl_f: np.ndarray,
                 tl_i: np.ndarray) -> None:
     """Put the kernel's results where the Python loop keeps them (``metrics.collect`` reads the engine)."""
-    e.now, e.last_decode_end = float(fs[F_NOW]), float(fs[F_LAST_END])
+    e.now, e.last_decode_end, e.pending_reload_s = float(fs[F_NOW]), float(fs[F_LAST_END]), float(fs[F_PENDING])
     e.step, e.next_arrival, e.ctx_const, e.admissions = int(st[S_STEP]), int(st[S_NEXT]), int(st[S_CTX]), \
         int(st[S_ADM])
     e.alloc.free, e.peak_blocks = int(st[S_FREE]), int(st[S_PEAK])

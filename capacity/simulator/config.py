@@ -314,19 +314,17 @@ def pool_problems(values: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def compiled_loop_problem(policy: str, record_tokens: bool, offload: bool, cost: CostModel) -> str | None:
+def compiled_loop_problem(policy: str, record_tokens: bool, cost: CostModel) -> str | None:
     """Why the compiled event loop (``compiled.py``) cannot run a simulation with these settings (None: it can).
 
     The one home of what that loop runs, read by ``compiled.unsupported`` on an engine and by
-    ``compiled_loop_runs`` before one is built (this module never imports numba). ``offload``: evicted prefix
-    blocks move to a CPU tier; ``cost``: the cost model (``cost_models.compiled_cost_problem``).
+    ``compiled_loop_runs`` before one is built (this module never imports numba). ``cost``: the cost model
+    (``cost_models.compiled_cost_problem``). KV offload (a CPU tier) runs in both loops.
     """
     if policy != "continuous":
         return f"policy {policy}"
     if record_tokens:
         return "record_tokens"
-    if offload:
-        return "KV offload"
     from .cost_models import compiled_cost_problem
 
     return compiled_cost_problem(cost)
@@ -335,8 +333,7 @@ def compiled_loop_problem(policy: str, record_tokens: bool, offload: bool, cost:
 def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
     """Whether the run of these settings will go through the compiled loop with no start-up time: its kernel is
     loaded in this process (``scheduler.compiled_loop_loaded``: "auto" then picks it, budget or not) and it
-    supports the settings (``compiled_loop_problem``; a CPU offload budget counts as offload even where it would
-    hold no block, the safe side)."""
+    supports the settings (``compiled_loop_problem``)."""
     from .scheduler import compiled_loop_loaded
 
     if not compiled_loop_loaded() or values.get("prefill_replicas"):  # separate pools' decode engines: Python
@@ -344,8 +341,7 @@ def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
     from .cost_models import cost_model_for
 
     cost = cost_model_for(scenario, SimulationConfig(cost_model=values.get("cost_model", "roofline")))
-    return compiled_loop_problem(values.get("policy", "continuous"), bool(values.get("record_tokens")),
-                                 bool(values.get("cpu_offload_bytes")), cost) is None
+    return compiled_loop_problem(values.get("policy", "continuous"), bool(values.get("record_tokens")), cost) is None
 
 
 def work_problems(values: Mapping[str, Any], block_size: int, compiled: bool = False) -> list[str]:
