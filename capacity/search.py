@@ -5,7 +5,10 @@ grid of engine settings, each a GPU type, tensor-parallel size, ``max_num_seqs``
 chunked prefill on or off, ``search`` finds for every setting the fewest replicas whose simulated
 p-th percentile TTFT and TPOT keep the scenario's promises with no request rejected or left unfinished,
 and returns the cheapest (cost per hour = GPUs x price per GPU-hour) with the Pareto front of cost and the
-two percentiles. Separate prefill/decode pools are not searched: the simulator has no such engine.
+two percentiles. With ``separate_pools`` a setting is instead split into prefill-only and decode-only replicas
+(``simulation.prefill_replicas``, simulator/pools.py): each replica count tried is divided in the analytic
+model's ideal ratio (``pool_split`` of ``disagg_prefill_share``), and chunked prefill and the token budget do
+not apply (prompts run one by one on the prefill replicas).
 
 The analytic model prunes before anything is simulated (``prune``):
 
@@ -16,7 +19,8 @@ The analytic model prunes before anything is simulated (``prune``):
 * ``max_num_seqs`` values at or above what the KV pool holds are one setting (the pool caps the batch);
 * the replica search starts at the analytic fleet size ``ceil(rate / goodput)`` (``fleet.replicas_for``, the
   chunked goodput with chunked prefill) and never goes below ``ceil(0.8 rate / ceiling)``: a replica cannot
-  serve more than its throughput ceiling (20% margin for the model's error).
+  serve more than its throughput ceiling (20% margin for the model's error). Separate pools start at
+  ``ceil(rate / (g x disagg_goodput_per_gpu_rps))`` and never go below 2 (one replica of each pool).
 
 The replica search per setting is a gallop then a bisection on the replica count (meeting the promises is
 taken as monotone in it), each step one simulation; every simulation is a task for an executor:
@@ -67,17 +71,21 @@ CEILING_MARGIN = 0.2
 @dataclass(frozen=True, slots=True)
 class Setting:
     """Engine settings of one replica: GPU type (None: the scenario's), tensor parallel, batch cap, token
-    budget of an iteration, chunked prefill."""
+    budget of an iteration, chunked prefill; ``separate_pools``: prefill-only and decode-only replicas (chunked
+    prefill off, the token budget unused)."""
 
     gpu: str | None
     tensor_parallel: int
     max_num_seqs: int | None
     max_batched_tokens: int
     chunked_prefill: bool
+    separate_pools: bool = False
 
     def label(self) -> str:
-        return (f"{self.gpu or 'scenario GPU'} x{self.tensor_parallel}, max_num_seqs {self.max_num_seqs or 'none'}, "
-                f"max_batched_tokens {self.max_batched_tokens}, chunked {'on' if self.chunked_prefill else 'off'}")
+        head = f"{self.gpu or 'scenario GPU'} x{self.tensor_parallel}, max_num_seqs {self.max_num_seqs or 'none'}, "
+        if self.separate_pools:
+            return head + "separate prefill and decode pools"
+        return head + f"max_batched_tokens {self.max_batched_tokens}, chunked {'on' if self.chunked_prefill else 'off'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,16 +150,31 @@ def scenario_data(raw: Mapping[str, Any], setting: Setting) -> dict[str, Any]:
     simulation = dict(data.get("simulation") or {})
     simulation.pop("max_num_seqs", None)  # the setting's cap, through serving.max_num_seqs
     simulation.update({"chunked_prefill": setting.chunked_prefill, "max_batched_tokens": setting.max_batched_tokens,
-                       "policy": "continuous", "replicas": 1})
+                       "policy": "continuous", "replicas": 1, "prefill_replicas": 0})
     data["simulation"] = simulation
     return data
 
 
 def settings_grid(gpus: Sequence[str | None], tensor_parallel: Iterable[int], max_num_seqs: Iterable[int | None],
-                  max_batched_tokens: Iterable[int], chunked: Iterable[bool]) -> list[Setting]:
-    """Every combination, in the order given."""
-    return [Setting(*combo) for combo in itertools.product(gpus, tensor_parallel, max_num_seqs, max_batched_tokens,
-                                                            chunked)]
+                  max_batched_tokens: Iterable[int], chunked: Iterable[bool],
+                  separate_pools: Iterable[bool] = (False,)) -> list[Setting]:
+    """Every combination, in the order given; a separate-pools setting once per GPU, tensor parallel and batch cap
+    (chunked prefill off, the first token budget: neither applies to it)."""
+    budgets, modes, pools = list(max_batched_tokens), list(chunked), list(separate_pools)
+    out: list[Setting] = []
+    for gpu, tp, seqs in itertools.product(gpus, tensor_parallel, max_num_seqs):
+        if False in pools:
+            out += [Setting(gpu, tp, seqs, budget, mode) for budget, mode in itertools.product(budgets, modes)]
+        if True in pools:
+            out.append(Setting(gpu, tp, seqs, budgets[0], False, True))
+    return out
+
+
+def pool_split(replicas: int, prefill_share: float) -> tuple[int, int]:
+    """(prefill, decode) replicas of a fleet of ``replicas`` >= 2 split in the ratio ``prefill_share`` (the analytic
+    model's ``disagg_prefill_share``): ``P = round(N share)`` kept within [1, N - 1], ``D = N - P``."""
+    prefill = min(replicas - 1, max(1, round(replicas * prefill_share)))
+    return prefill, replicas - prefill
 
 
 # --- pruning with the analytic model ----------------------------------------------------------------------------
@@ -169,7 +192,8 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
     for i, setting in enumerate(settings):
         try:
             scenario = Scenario.from_dict(scenario_data(raw, setting))
-            built.append((i, setting, scenario, config_from_scenario(scenario)))
+            pools = {"prefill_replicas": 1} if setting.separate_pools else {}  # what the pools cannot simulate
+            built.append((i, setting, scenario, config_from_scenario(scenario, **pools)))
         except ScenarioError as exc:
             dropped.append((i, {**asdict(setting), "reason": "; ".join(exc.problems)}))
     evaluations = evaluate_many([b[2] for b in built])  # one vectorised call, each = Scenario.evaluate()
@@ -191,19 +215,23 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
             drop(f"the prefill alone takes {float(r['prefill_s']) * 1e3:.3g} ms, over the TTFT promise")
             continue
         cap = setting.max_num_seqs if setting.max_num_seqs is not None and setting.max_num_seqs < kv_batch else None
-        key = (setting.gpu, setting.tensor_parallel, cap, setting.max_batched_tokens, setting.chunked_prefill)
+        key = (setting.gpu, setting.tensor_parallel, cap, setting.max_batched_tokens, setting.chunked_prefill,
+               setting.separate_pools)
         if key in seen:
             drop(f"the KV pool holds {kv_batch} requests: same engine as max_num_seqs {seen[key].max_num_seqs}")
             continue
         seen[key] = setting
-        goodput = float(r["chunked_goodput_rps" if setting.chunked_prefill else "goodput_rps"])
-        ceiling = float(r["chunked_ceiling_rps" if setting.chunked_prefill else "ceiling_rps"])
-        if goodput <= 0 or ceiling <= 0:
+        gpus = int(r["gpus_per_replica"])
+        if setting.separate_pools:  # per replica of the fleet in the ideal ratio; at least one of each pool
+            goodput = ceiling = float(r["disagg_goodput_per_gpu_rps"]) * gpus
+        else:
+            goodput = float(r["chunked_goodput_rps" if setting.chunked_prefill else "goodput_rps"])
+            ceiling = float(r["chunked_ceiling_rps" if setting.chunked_prefill else "ceiling_rps"])
+        if not (goodput > 0 and ceiling > 0):
             drop("the analytic model finds no load that keeps the promises")
             continue
         start = int(replicas_for(rate_rps, goodput))
-        low = max(1, math.ceil((1 - CEILING_MARGIN) * rate_rps / ceiling - 1e-9))
-        gpus = int(r["gpus_per_replica"])
+        low = 2 if setting.separate_pools else max(1, math.ceil((1 - CEILING_MARGIN) * rate_rps / ceiling - 1e-9))
         kept.append(Candidate(setting, gpus, scenario.gpu.price_per_hour, min(max(start, low), MAX_REPLICAS),
                               min(low, MAX_REPLICAS), r))
     dropped.sort(key=lambda d: d[0])
@@ -273,8 +301,13 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
 
     began = time.perf_counter()
     scenario = Scenario.from_dict(scenario_data(raw, setting)) if evaluation is None else evaluation.scenario
+    prefill, decode = 0, int(replicas)
+    if setting.separate_pools:
+        evaluation = evaluation if evaluation is not None else scenario.evaluate()
+        prefill, decode = pool_split(int(replicas), float(evaluation["disagg_prefill_share"]))
     times, loop = simulate_times(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
-                                 analytic=evaluation, **{**(overrides or {}), "replicas": int(replicas)})
+                                 analytic=evaluation, **{**(overrides or {}), "replicas": decode,
+                                                         "prefill_replicas": prefill})
     done = ~np.isnan(times["finish_s"])  # completed (metrics.books: status "completed")
     ttft = times["ttft_s"][done]
     tpot = times["tpot_s"][done]
@@ -287,7 +320,8 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
     meets = lost == 0 and len(ttft) > 0 and (slo.ttft_s is None or p_ttft <= slo.ttft_s) and (
         slo.tpot_s is None or math.isnan(p_tpot) or p_tpot <= slo.tpot_s)
     throughput = throughput_of(times["arrival_s"], times["finish_s"][done])
-    return {"replicas": int(replicas), "ttft_s": p_ttft, "tpot_s": p_tpot, "requests": int(requests),
+    return {"replicas": int(replicas), "prefill_replicas": prefill, "ttft_s": p_ttft, "tpot_s": p_tpot,
+            "requests": int(requests),
             "lost_requests": lost, "throughput_rps": throughput, "meets": bool(meets),
             "simulation_s": time.perf_counter() - began, "event_loop": loop}
 
@@ -477,6 +511,8 @@ def add_search_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-batched-tokens", default=",".join(map(str, MAX_BATCHED_TOKENS)),
                    help="token budgets of one iteration (default 2048,8192)")
     p.add_argument("--chunked", choices=["both", "on", "off"], default="both", help="chunked prefill (default both)")
+    p.add_argument("--separate-pools", choices=["both", "on", "off"], default="off",
+                   help="also (both) or only (on) settings split into prefill and decode replicas (default off)")
     p.add_argument("--percentile", type=float, default=99.0, help="percentile the promises hold at (default 99)")
     p.add_argument("--rate", type=float, help="arrival rate in requests/s (default: the scenario's)")
     p.add_argument("--requests", type=int, help=f"requests per simulation (default: the scenario's, else "
@@ -506,8 +542,9 @@ def run_search(args: argparse.Namespace) -> str:
         raise ScenarioError(f"--workers must be >= 1, got {args.workers}")
     gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
     chunked = {"both": [False, True], "on": [True], "off": [False]}[args.chunked]
+    pools = {"both": [False, True], "on": [True], "off": [False]}[args.separate_pools]
     settings = settings_grid(gpus, _ints(args.tp, "--tp"), _ints(args.max_num_seqs, "--max-num-seqs", True),
-                             _ints(args.max_batched_tokens, "--max-batched-tokens"), chunked)
+                             _ints(args.max_batched_tokens, "--max-batched-tokens"), chunked, pools)
     overrides = {"requests": args.requests} if args.requests else {}
     if args.requests is not None and args.requests < 1:
         raise ScenarioError(f"--requests must be >= 1, got {args.requests}")
@@ -544,29 +581,43 @@ def render_table(result: SearchResult) -> str:
         lines.append("no setting kept the promises")
     else:
         lines.append(f"cheapest: {_describe(best, p)}")
-    lines += ["", f"{'':2}{'gpu':<14}{'tp':>3}{'seqs':>6}{'budget':>7}{'chunk':>6}{'repl':>5}{'gpus':>5}{'$/h':>9}"
+    lines += ["", f"{'':2}{'gpu':<14}{'tp':>3}{'seqs':>6}{'budget':>7}{'chunk':>6}{'repl':>9}{'gpus':>5}{'$/h':>9}"
               f"{p + ' ttft':>12}{p + ' tpot':>12}"]
     for row in result.best:
         cost = "-" if row["cost_per_hour"] is None else f"{row['cost_per_hour']:.2f}"
+        pools = row.get("separate_pools")
+        replicas = _replicas_text(row)
         lines.append(f"{'*' if row['pareto'] else ' ':2}{row['gpu'] or 'scenario':<14}{row['tensor_parallel']:>3}"
-                     f"{row['max_num_seqs'] or '-':>6}{row['max_batched_tokens']:>7}"
-                     f"{'on' if row['chunked_prefill'] else 'off':>6}{row['replicas']:>5}{row['gpus']:>5}{cost:>9}"
-                     f"{row['ttft_s'] * 1e3:>10.1f}ms{row['tpot_s'] * 1e3:>10.1f}ms")
-    lines.append("(* on the Pareto front of cost and the two percentiles)")
+                     f"{row['max_num_seqs'] or '-':>6}{'-' if pools else row['max_batched_tokens']:>7}"
+                     f"{'-' if pools else 'on' if row['chunked_prefill'] else 'off':>6}{replicas:>9}{row['gpus']:>5}"
+                     f"{cost:>9}{row['ttft_s'] * 1e3:>10.1f}ms{row['tpot_s'] * 1e3:>10.1f}ms")
+    lines.append("(* on the Pareto front of cost and the two percentiles; P+D: prefill + decode replicas)")
     if result.pruned:
         lines += ["", "pruned:"]
         lines += [f"  {Setting(**{k: r[k] for k in Setting.__slots__}).label()}: {r['reason']}" for r in result.pruned]
     return "\n".join(lines) + "\n"
 
 
+def _replicas_text(row: Mapping[str, Any]) -> str:
+    """``N``, or ``P+D`` for separate pools."""
+    if row.get("separate_pools"):
+        return f"{row['prefill_replicas']}+{row['replicas'] - row['prefill_replicas']}"
+    return str(row["replicas"])
+
+
 def _describe(row: Mapping[str, Any], p: str) -> str:
     cost = "" if row["cost_per_hour"] is None else f", ${row['cost_per_hour']:.2f}/h"
-    return (f"{row['replicas']} x ({row['gpu'] or 'scenario GPU'} x{row['tensor_parallel']}), max_num_seqs "
-            f"{row['max_num_seqs'] or 'none'}, max_batched_tokens {row['max_batched_tokens']}, chunked prefill "
-            f"{'on' if row['chunked_prefill'] else 'off'}: {row['gpus']} GPUs{cost}; {p} TTFT "
-            f"{row['ttft_s'] * 1e3:.1f} ms, {p} TPOT {row['tpot_s'] * 1e3:.1f} ms")
+    if row.get("separate_pools"):
+        engine = (f"{_replicas_text(row)} prefill + decode replicas of ({row['gpu'] or 'scenario GPU'} "
+                  f"x{row['tensor_parallel']}), max_num_seqs {row['max_num_seqs'] or 'none'}")
+    else:
+        engine = (f"{row['replicas']} x ({row['gpu'] or 'scenario GPU'} x{row['tensor_parallel']}), max_num_seqs "
+                  f"{row['max_num_seqs'] or 'none'}, max_batched_tokens {row['max_batched_tokens']}, chunked prefill "
+                  f"{'on' if row['chunked_prefill'] else 'off'}")
+    return (f"{engine}: {row['gpus']} GPUs{cost}; {p} TTFT {row['ttft_s'] * 1e3:.1f} ms, {p} TPOT "
+            f"{row['tpot_s'] * 1e3:.1f} ms")
 
 
 __all__ = ["Candidate", "SearchResult", "Setting", "add_search_command", "event_loop_for_search", "executor_for",
-           "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate", "simulate_many",
-           "start_worker"]
+           "pool_split", "prune", "run_search", "scenario_data", "search", "settings_grid", "simulate_candidate",
+           "simulate_many", "start_worker"]
