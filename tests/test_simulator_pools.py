@@ -113,3 +113,24 @@ def test_settings_the_pools_cannot_simulate_are_refused():
         simulate(_scenario(5.0, {"requests": 10, "prefill_replicas": 1, "policy": "static"}))
     with pytest.raises(ScenarioError, match="prefill_replicas must be a whole number"):
         simulate(_scenario(5.0, {"requests": 10, "prefill_replicas": 1.5}))
+
+
+@pytest.mark.parametrize("simulation", [
+    {"requests": 3000, "prefill_replicas": 2, "replicas": 1},
+    {"requests": 3000, "prefill_replicas": 1, "replicas": 3, "router": "random", "max_num_seqs": 8, "seed": 4},
+    {"requests": 2000, "prefill_replicas": 3, "replicas": 2, "max_queued_requests": 5, "max_num_seqs": 4,
+     "chunked_prefill": True, "prompt_tokens": {"dist": "lognormal", "mean": 800, "sigma": 0.6, "low": 16,
+                                                "high": 4000}, "output_tokens": {"dist": "uniform", "low": 1,
+                                                                                 "high": 400}},
+    {"requests": 2000, "prefill_replicas": 1, "replicas": 2, "cost_model": "teaching", "kv_allocation": "reserve"},
+])
+def test_both_event_loops_run_the_decode_pool_alike(simulation):
+    """The decode engines' prefilled prompts (``cost_models.PrefilledCost``) in the compiled loop: the same requests,
+    timeline and counters as the Python loop, bit for bit."""
+    from test_simulator_compiled import assert_same
+
+    s = _scenario(14.0, simulation)
+    fast, reference = simulate(s, event_loop="compiled"), simulate(s, event_loop="python")
+    assert fast.event_loop == "compiled (numba)" and reference.event_loop.startswith("python")
+    assert_same(fast, reference)
+    assert fast.summary() == pytest.approx(reference.summary(), nan_ok=True)

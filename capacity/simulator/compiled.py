@@ -47,7 +47,7 @@ from .. import budget, roofline
 from . import cost_models
 from .allocator import PrefixEntry
 from .config import compiled_loop_problem
-from .cost_models import TeachingCost
+from .cost_models import PrefilledCost, TeachingCost
 from .engine import Engine
 
 #: Iterations per kernel call: the deadline is checked between calls (tens of milliseconds apart).
@@ -72,7 +72,9 @@ S_EVICT, S_CACHED, S_HITS, S_CTOK, S_LHEAD, S_LTAIL, C_CACHING = range(40, 47)
 # the CPU tier (KV offload, ``BlockAllocator.cpu``): its LRU list's ends (-1: empty), blocks used, prefixes held and
 # their peak, blocks loaded back, and its size in blocks (0: no tier)
 S_CHEAD, S_CTAIL, S_CUSED, S_CCOUNT, S_CPEAK, S_RELOADED, C_CPU = range(47, 54)
-N_STATE = 54
+# prompts arrive prefilled (a decode-only replica of separate pools, ``cost_models.PrefilledCost``)
+C_PREFILLED = 54
+N_STATE = 55
 # float scalars (``fs``): the clock, the last decode step's end, the reload the next pass waits for
 # (``Engine.pending_reload_s``) [s] and the reload time of one block (``Engine.reload_s_per_block``) [s]
 F_NOW, F_LAST_END, F_PENDING, F_RELOAD_BLOCK = range(4)
@@ -328,6 +330,10 @@ def _affordable(st, residues, tree, step, available, limit):
 
 @_jit
 def _step_s(st, coef, batch, context, prefill_tokens):
+    if st[C_PREFILLED]:  # cost_models.PrefilledCost.step_s
+        if batch == 0:
+            return 0.0
+        prefill_tokens = 0
     if st[C_KIND] == KIND_TEACHING:
         return _teaching_step_s(coef[0], coef[1], coef[2], batch, prefill_tokens)
     return _roofline_step_s(coef[0], coef[1], context, coef[2], coef[6], coef[3], coef[4], coef[5], batch,
@@ -933,6 +939,9 @@ def run(e: Engine) -> None:
     fs = np.zeros(4, dtype=np.float64)
     fs[F_NOW], fs[F_LAST_END], fs[F_PENDING], fs[F_RELOAD_BLOCK] = e.now, e.last_decode_end, e.pending_reload_s, \
         e.reload_s_per_block
+    st[C_PREFILLED] = isinstance(cost, PrefilledCost)
+    if st[C_PREFILLED]:
+        cost = cost.inner
     if isinstance(cost, TeachingCost):
         kind = KIND_TEACHING
         coef = np.array([cost.decode_base_s, cost.decode_per_seq_s, cost.prefill_per_token_s], dtype=np.float64)

@@ -336,7 +336,7 @@ def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
     supports the settings (``compiled_loop_problem``)."""
     from .scheduler import compiled_loop_loaded
 
-    if not compiled_loop_loaded() or values.get("prefill_replicas"):  # separate pools' decode engines: Python
+    if not compiled_loop_loaded():
         return False
     from .cost_models import cost_model_for
 

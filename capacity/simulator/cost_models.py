@@ -308,9 +308,37 @@ def dense_steps_to_reach(weights_s: float, kv_s_per_token: float, decode_compute
     return max(1, linear_steps_to_reach(a, m, c, e, duration_s))
 
 
+@dataclass(frozen=True, slots=True)
+class PrefilledCost:
+    """A decode-only replica's cost model (separate pools, ``pools.py``): ``inner``'s decode steps, and prompts that
+    arrive prefilled (their KV cache moved from a prefill replica), so a prefill-only iteration takes 0 s and a
+    decode step carries no prompt tokens."""
+
+    inner: CostModel
+    name: str = "prefilled"
+
+    def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
+        return self.inner.step_s(batch, context_tokens, 0) if batch else 0.0
+
+    def decode_run_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        return self.inner.decode_run_s(batch, context_tokens, steps)
+
+    def last_step_s(self, batch: int, context_tokens: float, steps: int) -> float:
+        return self.inner.last_step_s(batch, context_tokens, steps)
+
+    def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
+        return self.inner.steps_to_reach(batch, context_tokens, duration_s)
+
+    def window(self, batch: int, context_tokens: float, steps: int) -> tuple[float, float, float]:
+        return self.inner.window(batch, context_tokens, steps)
+
+
 def compiled_cost_problem(cost: CostModel) -> str | None:
     """Why the compiled event loop (``compiled.py``) cannot run with ``cost`` (None: it can): it has the teaching
-    model and the dense roofline without sliding windows."""
+    model and the dense roofline without sliding windows, either of them also with prompts prefilled elsewhere
+    (``PrefilledCost``)."""
+    if isinstance(cost, PrefilledCost):
+        cost = cost.inner
     if isinstance(cost, RooflineCost):
         if cost.moe_weights_s is not None or cost.local_fraction:
             return "MoE or sliding-window cost model"

@@ -9,14 +9,13 @@
   and the KV cache moves to a decode replica in ``options.kv_transfer_s(P_i, kv, BW)``
   (``serving.kv_transfer_bandwidth``; free if unset): the handoff ``h_i``. TTFT = ``h_i - arrival``.
 * Decode: the continuous-batching engine (whole-prompt admission) over requests arriving at their handoffs,
-  whose prompts cost nothing to prefill (``PrefilledCost``): a request joins when a slot and its prompt's KV
+  whose prompts cost nothing to prefill (``cost_models.PrefilledCost``): a request joins when a slot and its prompt's KV
   blocks are free and decodes its other A - 1 tokens. TPOT = ``(finish - h_i) / (A - 1)``: a wait for a decode
   slot delays the second token, and counts against the TPOT as a user sees it. ``max_itl_s``: the decode
   engine's longest gap plus that wait (an upper bound on the gap from the first token to the second).
 
 Prefix sharing, multi-turn sessions, KV offload, retries, recorded token times and static batching are
-refused with a pool split (the prefill pool keeps no cache). The decode engine's prefills cost nothing, so it
-runs in the Python loop (the compiled loop has no such cost model).
+refused with a pool split (the prefill pool keeps no cache). Both event loops run the decode engines.
 """
 
 from __future__ import annotations
@@ -30,34 +29,10 @@ import numpy as np
 from .. import options
 from ..scenario import Scenario
 from .config import SimulationConfig
-from .cost_models import CostModel
+from .cost_models import CostModel, PrefilledCost
 from .metrics import SimulationResult, tpot_of
 from .router import assign
 from .workloads import RequestTable
-
-
-@dataclass(frozen=True, slots=True)
-class PrefilledCost:
-    """A decode-only replica's cost model: ``inner``'s decode steps, and prompts that arrive prefilled (their KV
-    cache moved from a prefill replica), so a prefill-only iteration takes 0 s."""
-
-    inner: CostModel
-    name: str = "prefilled"
-
-    def step_s(self, batch: int, context_tokens: float, prefill_tokens: int) -> float:
-        return self.inner.step_s(batch, context_tokens, 0) if batch else 0.0
-
-    def decode_run_s(self, batch: int, context_tokens: float, steps: int) -> float:
-        return self.inner.decode_run_s(batch, context_tokens, steps)
-
-    def last_step_s(self, batch: int, context_tokens: float, steps: int) -> float:
-        return self.inner.last_step_s(batch, context_tokens, steps)
-
-    def steps_to_reach(self, batch: int, context_tokens: float, duration_s: float) -> int:
-        return self.inner.steps_to_reach(batch, context_tokens, duration_s)
-
-    def window(self, batch: int, context_tokens: float, steps: int) -> tuple[float, float, float]:
-        return self.inner.window(batch, context_tokens, steps)
 
 
 def fifo_finish_s(arrival_s: np.ndarray, service_s: np.ndarray) -> np.ndarray:
