@@ -511,8 +511,8 @@ def add_search_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-batched-tokens", default=",".join(map(str, MAX_BATCHED_TOKENS)),
                    help="token budgets of one iteration (default 2048,8192)")
     p.add_argument("--chunked", choices=["both", "on", "off"], default="both", help="chunked prefill (default both)")
-    p.add_argument("--separate-pools", choices=["both", "on", "off"], default="off",
-                   help="also (both) or only (on) settings split into prefill and decode replicas (default off)")
+    p.add_argument("--separate-pools", choices=["both", "on", "off"], default="both",
+                   help="also (both) or only (on) settings split into prefill and decode replicas (default both)")
     p.add_argument("--percentile", type=float, default=99.0, help="percentile the promises hold at (default 99)")
     p.add_argument("--rate", type=float, help="arrival rate in requests/s (default: the scenario's)")
     p.add_argument("--requests", type=int, help=f"requests per simulation (default: the scenario's, else "
