@@ -22,7 +22,7 @@ import numpy as np
 from .. import budget
 from ..scenario import Scenario
 from .config import SimulationConfig, config_from_scenario
-from .cost_models import CostModel, RooflineCost, TeachingCost, cost_model_for
+from .cost_models import CostModel, PrefilledCost, RooflineCost, TeachingCost, cost_model_for
 from .engine import Engine
 from .metrics import Books, SimulationResult, books, request_times, result_of
 from .router import assign, merge, subset
@@ -84,7 +84,7 @@ def _simulate_pools(scenario: Scenario, config: SimulationConfig, table: Request
     analytic = analytic if analytic is not None else scenario.evaluate()
     cost = cost_model_for(scenario, config)
     hand, order, moved = pools.split(scenario, config, table, analytic, cost)
-    decode, prefilled = pools.decode_config(config), pools.PrefilledCost(cost)
+    decode, prefilled = pools.decode_config(config), PrefilledCost(cost)
     if times_only:
         times, loop = _replicas_times(scenario, decode, moved, analytic, event_loop, prefilled)
         finish = np.empty(len(table))

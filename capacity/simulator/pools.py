@@ -29,7 +29,7 @@ import numpy as np
 from .. import options
 from ..scenario import Scenario
 from .config import SimulationConfig
-from .cost_models import CostModel, PrefilledCost
+from .cost_models import CostModel
 from .metrics import SimulationResult, tpot_of
 from .router import assign
 from .workloads import RequestTable
@@ -88,8 +88,7 @@ def split(scenario: Scenario, config: SimulationConfig, table: RequestTable, ana
     """(the prefill pool's ``Handoff``, the decode pool's order of the requests, its request table): the decode
     pool sees each request arrive at its handoff, in the order of the handoffs."""
     kv = float(analytic["kv_bytes_per_token"])
-    link = scenario.serving.kv_transfer_bandwidth or np.inf
-    hand = handoff_s(table, config, cost, kv, link)
+    hand = handoff_s(table, config, cost, kv, float(scenario.inputs()["kv_transfer_bandwidth"]))
     order = np.argsort(hand.handoff_s, kind="stable")
     moved = table.take(order)
     return hand, order, dataclasses.replace(moved, arrival_s=hand.handoff_s[order])
@@ -112,7 +111,7 @@ def as_users_see(result: SimulationResult, config: SimulationConfig, table: Requ
     ids = order[df["request_id"].to_numpy()]
     arrival, handoff = table.arrival_s[ids], hand.handoff_s[ids]
     finish = df["finish_s"].to_numpy(dtype=float)
-    wait = df["arrival_s"].to_numpy(dtype=float) + df["ttft_s"].to_numpy(dtype=float) - handoff  # for a decode slot
+    wait = df["ttft_s"].to_numpy(dtype=float)  # the decode engine's TTFT: the wait for a slot (its prefill takes 0 s)
     seen = user_times(arrival, handoff, df["output_tokens"].to_numpy(), finish)
     df = df.assign(request_id=ids, arrival_s=arrival, queue_s=hand.start_s[ids] - arrival, ttft_s=seen["ttft_s"],
                    tpot_s=seen["tpot_s"], max_itl_s=df["max_itl_s"].to_numpy(dtype=float) + wait,
@@ -122,5 +121,5 @@ def as_users_see(result: SimulationResult, config: SimulationConfig, table: Requ
     return dataclasses.replace(result, config=config, requests=df, counters=counters)
 
 
-__all__ = ["Handoff", "PrefilledCost", "as_users_see", "decode_config", "fifo_finish_s", "handoff_s",
+__all__ = ["Handoff", "as_users_see", "decode_config", "fifo_finish_s", "handoff_s",
            "prefill_service_s", "split", "user_times"]
