@@ -16,11 +16,9 @@ import math
 import numpy as np
 
 from . import slo
-from .scenario import Results
+from .scenario import Results, Scenario
+from .sizing import HOURS_PER_MONTH, MODE_WORDS, Sizing, size
 from .units import format_time
-
-#: Hours in an average month: 365 x 24 / 12 [h].
-HOURS_PER_MONTH = 730.0
 
 
 def cost_per_hour(results: Results) -> float | None:
@@ -100,36 +98,100 @@ def what_binds(results: Results) -> str:
     return "the max_num_seqs cap" if results["batch_limit"] == "max_num_seqs" else "KV memory"
 
 
-def hardware(results: Results) -> str:
-    """The hardware in words: ``4 x h100-sxm``, or ``3 replicas of 4 x h100-sxm (12 GPUs)``."""
-    gpu = results.scenario.gpu
-    one = f"{gpu.gpus_per_replica} x {gpu.name}"
-    if gpu.replicas > 1:
-        return f"{gpu.replicas:,} replicas of {one} ({gpu.gpus_per_replica * gpu.replicas:,} GPUs)"
-    return one
+def binds(sizing: Sizing) -> str:
+    """What sets one replica's goodput in the chosen layout, in words (the binding class named)."""
+    promise = sizing.binding_promise
+    where = f" of the {sizing.binding_class} class" if sizing.binding_class else ""
+    at = "" if sizing.goodput_basis == "mean" else f" at {sizing.goodput_basis}"
+    if promise in ("tpot", "ttft"):
+        return f"the {promise.upper()} promise{where}{at}"
+    if promise == "nothing_fits":
+        return "nothing fits in the KV memory"
+    return what_binds(sizing.replica) if sizing.mode == "colocated" else "GPU capacity"
 
 
-def answer(results: Results) -> str:
-    """One sentence: ``4 x h100-sxm serve 4.90 req/s at 38.2 ms per token (promise <= 50 ms) for $1.98 per
-    million output tokens; KV memory is what binds.``
+def layout_words(sizing: Sizing, replicas: int | None = None) -> str:
+    """The fleet in words: ``16 x h100-sxm (2 replicas of 8 GPUs, chunked prefill)``; one replica of the scenario's
+    own colocated layout stays ``4 x h100-sxm``."""
+    gpu = sizing.replica.scenario.gpu
+    n = sizing.replicas if replicas is None else replicas
+    per = sizing.gpus_per_replica
+    if not n:
+        return f"{per} x {gpu.name}"
+    parts = []
+    if n > 1 or not sizing.stated_layout or sizing.mode != "colocated":
+        if sizing.mode == "disaggregated" and sizing.prefill_replicas is not None and replicas is None:
+            parts.append(f"{sizing.prefill_replicas:,} prefill + {sizing.decode_replicas:,} decode replicas of "
+                         f"{per} GPU{'s' if per > 1 else ''}")
+        else:
+            parts.append(f"{n:,} replica{'s' if n > 1 else ''} of {per} GPU{'s' if per > 1 else ''}")
+        if sizing.mode != "colocated":
+            parts.append(MODE_WORDS[sizing.mode])
+    inside = f" ({', '.join(parts)})" if parts else ""
+    return f"{n * per:,} x {gpu.name}{inside}"
 
-    The rate is the goodput of every replica together; the time per token is ``tpot_at_goodput_s``; the cost
-    is ``cost_per_million_tokens`` (the same for any number of identical replicas).
+
+def promises_words(scenario: Scenario) -> str:
+    """The promises in words: `` within TPOT <= 40.0 ms and TTFT <= 1.50 s for 99% of requests``."""
+    o = scenario.slo
+    if (scenario.raw or {}).get("workloads"):
+        return " within each class's promises"
+    parts = [f"{name} <= {format_time(value)}" for name, value in (("TPOT", o.tpot_s), ("TTFT", o.ttft_s))
+             if value is not None]
+    if not parts:
+        return " (no latency promise)"
+    return " within " + " and ".join(parts) + _share(scenario)
+
+
+def _share(scenario: Scenario) -> str:
+    return f" for {scenario.slo.percentile:g}% of requests" if scenario.slo.percentile is not None else ""
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+
+
+def answer(results: Results | Sizing) -> str:
+    """One sentence, rendered from the one answer (``sizing.size``).
+
+    With a load: ``To serve 20 requests/s of 2,000-token prompts and 400-token answers within TPOT <= 40.0 ms, you
+    need 16 x h100-sxm (2 replicas of 8 GPUs, chunked prefill) at about $55.84/hour ($40,763/month); each replica
+    carries 10.00 requests/s at TPOT 38.6 ms and TTFT 187.3 ms; the TPOT promise sets each replica's limit of 10.13
+    requests/s.`` Without one: ``4 x h100-sxm serve 4.90 req/s at 38.2 ms per token (promise <= 50.0 ms) for $1.98
+    per million output tokens; KV memory is what binds.`` (every replica at its goodput; ``cost_per_million_tokens``).
     """
-    r, s = results, results.scenario
-    hw = hardware(r)
-    binds = what_binds(r)
+    z = results if isinstance(results, Sizing) else size(results.scenario, results)
+    s, r = z.scenario, z.replica
     if r["batch_max"] <= 0:
-        return f"{s.model.name} does not fit on {hw} with room for one request: {binds}."
-    if r["goodput_rps"] <= 0:
-        return f"{hw} serve no load within the promises; {binds} cannot be kept at any load."
-    promise = f" (promise <= {format_time(s.slo.tpot_s)})" if s.slo.tpot_s else ""
-    cost = r["cost_per_million_tokens"]
-    price = (f"for ${cost:,.2f} per million output tokens" if s.gpu.price_per_hour is not None and math.isfinite(cost)
+        return f"{s.model.name} does not fit on {layout_words(z, 1)} with room for one request: {binds(z)}."
+    if z.replica_goodput_rps <= 0:
+        return f"{layout_words(z, 1)} serve no load within the promises; {binds(z)} cannot be kept at any load."
+    if z.load_rps:
+        shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
+                 f"{promises_words(s)}")
+        if z.replicas is None:
+            return (f"No layout allowed serves {z.load_rps:,.3g} requests/s of {shape}: {binds(z)} limits each "
+                    f"replica to {z.replica_goodput_rps:,.2f} requests/s.")
+        design = "" if z.peak_factor == 1 and z.headroom == 0 else (
+            f" (designed for {z.design_load_rps:,.3g} requests/s at peak x{z.peak_factor:g}"
+            f"{f', {z.headroom:.0%} headroom' if z.headroom else ''})")
+        money = (f" at about {_money(z.cost_per_hour)}/hour ({_money(z.cost_per_month)}/month)"
+                 if z.cost_per_hour is not None else " (no GPU price set, so no cost)")
+        at = (f"TPOT {format_time(z.tpot_at_percentile_s)} and TTFT {format_time(z.ttft_at_percentile_s)} at "
+              f"{z.goodput_basis}" if z.tpot_at_percentile_s is not None else
+              f"TPOT {format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}")
+        return (f"To serve {z.load_rps:,.3g} requests/s of {shape}, you need {layout_words(z)}{design}{money}; each "
+                f"replica carries {z.load_per_replica_rps:,.2f} requests/s at {at}; {binds(z)} sets each replica's "
+                f"limit of {z.replica_goodput_rps:,.2f} requests/s.")
+    hw = layout_words(z)
+    promise = f" (promise <= {format_time(s.slo.tpot_s)}{_share(s)})" if s.slo.tpot_s else ""
+    cost = z.cost_per_million_tokens
+    price = (f"for ${cost:,.2f} per million output tokens" if cost is not None and math.isfinite(cost)
              else "(no GPU price set)")
     verb = "serves" if hw.startswith("1 x ") else "serve"
-    return (f"{hw} {verb} {r['fleet_goodput_rps']:,.2f} req/s at {format_time(r['tpot_at_goodput_s'])} per token"
-            f"{promise} {price}; {binds} is what binds.")
+    tpot = z.tpot_at_percentile_s if z.tpot_at_percentile_s is not None else z.tpot_at_load_s
+    return (f"{hw} {verb} {z.served_rps:,.2f} req/s at {format_time(tpot)} per token{promise} {price}; "
+            f"{binds(z)} is what binds.")
 
 
 def cautions(results: Results) -> list[str]:
@@ -147,5 +209,5 @@ def cautions(results: Results) -> list[str]:
 
 
 __all__ = ["HOURS_PER_MONTH", "answer", "capacity_gap_rps", "cautions", "cost_per_hour",
-           "cost_per_million_output_tokens", "cost_per_month", "hardware", "memory_split", "monthly_cost",
+           "binds", "cost_per_million_output_tokens", "cost_per_month", "layout_words", "memory_split", "monthly_cost",
            "paged_over_contiguous", "per_user_tokens_per_s", "usable_bytes", "what_binds"]

@@ -96,19 +96,30 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def render_table(results: Results) -> str:
-    """A readable table: every result with its unit, grouped by section, then the notes."""
+    """A readable table: the answer's sentence, every result with its unit grouped by section (one replica of the
+    scenario's own layout), the answer's figures (``sizing.Sizing``), then the notes."""
     from .analysis import RESULTS
+    from .answer import answer
     from .formatting import SECTIONS, format_value
+    from .sizing import SIZING_RESULTS, size
 
     binary = results.scenario.units == "GiB"
     s = results.scenario
-    lines = [f"{s.name}: {s.model.name} on {s.gpu.count} x {s.gpu.name}", ""]
+    sizing = size(s, results)
+    lines = [f"{s.name}: {s.model.name} on {s.gpu.count} x {s.gpu.name}" if s.name != s.model.name else
+             f"{s.model.name} on {s.gpu.count} x {s.gpu.name}", "", answer(sizing), ""]
     for section, keys in SECTIONS.items():
-        lines.append(section)
+        lines.append(section + (" (one replica as stated)" if section == "Memory" else ""))
         for key in keys:
             lines.append(f"  {key:<36} {format_value(key, results[key], binary):>20}   {RESULTS[key][1]}")
         lines.append("")
-    for note in results.notes():
+    lines.append("Answer (the layout chosen, the fleet for the load, its cost)")
+    for key, value in sizing.to_dict().items():
+        shown = format_value(key, value, binary)
+        shown = shown if len(shown) <= 40 else shown[:39] + "…"
+        lines.append(f"  {key:<36} {shown:>20}   {SIZING_RESULTS[key][1]}")
+    lines.append("")
+    for note in sizing.notes():
         lines.append(f"note: {note}")
     return "\n".join(lines).rstrip() + "\n"
 

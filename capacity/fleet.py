@@ -22,15 +22,16 @@ share). Separate pools split exactly: prefill GPUs to input tokens, decode GPUs 
     input  $/M = cost_per_hour x f_in       / (D P 3600) x 1e6
     output $/M = cost_per_hour x (1 - f_in) / (D A 3600) x 1e6
 
-``cost_per_million_tokens`` is the blended cost of every token at the target (not the peak) load: what the
-fleet, sized for the peak and kept all day, costs per token of the usual traffic.
+``cost_per_million_tokens`` is the fleet's whole cost over the output tokens of the target (not the peak) load, the
+one meaning it has everywhere (``slo.cost_per_million_tokens``): what the fleet, sized for the peak and kept all day,
+costs per output token of the usual traffic; ``cost_per_million_all_tokens`` divides by prompt + output tokens.
+The table is ``sizing.size_options`` (the answer's own composition) as a DataFrame, ranked in the answer's order.
 
 Essay 001's GPU at 100 requests/s under TPOT <= 50 ms: goodput 5.897 requests/s, ceil(100 / 5.897) = 17 GPUs.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,10 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ScenarioError
-from .frame import evaluate_frame
-from .options import prefill_pool_ttft_s
-from .scenario import Results, Scenario
+from .analysis import INPUTS
+from .scenario import Results
+from .sizing import check_plan, layout_scenarios, order, promise_goodput, replicas_for, size_options
 from .specs import FLEET_MODES as MODES
 from .specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 
@@ -54,7 +54,8 @@ SECONDS_PER_DAY = 86_400.0
 COLUMNS = ["gpu", "tensor_parallel", "mode", "gpus_per_replica", "replicas", "prefill_replicas", "decode_replicas",
            "gpus", "price_per_gpu_hour", "cost_per_hour", "replica_rps", "load_per_replica_rps", "tpot_at_design_s",
            "ttft_at_design_s", "input_share", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
-           "cost_per_million_tokens", "goodput_limit", "meets_slo", "rank", "pareto", "problem"]
+           "cost_per_million_tokens", "cost_per_million_all_tokens", "goodput_limit", "meets_slo", "rank", "pareto",
+           "problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,18 +67,6 @@ class FleetSize:
     cost_per_hour: float | None
     design_load_rps: float
     load_per_replica_rps: float
-
-
-def replicas_for(design_rps: float | np.ndarray, replica_rps: float | np.ndarray,
-                 headroom: float = 0.0) -> np.ndarray:
-    """Replicas for a design load: ``ceil(D / (λ_r (1 - h)))`` [-]; 0 for no load, inf where ``λ_r`` is 0.
-
-    A hair (1e-9) is taken off before rounding up so that an exact multiple is not rounded to one more.
-    """
-    d, r = np.asarray(design_rps, float), np.asarray(replica_rps, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.ceil(d / (r * (1.0 - headroom)) - 1e-9)
-    return np.where(d <= 0, 0.0, np.where(r > 0, np.maximum(need, 1.0), np.inf))
 
 
 def target_rps(requests_per_s: float | None = None, tokens_per_day: float | None = None,
@@ -112,7 +101,7 @@ def fleet_for_load(results: Results, target_rps: float, peak_factor: float = 1.0
 
     GPUs = replicas x gpus per replica; cost = GPUs x price per GPU-hour. ValueError when no load meets the promise.
     """
-    _check(target_rps, peak_factor, headroom)
+    check_plan(target_rps, peak_factor, headroom)
     goodput = results["goodput_rps"]
     if goodput <= 0:
         raise ValueError("this scenario serves no load within its promises (goodput 0)")
@@ -124,128 +113,60 @@ def fleet_for_load(results: Results, target_rps: float, peak_factor: float = 1.0
                      design_load_rps=design, load_per_replica_rps=design / replicas if replicas else 0.0)
 
 
-def _check(target: float, peak_factor: float, headroom: float) -> None:
-    if target < 0 or peak_factor <= 0 or not 0 <= headroom < 1:
-        raise ValueError("target load must be >= 0, peak factor > 0 and headroom in [0, 1)")
-
-
 def layouts(scenario: Mapping[str, Any], gpus: Iterable[str] | None = None,
             tensor_parallel: Iterable[int] = TENSOR_PARALLEL) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flat inputs of the scenario on each GPU type and tensor-parallel size that holds the model.
 
-    ``gpus``: catalog names (their own figures and prices; the scenario's pipeline stages kept), or None
-    for the scenario's own GPU. Returns (inputs, skipped): one row per layout with ``gpu`` and
-    ``tensor_parallel`` columns, and the layouts that do not build with the reason in ``problem``.
+    ``gpus``: catalog names (their own figures and prices; the scenario's pipeline stages kept; the scenario's own
+    GPU keeps its figures and price), or None for the scenario's own GPU (``sizing.layout_scenarios``). Returns
+    (inputs, skipped): one row per layout with ``gpu`` and ``tensor_parallel`` columns, and the layouts that do not
+    build with the reason in ``problem``. Scenarios sized per class (a percentile promise or workload classes) carry
+    ``promise_goodput_rps``, a colocated replica's goodput at the promises' percentile (``sizing.promise_goodput``).
     """
     import pandas as pd
 
-    base_gpu = scenario.get("gpu")
-    base = dict(base_gpu) if isinstance(base_gpu, Mapping) else {"name": base_gpu}
-    names = [None] if gpus is None else list(gpus)
-    rows, skipped = [], []
-    for name in names:
-        for tp in tensor_parallel:
-            data = copy.deepcopy(dict(scenario))
-            gpu = dict(base) if name is None else {"name": name, "pipeline_parallel": base.get("pipeline_parallel", 1)}
-            gpu.pop("replicas", None)
-            gpu["count"] = int(tp)
-            data["gpu"] = gpu
-            label = name or str(base.get("name") or "scenario GPU")
-            try:
-                row = Scenario.from_dict(data).inputs()
-            except ScenarioError as exc:
-                skipped.append({"gpu": label, "tensor_parallel": int(tp), "problem": "; ".join(exc.problems)})
-                continue
-            rows.append({"gpu": label, "tensor_parallel": int(tp), **row})
+    built, skipped = layout_scenarios(scenario, gpus, tensor_parallel)
+    rows = []
+    for label, tp, s in built:
+        row = {"gpu": label, "tensor_parallel": tp, **s.inputs()}
+        promised = promise_goodput(s)
+        if promised is not None:
+            row["promise_goodput_rps"] = promised.rate_rps
+        rows.append(row)
     return pd.DataFrame(rows), pd.DataFrame(skipped, columns=["gpu", "tensor_parallel", "problem"])
 
 
 def size_layouts(inputs: pd.DataFrame, design_rps: float, headroom: float = 0.0, modes: Iterable[str] = MODES,
                  target: float | None = None) -> pd.DataFrame:
-    """GPUs, cost and latency at the design load for every row of ``inputs`` (``layouts``) and serving mode.
-
-    ``target`` (requests/s, default the design load) is the load ``cost_per_million_tokens`` is taken at.
-    """
+    """GPUs, cost and latency at the design load for every row of ``inputs`` (``layouts``) and serving mode:
+    ``sizing.size_options`` as a table. ``target`` (requests/s, default the design load) is the load the costs per
+    token are taken at."""
     import pandas as pd
 
-    modes = list(modes)
-    unknown = set(modes) - set(MODES)
-    if unknown:
-        raise ValueError(f"unknown serving modes {sorted(unknown)}; use {', '.join(MODES)}")
     if inputs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    target = design_rps if target is None else target
-    r = evaluate_frame(inputs)
-    g = r["gpus_per_replica"].to_numpy()
-    price = inputs["price_per_hour"].to_numpy(dtype=float)
-    p_tokens, a_tokens = inputs["prompt_tokens"].to_numpy(float), inputs["output_tokens"].to_numpy(float)
-    parts = []
-    for mode in modes:
-        out = pd.DataFrame({"gpu": inputs["gpu"].to_numpy(), "tensor_parallel": inputs["tensor_parallel"].to_numpy(),
-                            "mode": mode, "gpus_per_replica": g, "price_per_gpu_hour": price})
-        if mode == "disaggregated":
-            decode = replicas_for(design_rps, r["disagg_decode_rps"].to_numpy(), headroom)
-            prefill = replicas_for(design_rps, r["disagg_prefill_rps"].to_numpy(), headroom)
-            out["replicas"] = decode + prefill
-            out["prefill_replicas"], out["decode_replicas"] = prefill, decode
-            out["replica_rps"] = r["disagg_goodput_per_gpu_rps"].to_numpy() * g
-            out["goodput_limit"] = "pools"
-        else:
-            rate = r["goodput_rps" if mode == "colocated" else "chunked_goodput_rps"].to_numpy()
-            out["replicas"] = replicas_for(design_rps, rate, headroom)
-            out["prefill_replicas"], out["decode_replicas"] = np.nan, np.nan
-            out["replica_rps"] = rate
-            out["goodput_limit"] = r["goodput_limit"].astype(str).to_numpy() if mode == "colocated" else "chunked"
-        out["gpus"] = out["replicas"] * g
-        out["cost_per_hour"] = out["gpus"] * price
-        parts.append(_at_design(out, inputs, r, mode, design_rps, target, p_tokens, a_tokens))
-    table = pd.concat(parts, ignore_index=True)
+    x = {key: inputs[key].to_numpy(dtype=float) for key in INPUTS}
+    promise = (inputs["promise_goodput_rps"].to_numpy(dtype=float) if "promise_goodput_rps" in inputs else None)
+    values = size_options(x, design_rps, headroom, modes, target, promise)
+    layout = values.pop("layout")
+    table = pd.DataFrame({"gpu": inputs["gpu"].to_numpy()[layout],
+                          "tensor_parallel": inputs["tensor_parallel"].to_numpy()[layout], **values})
     return table
-
-
-def _at_design(out: pd.DataFrame, inputs: pd.DataFrame, r: pd.DataFrame, mode: str, design: float, target: float,
-               p_tokens: np.ndarray, a_tokens: np.ndarray) -> pd.DataFrame:
-    """Latency and cost per token with the design load spread over the replicas of ``out``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if mode == "disaggregated":
-            per_decode = design / out["decode_replicas"].to_numpy()
-            per_prefill = design / out["prefill_replicas"].to_numpy()
-            at = evaluate_frame(inputs.assign(arrival_rate=np.where(np.isfinite(per_decode), per_decode, 0.0)))
-            tpot = at["disagg_tpot_at_load_s"].to_numpy()
-            ttft = prefill_pool_ttft_s(per_prefill, r["prefill_s"].to_numpy(), r["kv_transfer_s"].to_numpy())
-            f_in = out["prefill_replicas"].to_numpy() / out["replicas"].to_numpy()
-            out["load_per_replica_rps"] = per_decode
-        else:
-            per = design / out["replicas"].to_numpy()
-            at = evaluate_frame(inputs.assign(arrival_rate=np.where(np.isfinite(per), per, 0.0)))
-            prefix = "" if mode == "colocated" else "chunked_"
-            tpot, ttft = at[f"{prefix}tpot_at_load_s"].to_numpy(), at[f"{prefix}ttft_at_load_s"].to_numpy()
-            f_in = np.minimum(per * r["prefill_s"].to_numpy(), 1.0)
-            out["load_per_replica_rps"] = per
-        cost = out["cost_per_hour"].to_numpy()
-        out["tpot_at_design_s"], out["ttft_at_design_s"], out["input_share"] = tpot, ttft, f_in
-        out["cost_per_million_input_tokens"] = cost * f_in / (design * p_tokens * 3600.0) * 1e6
-        out["cost_per_million_output_tokens"] = cost * (1 - f_in) / (design * a_tokens * 3600.0) * 1e6
-        out["cost_per_million_tokens"] = cost / (target * (p_tokens + a_tokens) * 3600.0) * 1e6
-    tpot_slo = inputs["tpot_slo_s"].to_numpy(float)
-    ttft_slo = inputs["ttft_slo_s"].to_numpy(float)
-    feasible = np.isfinite(out["replicas"].to_numpy()) & (out["replicas"].to_numpy() > 0)
-    out["meets_slo"] = feasible & (out["tpot_at_design_s"].to_numpy() <= tpot_slo) & (
-        out["ttft_at_design_s"].to_numpy() <= ttft_slo)
-    out["problem"] = np.where(feasible, "", "serves no load within the promises")
-    return out
 
 
 def rank(table: pd.DataFrame) -> pd.DataFrame:
     """Options that keep the promises, cheapest first (ties: lower TPOT, then fewer GPUs), ranked 1, 2, ...
 
-    Options that miss a promise keep rank NaN and follow, by cost.
+    Options that miss a promise keep rank NaN and follow, by cost (``sizing.order``, the answer's order).
     """
-    order = table.sort_values(["meets_slo", "cost_per_hour", "tpot_at_design_s", "gpus"],
-                              ascending=[False, True, True, True], kind="mergesort").reset_index(drop=True)
-    ok = order["meets_slo"].to_numpy()
-    order["rank"] = np.where(ok, np.cumsum(ok), np.nan)
-    return order
+    cost = table["cost_per_hour"].to_numpy(float)
+    gpus = table["gpus"].to_numpy(float)
+    ranked = order(table["meets_slo"].to_numpy(bool), np.where(np.isfinite(cost), cost, gpus),
+                   table["tpot_at_design_s"].to_numpy(float), gpus)
+    out = table.iloc[ranked].reset_index(drop=True)
+    ok = out["meets_slo"].to_numpy(bool)
+    out["rank"] = np.where(ok, np.cumsum(ok), np.nan)
+    return out
 
 
 def pareto_front(table: pd.DataFrame, cost: str = "cost_per_hour", latency: str = "tpot_at_design_s") -> pd.Series:
@@ -279,7 +200,7 @@ def fleet_options(scenario: Mapping[str, Any], target: float | None = None, toke
     workload = scenario.get("workload") or {}
     base = target_rps(target, tokens_per_day, float(workload.get("prompt_tokens", 0) or 0),
                       float(workload.get("output_tokens", 0) or 0))
-    _check(base, peak_factor, headroom)
+    check_plan(base, peak_factor, headroom)
     inputs, skipped = layouts(scenario, gpus, tensor_parallel)
     table = rank(size_layouts(inputs, base * peak_factor, headroom, modes, target=base))
     table["pareto"] = pareto_front(table.where(table["meets_slo"]))

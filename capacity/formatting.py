@@ -5,16 +5,24 @@ from __future__ import annotations
 import math
 
 from .analysis import RESULTS
+from .sizing import SIZING_RESULTS
 from .units import format_bytes, format_time
 
 
-def format_value(key: str, value: float | str | None, binary: bool = False) -> str:
-    """Format result ``key`` with its unit from ``RESULTS`` (bytes as GB or GiB, seconds as ms or s)."""
+def format_value(key: str, value: float | str | bool | None, binary: bool = False) -> str:
+    """Format result ``key`` with its unit from ``RESULTS`` or ``sizing.SIZING_RESULTS`` (bytes as GB or GiB, seconds
+    as ms or s, money with its period)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if value is None or not math.isfinite(value):
         return "n/a"
-    unit = RESULTS[key][0] if key in RESULTS else ""
+    unit = (RESULTS.get(key) or SIZING_RESULTS.get(key) or ("",))[0]
+    if unit in ("GPUs", "replicas"):
+        return f"{value:,.0f} {unit}"
+    if unit in ("$/h", "$/month"):
+        return f"${value:,.2f}{unit[1:]}"
     if unit == "B":
         return format_bytes(value, binary=binary)
     if unit == "s":
@@ -44,6 +52,9 @@ SECTIONS: dict[str, list[str]] = {
     "Load": ["load_fraction", "tpot_at_load_s", "ttft_at_load_s"],
     "Cost": ["cost_per_million_tokens", "cost_per_million_tokens_at_ceiling"],
 }
+
+#: The answer (``sizing.Sizing``): the layout chosen, the fleet, the load per replica and the cost, after the results.
+ANSWER_SECTION: list[str] = list(SIZING_RESULTS)
 
 
 #: Base unit -> (human unit, factor to divide by) for exports in human units: one unit per kind, so a sweep's

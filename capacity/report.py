@@ -26,6 +26,7 @@ from .csv_safe import neutralise
 from .errors import ScenarioError
 from .formatting import human_number, human_unit_of
 from .scenario import Results, Scenario
+from .sizing import SIZING_RESULTS, Sizing, size
 from .specs import BYTES_PER_WEIGHT, GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS
 
 Value = float | str | None
@@ -55,6 +56,7 @@ class Report:
     tool_version: str
     date: str
     results: Results
+    sizing: Sizing | None = None  # the one answer (``sizing.size``); its ``sizing_*`` values are among ``outputs``
 
     @property
     def scenario(self) -> Scenario:
@@ -199,8 +201,9 @@ def today_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
 
 
-def build_report(results: Results, date: str | None = None) -> Report:
-    """Compose the report of one evaluated scenario; ``date`` (ISO) defaults to today (UTC)."""
+def build_report(results: Results, date: str | None = None, sizing: Sizing | None = None) -> Report:
+    """Compose the report of one evaluated scenario and its answer (``sizing``, computed when not given); ``date``
+    (ISO) defaults to today (UTC)."""
     from . import __version__  # read at call time: the package sets it after importing its modules
 
     scenario = results.scenario
@@ -209,9 +212,13 @@ def build_report(results: Results, date: str | None = None) -> Report:
                    for key, (unit, meaning) in INPUTS.items())
     outputs = tuple(Quantity(key, results.values[key], unit, meaning) for key, (unit, meaning) in RESULTS.items()
                     if key in results.values)
+    answer = sizing if sizing is not None else size(scenario, results)
+    outputs += tuple(Quantity(key, ("yes" if value else "no") if isinstance(value, bool) else value, unit, meaning)
+                     for (key, value), (unit, meaning) in zip(answer.to_dict().items(), SIZING_RESULTS.values(),
+                                                              strict=True))
     return Report(name=scenario.name, inputs=inputs, outputs=outputs, binding=binding(results),
-                  assumptions=tuple(assumptions(scenario)), notes=tuple(results.notes()), tool_version=__version__,
-                  date=date or today_iso(), results=results)
+                  assumptions=tuple(assumptions(scenario)), notes=tuple(answer.notes()), tool_version=__version__,
+                  date=date or today_iso(), results=results, sizing=answer)
 
 
 # --- JSON: the scenario and every result, round-trips back into a Scenario ---------------------------------------
@@ -260,6 +267,8 @@ def to_json_dict(report: Report) -> dict[str, Any]:
     ``tool_version``, ``date`` and ``scenario`` (explicit, base units). Infinite or undefined values are null."""
     data: dict[str, Any] = {"name": report.name}
     data.update({q.key: _json_value(q.value) for q in report.outputs})
+    if report.sizing is not None:  # the answer's own values: yes/no as JSON booleans
+        data.update(report.sizing.to_dict())
     data["notes"] = list(report.notes)
     data["result_units"] = {q.key: q.unit for q in report.outputs}
     data["inputs"] = {q.key: {"value": _json_value(q.value), "unit": q.unit, "source": q.source}

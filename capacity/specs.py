@@ -157,6 +157,8 @@ class FleetPlan:
 
     peak_factor: float = 1.0
     headroom: float = 0.0
+    modes: tuple[str, ...] = ()          # serving modes the answer may choose (``FLEET_MODES``); (): every mode
+    tensor_parallel: tuple[int, ...] = ()  # tensor-parallel sizes it may choose; (): 1, 2, 4, 8 and gpu.count
 
 
 # --- field validators: (value, path) -> converted value, or raise ScenarioError ------------------------------
@@ -329,7 +331,35 @@ def headroom_fraction(value: Any, path: str) -> float:
     return number
 
 
-FLEET_FIELDS: dict[str, Check] = {"peak_factor": positive, "headroom": headroom_fraction}
+def _list_of(value: Any, path: str) -> list[Any]:
+    items = [value] if isinstance(value, (int, float, str)) and not isinstance(value, bool) else value
+    if not isinstance(items, (list, tuple)) or not items or len(items) > 16:
+        raise ScenarioError(f"{path} must be a value or a list of 1 to 16 values, got {show(value)}")
+    return list(items)
+
+
+def serving_modes(value: Any, path: str) -> tuple[str, ...]:
+    """Serving modes the answer may choose, from ``FLEET_MODES``; ScenarioError naming ``path`` otherwise."""
+    items = _list_of(value, path)
+    bad = [item for item in items if item not in FLEET_MODES]
+    if bad:
+        raise ScenarioError(f"{path} must name serving modes among {', '.join(FLEET_MODES)}, got {show(bad[0])}")
+    return tuple(dict.fromkeys(items))
+
+
+def tensor_parallel_sizes(value: Any, path: str) -> tuple[int, ...]:
+    """Tensor-parallel sizes the answer may choose, whole numbers 1 to 1,024; ScenarioError naming ``path``."""
+    out = []
+    for i, item in enumerate(_list_of(value, path)):
+        number = as_number(item, f"{path}[{i}]")
+        if not number.is_integer() or not 1 <= number <= 1024:
+            raise ScenarioError(f"{path}[{i}] must be a whole number of GPUs from 1 to 1,024, got {show(item)}")
+        out.append(int(number))
+    return tuple(dict.fromkeys(out))
+
+
+FLEET_FIELDS: dict[str, Check] = {"peak_factor": positive, "headroom": headroom_fraction, "modes": serving_modes,
+                                  "tensor_parallel": tensor_parallel_sizes}
 
 #: The layouts fleet sizing and search compare by default: serving modes, tensor-parallel sizes [GPUs].
 FLEET_MODES = ("colocated", "chunked", "disaggregated")

@@ -41,7 +41,7 @@ def test_monthly_cost_is_price_times_gpus_times_730_hours():
     r = essay("essay-001-sale-day.yaml", gpu={"count": 2, "replicas": 3}).evaluate()
     assert HOURS_PER_MONTH == 365 * 24 / 12
     assert monthly_cost(r) == pytest.approx(2.0 * 6 * 730)
-    assert "3 replicas of 2 x custom GPU (6 GPUs) serve" in answer(r)
+    assert answer(r).startswith("6 x custom GPU (3 replicas of 2 GPUs) serve")
 
 
 def test_no_price_means_no_cost_and_kv_memory_binds_without_promises():

@@ -38,7 +38,10 @@ def test_essay_001_gpu_at_100_requests_per_second(at_100):
     assert row["input_share"] == pytest.approx(f_in)
     assert row["cost_per_million_input_tokens"] == pytest.approx(34 * f_in / (100 * 1000 * 3600) * 1e6)  # $0.061
     assert row["cost_per_million_output_tokens"] == pytest.approx(34 * (1 - f_in) / (100 * 300 * 3600) * 1e6)  # $0.112
-    assert row["cost_per_million_tokens"] == pytest.approx(34 / (100 * 1300 * 3600) * 1e6)  # $0.0726 blended
+    # One meaning of cost_per_million_tokens everywhere (issue 27): the whole cost over the output tokens, as the
+    # headline's; before, the fleet table divided by prompt + output tokens ($0.0726), now cost_per_million_all_tokens.
+    assert row["cost_per_million_tokens"] == pytest.approx(34 / (100 * 300 * 3600) * 1e6)  # $0.315
+    assert row["cost_per_million_all_tokens"] == pytest.approx(34 / (100 * 1300 * 3600) * 1e6)  # $0.0726 blended
 
 
 def test_tensor_parallel_2_by_hand(at_100):
@@ -72,7 +75,8 @@ def test_peak_factor_headroom_and_tokens_per_day():
     sale = option(fleet_options(ESSAY_001, target=10, peak_factor=10, modes=["colocated"],
                                 tensor_parallel=[1]), 1, "colocated")
     assert sale["gpus"] == 17
-    assert sale["cost_per_million_tokens"] == pytest.approx(34 / (10 * 1300 * 3600) * 1e6)
+    assert sale["cost_per_million_all_tokens"] == pytest.approx(34 / (10 * 1300 * 3600) * 1e6)
+    assert sale["cost_per_million_tokens"] == pytest.approx(34 / (10 * 300 * 3600) * 1e6)
     # 20% headroom: 100 / (5.897 x 0.8) = 21.2 -> 22 GPUs.
     spare = fleet_options(ESSAY_001, target=100, headroom=0.2, modes=["colocated"], tensor_parallel=[1])
     assert spare.iloc[0]["gpus"] == 22
