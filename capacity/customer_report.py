@@ -33,13 +33,13 @@ import numpy as np
 
 from . import catalog
 from .analysis import INPUTS, RESULTS
-from .curves import load_curve
 from .engine_flags import ENGINES, EngineSettings, engine_settings, model_id, scenario_engine
 from .errors import ScenarioError
 from .fleet_answer import HOURS_PER_MONTH, FleetAnswer, display_name, fleet_answer
 from .formatting import SECTIONS, format_value, human_number, human_unit
 from .report import Report, build_report, scenario_mapping
 from .scenario import Results
+from .sizing import MODE_WORDS, allowed_layouts, latency_curve, mode_rates
 from .verdict import verdict
 
 #: The planner's published accuracy, as docs/fidelity.md ("In one paragraph") and the README state it;
@@ -106,28 +106,31 @@ def human_input(value: float | None, unit: str, binary: bool) -> str:
 
 # --- building -----------------------------------------------------------------------------------------------------
 
-def build(results: Results, target_rps: float | None = None, peak_factor: float = 1.0, headroom: float = 0.0,
+def build(results: Results, target_rps: float | None = None, peak_factor: float | None = None,
+          headroom: float | None = None,
           date: str | None = None, compare_gpus: Iterable[str] | None = None) -> CustomerReport:
     """Everything the HTML needs. ``target_rps`` defaults to the scenario's arrival rate; ``compare_gpus``
     (catalog names, default every catalog GPU) are sized beside the scenario's own GPU in the fleet chart."""
     from .fleet import fleet_options
 
     found = fleet_answer(results, target_rps, peak_factor, headroom)
+    sizing = found.sizing
+    modes, tps = allowed_layouts(sizing.scenario)
     first = scenario_engine(results)
     engines = tuple(engine_settings(results, name) for name in [first, *[e for e in ENGINES if e != first]])
     table = None
     if found.load_rps:  # other layouts and GPU types may serve the load even where this one does not
         mapping = scenario_mapping(results.scenario)
-        own = fleet_options(mapping, target=found.load_rps, peak_factor=peak_factor, headroom=headroom)
+        plan = {"peak_factor": sizing.peak_factor, "headroom": sizing.headroom}
+        own = fleet_options(mapping, target=found.load_rps, tensor_parallel=tps, modes=modes, **plan)
         own["gpu"] = display_name("gpu", results.scenario.gpu.name) + " (this scenario)"
         names = [name for name in (catalog.gpus() if compare_gpus is None else compare_gpus)
                  if name != results.scenario.gpu.name]
-        others = fleet_options(mapping, target=found.load_rps, peak_factor=peak_factor, headroom=headroom,
-                               gpus=names) if names else None
+        others = fleet_options(mapping, target=found.load_rps, gpus=names, **plan) if names else None
         import pandas as pd
 
         table = pd.concat([own, others], ignore_index=True) if others is not None else own
-    return CustomerReport(results, found, build_report(results, date), engines, table)
+    return CustomerReport(results, found, build_report(results, date, sizing), engines, table)
 
 
 # --- charts (plain plotly figure dicts) ---------------------------------------------------------------------------
@@ -160,11 +163,12 @@ def memory_figure(results: Results) -> dict[str, Any]:
                                             margin={"l": 70, "r": 20, "t": 70, "b": 45})}
 
 
-def load_figure(results: Results, load_per_replica: float | None) -> dict[str, Any]:
-    """TPOT and TTFT of one replica against its arrival rate, with the promises, goodput, ceiling and the load."""
+def load_figure(results: Results, load_per_replica: float | None, mode: str = "colocated") -> dict[str, Any]:
+    """TPOT and TTFT of one replica (in serving ``mode``) against its arrival rate, with the promises, goodput,
+    ceiling and the load each replica carries (``sizing.latency_curve``: the answer's own latencies at a load)."""
     s = results.scenario
-    ceiling, goodput = results["ceiling_rps"], results["goodput_rps"]
-    curve = load_curve(results, np.linspace(0.0, ceiling, 121)[1:-1])
+    ceiling, goodput = mode_rates(results, mode)
+    curve = latency_curve(s, mode, np.linspace(0.0, ceiling, 121)[1:-1])
     tpot = np.where(np.isfinite(curve["tpot_s"]), curve["tpot_s"] * 1e3, None)
     ttft = np.where(np.isfinite(curve["ttft_s"]), curve["ttft_s"] * 1e3, None)
     data = [{"type": "scatter", "mode": "lines", "name": "TPOT (ms)", "x": curve["rate_rps"].tolist(),
@@ -198,7 +202,8 @@ def load_figure(results: Results, load_per_replica: float | None) -> dict[str, A
     if s.slo.ttft_s is not None:
         hline(s.slo.ttft_s * 1e3, "#9333ea", f"TTFT promise {s.slo.ttft_s * 1e3:,.0f} ms", "y2")
     return {"data": data, "layout": _layout(
-        "Latency of one replica against its load", "arrival rate per replica (requests/s)", "TPOT (ms)",
+        f"Latency of one replica ({MODE_WORDS[mode]}) against its load", "arrival rate per replica (requests/s)",
+        "TPOT (ms)",
         yaxis={"title": {"text": "TPOT (ms)"}, "rangemode": "tozero"},
         yaxis2={"overlaying": "y", "side": "right", "rangemode": "tozero", "title": {"text": "TTFT (ms)"}},
         shapes=shapes, annotations=notes, height=340, margin={"l": 60, "r": 60, "t": 85, "b": 50})}
@@ -255,7 +260,7 @@ def _json_default(value: Any) -> Any:
 # --- sections -----------------------------------------------------------------------------------------------------
 
 def _cards(cr: CustomerReport) -> str:
-    r, a, s = cr.results, cr.answer, cr.results.scenario
+    a, s = cr.answer, cr.results.scenario
     binary = s.units == "GiB"
     cards = []
     if a.fleet is not None:
@@ -269,15 +274,28 @@ def _cards(cr: CustomerReport) -> str:
         cards.append(("per million output tokens", num("fleet:cost_per_million_output_tokens",
                                                        a.cost_per_million_output_tokens,
                                                        _money(a.cost_per_million_output_tokens, 3))))
-    cards += [("goodput per replica", num("result:goodput_rps", r["goodput_rps"], f"{r['goodput_rps']:,.2f} req/s")),
-              ("requests that fit", num("result:batch_max", r["batch_max"], f"{r['batch_max']:,.0f}")),
-              ("KV pool per GPU", num("result:pool_bytes", r["pool_bytes"], format_value("pool_bytes",
-                                                                                            r["pool_bytes"], binary)))]
-    if s.workload.arrival_rate:
-        cards += [("TPOT at the load", num("result:tpot_at_load_s", r["tpot_at_load_s"],
-                                           format_value("tpot_at_load_s", r["tpot_at_load_s"]))),
-                  ("TTFT at the load", num("result:ttft_at_load_s", r["ttft_at_load_s"],
-                                           format_value("ttft_at_load_s", r["ttft_at_load_s"])))]
+    z = a.sizing
+    basis = "" if z.goodput_basis == "mean" else f" at {z.goodput_basis}"
+    rep = z.replica  # one replica of the layout chosen
+    cards += [(f"goodput per replica{basis}", num("sizing:replica_goodput_rps", z.replica_goodput_rps,
+                                                   f"{z.replica_goodput_rps:,.2f} req/s")),
+              ("requests that fit", num("result:batch_max", rep["batch_max"], f"{rep['batch_max']:,.0f}")),
+              ("KV pool per GPU", num("result:pool_bytes", rep["pool_bytes"],
+                                      format_value("pool_bytes", rep["pool_bytes"], binary)))]
+    if a.fleet is not None:
+        cards += [("TPOT at the load", num("sizing:tpot_at_load_s", z.tpot_at_load_s,
+                                           format_value("tpot_at_load_s", z.tpot_at_load_s))),
+                  ("TTFT at the load", num("sizing:ttft_at_load_s", z.ttft_at_load_s,
+                                           format_value("ttft_at_load_s", z.ttft_at_load_s)))]
+        if z.tpot_at_percentile_s is not None:
+            cards += [(f"{z.goodput_basis} TPOT at the load", num("sizing:tpot_at_percentile_s",
+                                                                   z.tpot_at_percentile_s,
+                                                                   format_value("tpot_at_load_s",
+                                                                                z.tpot_at_percentile_s))),
+                      (f"{z.goodput_basis} TTFT at the load", num("sizing:ttft_at_percentile_s",
+                                                                   z.ttft_at_percentile_s,
+                                                                   format_value("ttft_at_load_s",
+                                                                                z.ttft_at_percentile_s)))]
     return '<div class="cards">' + "".join(
         f'<div class="card"><div class="big">{value}</div><div class="label">{_e(label)}</div></div>'
         for label, value in cards) + "</div>"
@@ -504,8 +522,8 @@ a{color:#1d4ed8;word-break:break-all} ul{padding-left:20px}
 """
 
 
-def customer_report_html(results: Results, target_rps: float | None = None, peak_factor: float = 1.0,
-                         headroom: float = 0.0, date: str | None = None,
+def customer_report_html(results: Results, target_rps: float | None = None, peak_factor: float | None = None,
+                         headroom: float | None = None, date: str | None = None,
                          compare_gpus: Iterable[str] | None = None) -> str:
     """The report as one self-contained HTML document (see the module docstring)."""
     from plotly.offline import get_plotlyjs
@@ -521,17 +539,19 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
                   else "<p>No fleet comparison: the scenario gives no arrival rate (<code>workload.arrival_rate</code>,"
                   " or <code>capacity report --arrival-rate</code>).</p>")
     verdict_items = "".join(f"<li>{_e(line)}</li>" for line in verdict(r))
-    notes = "".join(f"<li>{_e(n)}</li>" for n in r.notes())
+    notes = "".join(f"<li>{_e(n)}</li>" for n in a.sizing.notes())
     assumptions = "".join(f"<li>{_e(t)}</li>" for t in customer_assumptions(r, cr.report))
     source_rows = "".join(f"<tr><td>{_e(what)}</td><td>{_source(where)}</td></tr>" for what, where in sources(r))
     model, gpu = display_name("model", s.model.name), display_name("gpu", s.gpu.name)
+    z = a.sizing
     design = (f"<p>Sized for {num('fleet:design_load_rps', a.fleet.design_load_rps, f'{a.fleet.design_load_rps:,.3g}')}"
-              f" requests/s (peak factor {peak_factor:g}, headroom {headroom:.0%}), "
+              f" requests/s (peak factor {z.peak_factor:g}, headroom {z.headroom:.0%}), "
               f"{a.fleet.load_per_replica_rps:,.3g} requests/s per replica.</p>"
               if a.fleet is not None else "")
     body = f"""
 <h1>LLM serving sizing: {_e(s.name)}</h1>
-<div class="meta">{_e(model)} on {s.gpu.gpus_per_replica} x {_e(gpu)} per replica &middot; report of
+<div class="meta">{_e(model)} on {z.gpus_per_replica} x {_e(gpu)} per replica ({_e(MODE_WORDS[z.mode])})
+&middot; report of
 {_e(cr.report.date)} &middot; capacity {_e(__version__)}</div>
 <div class="answer" data-key="answer">{_e(a.sentence)}</div>
 {_cards(cr)}
@@ -539,10 +559,11 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
 <h2>What binds, and what would move it</h2>
 <ul>{verdict_items}</ul>
 {'<p>Notes:</p><ul>' + notes + '</ul>' if notes else ''}
-{classes_html(r)}
+{classes_html(z.replica)}
 <h2>Charts</h2>
 {_figure_html(memory_figure(r), "chart-memory")}
-{_figure_html(load_figure(r, load_per_replica) if r["ceiling_rps"] > 0 else None, "chart-load")}
+{_figure_html(load_figure(z.replica, load_per_replica, z.mode) if z.replica["ceiling_rps"] > 0 else None,
+              "chart-load")}
 {_figure_html(fleet_fig, "chart-fleet")}
 {fleet_note}
 <p class="small">The fleet chart sizes each GPU type of the catalog (datasheet figures x the default

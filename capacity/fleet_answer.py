@@ -1,7 +1,7 @@
 """The fleet answer a customer asks for: how many GPUs for this load, at what cost, and what binds.
 
-``fleet_answer(results)`` sizes the fleet for the scenario's arrival rate (``fleet.fleet_for_load``: replicas =
-ceil(load / goodput)) and says it in one sentence, with the numbers behind it:
+``fleet_answer(results)`` renders the one answer (``sizing.size``: the layout chosen, replicas = ceil(load /
+goodput), the cost from one price) in one sentence (``answer.answer``), with the numbers behind it:
 
     "To serve 10 requests/s of 1,200-token prompts and 250-token answers within TPOT <= 50 ms and
      TTFT <= 1 s, you need 2 x H100 SXM (2 replicas of 1 GPU) at about $6.98/hour ($5,095/month);
@@ -13,15 +13,14 @@ average month, 8,760 h / 12). Cost per million output tokens at the load: ``slo.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import catalog
-from .answer import HOURS_PER_MONTH, cost_per_month
+from .answer import HOURS_PER_MONTH, answer, binds, cost_per_month
 from .errors import ScenarioError
-from .fleet import FleetSize, fleet_for_load
+from .fleet import FleetSize
 from .scenario import Results
-from .slo import cost_per_million_tokens
+from .sizing import Sizing, size
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +35,7 @@ class FleetAnswer:
     cost_per_month: float | None
     cost_per_million_output_tokens: float | None
     limit: str
+    sizing: Sizing | None = None
 
 
 def display_name(kind: str, name: str) -> str:
@@ -45,13 +45,6 @@ def display_name(kind: str, name: str) -> str:
     except ScenarioError:
         return name
     return str(entry.get("name") or name)
-
-
-def _promises(results: Results) -> str:
-    slo = results.scenario.slo
-    parts = [f"{name} <= {value * 1e3:,.0f} ms" if value < 1 else f"{name} <= {value:,.3g} s"
-             for name, value in (("TPOT", slo.tpot_s), ("TTFT", slo.ttft_s)) if value is not None]
-    return " within " + " and ".join(parts) if parts else " (no latency promise)"
 
 
 def limit_phrase(results: Results) -> str:
@@ -68,58 +61,33 @@ def limit_phrase(results: Results) -> str:
                   f"{r['batch_max']:,.0f})")
 
 
-def _layout(results: Results, replicas: int) -> str:
-    g = results.scenario.gpu
-    per = g.gpus_per_replica
-    gpus = replicas * per
-    unit = "replica" if replicas == 1 else "replicas"
-    return f"{gpus:,} x {display_name('gpu', g.name)} ({replicas:,} {unit} of {per} GPU{'s' if per > 1 else ''})"
+def sizing_for(results: Results, target_rps: float | None = None, peak_factor: float | None = None,
+               headroom: float | None = None) -> Sizing:
+    """The one answer (``sizing.size``) for ``results``' scenario, with the load and fleet plan given here in place
+    of the scenario's (None: the scenario's own)."""
+    s = results.scenario
+    if target_rps is None and peak_factor is None and headroom is None:
+        return size(s, results)
+    plan = replace(s.fleet, **{k: v for k, v in (("peak_factor", peak_factor), ("headroom", headroom))
+                               if v is not None})
+    workload = replace(s.workload, arrival_rate=target_rps if target_rps is not None else s.workload.arrival_rate)
+    return size(replace(s, workload=workload, fleet=plan), results)
 
 
-def _money(value: float) -> str:
-    return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+def fleet_answer(results: Results, target_rps: float | None = None, peak_factor: float | None = None,
+                 headroom: float | None = None) -> FleetAnswer:
+    """The one-sentence answer for ``target_rps`` (default: the scenario's arrival rate) [requests/s], rendered from
+    the one answer (``sizing_for``); ``peak_factor`` and ``headroom`` default to the scenario's ``fleet`` section."""
+    z = sizing_for(results, target_rps, peak_factor, headroom)
+    fleet = None
+    if z.load_rps and z.replicas is not None:
+        fleet = FleetSize(replicas=z.replicas, gpus=int(z.gpus or 0), cost_per_hour=z.cost_per_hour,
+                          design_load_rps=float(z.design_load_rps or 0.0),
+                          load_per_replica_rps=float(z.load_per_replica_rps or 0.0))
+    limit = f"{binds(z)} sets each replica's limit of {z.replica_goodput_rps:,.2f} requests/s"
+    return FleetAnswer(answer(z), z.load_rps, fleet, z.cost_per_hour, z.cost_per_month, z.cost_per_million_tokens,
+                       limit, z)
 
 
-def fleet_answer(results: Results, target_rps: float | None = None, peak_factor: float = 1.0,
-                 headroom: float = 0.0) -> FleetAnswer:
-    """The one-sentence answer for ``target_rps`` (default: the scenario's arrival rate) [requests/s]."""
-    s, r = results.scenario, results
-    load = target_rps if target_rps is not None else s.workload.arrival_rate
-    shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
-             f"{_promises(results)}")
-    where = f"{display_name('model', s.model.name)} on {s.gpu.gpus_per_replica} x {display_name('gpu', s.gpu.name)}"
-    limit = limit_phrase(results)
-    price = s.gpu.price_per_hour
-    if r["batch_max"] <= 0:
-        return FleetAnswer(f"{where} cannot serve {shape}: {limit}; use a larger GPU, more GPUs per replica or "
-                      "smaller weights or KV cache.", load, None, None, None, None, limit)
-    if r["goodput_rps"] <= 0:
-        return FleetAnswer(f"{where} serves no load of {shape}: no arrival rate keeps the promises "
-                      f"({'; '.join(results.notes()) or limit}).", load, None, None, None, None, limit)
-    if not load:
-        cost = f" at {_money(price * s.gpu.gpus_per_replica)}/hour per replica" if price is not None else ""
-        per_m = r["cost_per_million_tokens"]
-        tokens = (f", {_money(per_m)} per million output tokens when it runs full"
-                  if price is not None and math.isfinite(per_m) else "")
-        return FleetAnswer(f"One replica of {_layout(results, 1).split(' (')[0]} serves up to {r['goodput_rps']:,.2f} "
-                      f"requests/s of {shape}{cost}{tokens}; {limit}. Give an arrival rate to size the fleet.",
-                      None, None, price * s.gpu.gpus_per_replica if price is not None else None,
-                      cost_per_month(price * s.gpu.gpus_per_replica) if price is not None else None,
-                      per_m if price is not None and math.isfinite(per_m) else None, limit)
-    fleet = fleet_for_load(results, load, peak_factor, headroom)
-    design = "" if peak_factor == 1 and headroom == 0 else (
-        f" (designed for {fleet.design_load_rps:,.3g} requests/s at peak x{peak_factor:g}"
-        f"{f', {headroom:.0%} headroom' if headroom else ''})")
-    if fleet.cost_per_hour is not None:
-        month = cost_per_month(fleet.cost_per_hour)
-        per_m = float(cost_per_million_tokens(price, fleet.gpus, load, s.workload.output_tokens))
-        money = f" at about {_money(fleet.cost_per_hour)}/hour ({_money(month)}/month)"
-    else:
-        month = per_m = None
-        money = " (no GPU price given, so no cost)"
-    sentence = (f"To serve {load:,.3g} requests/s of {shape}, you need {_layout(results, fleet.replicas)}{design}"
-                f"{money}; {limit}.")
-    return FleetAnswer(sentence, load, fleet, fleet.cost_per_hour, month, per_m, limit)
-
-
-__all__ = ["FleetAnswer", "HOURS_PER_MONTH", "fleet_answer", "cost_per_month", "display_name", "limit_phrase"]
+__all__ = ["FleetAnswer", "HOURS_PER_MONTH", "cost_per_month", "display_name", "fleet_answer", "limit_phrase",
+           "sizing_for"]

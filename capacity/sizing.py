@@ -305,6 +305,28 @@ def order(meets: np.ndarray, cost: np.ndarray, tpot: np.ndarray, gpus: np.ndarra
                        ~np.asarray(meets, bool)))
 
 
+def latency_curve(scenario: Scenario, mode: str, rates: np.ndarray) -> dict[str, np.ndarray]:
+    """TPOT and TTFT [s] of one replica of ``scenario`` in ``mode`` at each arrival rate of ``rates`` [requests/s]:
+    ``analysis.analyse`` with the rates as its arrival rate, the very composition of the answer's latencies at the
+    load (``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``, ``tpot_s``, ``ttft_s``."""
+    lam = np.asarray(rates, dtype=float)
+    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
+    values = analyse({**scenario.inputs(), "arrival_rate": lam})
+    return {"rate_rps": lam, "tpot_s": np.broadcast_to(values[f"{prefix}tpot_at_load_s"], lam.shape),
+            "ttft_s": np.broadcast_to(values[f"{prefix}ttft_at_load_s"], lam.shape)}
+
+
+def mode_rates(replica: Results, mode: str) -> tuple[float, float]:
+    """(ceiling, goodput) of one replica in ``mode`` [requests/s] (the decode replica's for separate pools)."""
+    if mode == "chunked":
+        return float(replica["chunked_ceiling_rps"]), float(replica["chunked_goodput_rps"])
+    if mode == "disaggregated":
+        ceiling = decode_pool_ceiling_rps(replica["batch_max"], replica["decode_step_s"],
+                                          replica.scenario.workload.output_tokens)
+        return float(ceiling), float(replica["disagg_decode_rps"])
+    return float(replica["ceiling_rps"]), float(replica["goodput_rps"])
+
+
 # --- the answer -----------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -577,5 +599,6 @@ def _binding(replica: Results, mode: str) -> str:
 
 
 __all__ = ["HOURS_PER_MONTH", "MODES", "MODE_WORDS", "SIZING_RESULTS", "PromiseGoodput", "Sizing", "TENSOR_PARALLEL",
-           "allowed_layouts", "check_plan", "layout_scenarios", "latency_at_percentile", "order", "price_source",
+           "allowed_layouts", "check_plan", "latency_curve", "layout_scenarios", "latency_at_percentile", "mode_rates",
+           "order", "price_source",
            "promise_goodput", "replicas_for", "size", "size_options", "sized_per_class", "stack"]
