@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capacity.scenario import Results
+from capacity.sizing import Sizing
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,7 @@ class Context:
     unit: str                  # "GB" or "GiB": how bytes are shown
     headroom: float            # spare capacity every fleet is sized with [fraction]
     peak_factor: float         # design load over the entered load [-]
+    sizing: Sizing             # the one answer (``capacity.sizing.size``) every view renders its fleet figures from
 
     @property
     def binary(self) -> bool:

@@ -20,11 +20,11 @@ from app_views.summary import cached_verdict
 from app_views.text import plain
 from app_views.views import VIEWS
 from capacity import Scenario, ScenarioError
-from capacity.answer import answer, cautions, cost_per_month, monthly_cost
+from capacity.answer import answer, binds, cautions, layout_words
 from capacity.budget import BudgetExceeded, time_budget
 from capacity.files import safe_filename
-from capacity.fleet import fleet_for_load
 from capacity.formatting import format_value
+from capacity.sizing import MODE_WORDS, Sizing, mode_rates, size
 
 # What exists once the page's modules are imported (libraries, catalogs, presets) lives as long as the server: the
 # garbage collector need not scan it again (``.streamlit/config.toml`` turns off the full pass after every run).
@@ -51,35 +51,41 @@ def evaluate(scenario_json: str) -> tuple[Any, list[str] | None]:
         return None, list(exc.problems)
 
 
+@st.cache_resource(show_spinner=False, max_entries=256)
+def answer_of(scenario_json: str, _results: Any) -> Sizing:
+    """The one answer (``capacity.sizing.size``) of the sizing ``scenario_json`` (whose Results are ``_results``)."""
+    with time_budget(BUDGET_S):
+        return size(_results.scenario, _results)
+
+
 def _money(value: float | None, digits: int = 2) -> str:
     return "no price set" if value is None or value != value else f"${value:,.{digits}f}"
 
 
 def headline(results: Any, ctx: Context) -> None:
-    """The one-sentence answer, six figures, and the fleet the entered load needs."""
-    r, s = results, results.scenario
-    gpus = s.gpu.gpus_per_replica * s.gpu.replicas
-    st.markdown(f"#### {plain(answer(r))}")
+    """The one-sentence answer and seven figures, all from the one answer (``ctx.sizing``)."""
+    z = ctx.sizing
+    rep = z.replica  # one replica of the layout chosen, at the load it carries
+    basis = "" if z.goodput_basis == "mean" else f" at {z.goodput_basis}"
+    st.markdown(f"#### {plain(answer(z))}")
+    gpus = z.gpus if z.gpus is not None else z.gpus_per_replica
+    at_load = bool(z.load_rps and z.replicas)
+    tpot = z.tpot_at_percentile_s if z.tpot_at_percentile_s is not None else z.tpot_at_load_s
     st.markdown(figures_markdown([
-        ("Requests that fit", f"{r['batch_max']:,.0f}",
-         "the largest decode batch (KV pool, shared prefix, running cap)"),
-        ("Ceiling", f"{r['ceiling_rps']:,.2f} req/s", "per replica, at the largest batch"),
-        ("Goodput under promises", f"{r['goodput_rps']:,.2f} req/s", f"per replica; set by {r['goodput_limit']}"),
-        ("TPOT at goodput", format_value("tpot_at_goodput_s", r["tpot_at_goodput_s"]),
-         "per output token, as users see it at the goodput"),
-        ("$ per M output tokens", format_value("cost_per_million_tokens", r["cost_per_million_tokens"]),
-         "GPU cost over the tokens served at the goodput"),
-        ("Monthly cost", _money(monthly_cost(r), 0),
-         f"{gpus:,} GPU{'' if gpus == 1 else 's'} x price x 730 h"),
+        ("GPUs", f"{gpus:,}", f"{layout_words(z)}" if z.replicas else "no layout serves the load"),
+        ("Requests that fit", f"{rep['batch_max']:,.0f}", "per replica: KV pool, shared prefix, running cap"),
+        ("Ceiling", f"{mode_rates(rep, z.mode)[0]:,.2f} req/s", f"per replica ({MODE_WORDS[z.mode]})"),
+        ("Goodput under promises", f"{z.replica_goodput_rps:,.2f} req/s", f"per replica{basis}; set by {binds(z)}"),
+        (f"TPOT{basis} at {'your load' if at_load else 'goodput'}", format_value("tpot_at_load_s", tpot),
+         f"each replica at {z.load_per_replica_rps:,.2f} req/s" if at_load else "per output token at the goodput"),
+        ("$ per M output tokens", _money(z.cost_per_million_tokens, 3),
+         "fleet cost over the output tokens of your load" if at_load else "GPU cost over the tokens at the goodput"),
+        ("Monthly cost", _money(z.cost_per_month, 0),
+         f"{gpus:,} GPU{'' if gpus == 1 else 's'} x ${z.price_per_gpu_hour:,.2f}/GPU-hour "
+         f"({z.price_source.split(' (')[0]}) x 730 h" if z.price_per_gpu_hour is not None else "no GPU price set"),
     ]))
-    if ctx.load_rps:
-        try:
-            fleet = fleet_for_load(r, ctx.load_rps, ctx.peak_factor, ctx.headroom)
-            st.info(plain(f"For your {ctx.load_rps:,.2f} requests/s (peak factor {ctx.peak_factor:g}, "
-                          f"{ctx.headroom * 100:,.0f}% headroom): {fleet.replicas:,} replicas = {fleet.gpus:,} GPUs, "
-                          f"{_money(cost_per_month(fleet.cost_per_hour), 0)} per month."))
-        except ValueError as exc:
-            st.warning(plain(exc))
+    if z.reasons:
+        st.info(plain(" ".join(r[0].upper() + r[1:] + "." for r in z.reasons)))
 
 
 def main() -> None:
@@ -109,9 +115,14 @@ def main() -> None:
         results, problems = None, list(exc.problems)
     ctx = None
     if not problems:
+        try:
+            sizing = answer_of(scenario_json, results)
+        except BudgetExceeded as exc:
+            problems = list(exc.problems)
+    if not problems:
         s = results.scenario
         ctx = Context(results=results, doc=doc, scenario_json=scenario_json, unit=s.units,
-                      headroom=s.fleet.headroom, peak_factor=s.fleet.peak_factor)
+                      headroom=s.fleet.headroom, peak_factor=s.fleet.peak_factor, sizing=sizing)
         named = "" if name == sizing_name(doc) else f"{name}: "  # an automatic name would repeat the line
         st.caption(plain(f"{named}{s.model.name} ({s.model.weight_dtype} weights, {s.model.kv_dtype} KV) on "
                          f"{s.gpu.gpus_per_replica} x {s.gpu.name}, bandwidth "
@@ -146,7 +157,7 @@ def main() -> None:
         if verdict_box.open:  # its what-ifs are evaluated (and its lines drawn) only when someone opens it
             verdict_box.markdown("\n".join(f"- {plain(humanise(line))}"
                                            for line in cached_verdict(scenario_json, results)))
-            notes = results.notes()
+            notes = ctx.sizing.notes()
             if notes:  # one element for all: every element is redrawn on every rerun
                 verdict_box.caption("  \n".join(plain(f"Note: {humanise(note)}") for note in notes))
     render_downloads(st, results, name)

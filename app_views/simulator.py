@@ -147,7 +147,14 @@ def render(st_: Any, ctx: Context) -> None:
 
 def _render(st_: Any, ctx: Context) -> None:
     block = ctx.doc.get("simulation") if isinstance(ctx.doc.get("simulation"), dict) else {}
-    default_rate = ctx.load_rps or ctx.results["goodput_rps"] * 0.8 or 1.0
+    # The simulator runs one replica of the stated layout: without a simulation block of its own it starts from the
+    # load one such replica carries in the answer's fleet (the whole load spread over its replicas), not the whole
+    # load on one replica.
+    per_replica = None if block else ctx.sizing.stated_load_per_replica_rps
+    default_rate = per_replica or ctx.load_rps or ctx.results["goodput_rps"] * 0.8 or 1.0
+    if per_replica is not None and ctx.load_rps and per_replica < ctx.load_rps:
+        st_.caption(f"One replica of {ctx.results.scenario.gpu.gpus_per_replica} x {ctx.results.scenario.gpu.name} "
+                    f"at its share of your load: {per_replica:,.2f} of {ctx.load_rps:,.2f} requests/s.")
     start = settings_from(block, default_rate)
     marker = (ctx.scenario_json, "sim")
     if st.session_state.get("sim_for") != marker:  # a new sizing: the controls start from its simulation block

@@ -61,6 +61,6 @@ def render(st: Any, ctx: Context) -> None:
     row.markdown("##### Key figures\n" + _table(
         ("quantity", "value", "meaning"),
         [(label, _shown(key, r[key], ctx.binary), RESULTS[key][1]) for key, label in KEY_FIGURES.items()]))
-    st.caption("".join(plain(f"Note: {humanise(note)}") + "  \n" for note in r.notes()) +
+    st.caption("".join(plain(f"Note: {humanise(note)}") + "  \n" for note in ctx.sizing.notes()) +
                "Charts: Memory (where memory goes, requests by context length), Roofline (the batch knee), "
                "Promise (latency against load); the full list of results is under All numbers.")

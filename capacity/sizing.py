@@ -379,6 +379,15 @@ class Sizing:
         """Requests/s the answer serves: the load, or without one every replica at its goodput."""
         return self.load_rps if self.load_rps else self.replica_goodput_rps * (self.replicas or 0)
 
+    @property
+    def stated_load_per_replica_rps(self) -> float | None:
+        """Load one replica of the scenario's own layout carries when that layout serves the load in the chosen mode
+        (its fleet sized the same way) [requests/s]; None without a load or where it serves none."""
+        i = self.stated_option
+        if not self.load_rps or i is None or not np.isfinite(self.options["load_per_replica_rps"][i]):
+            return None
+        return float(self.options["load_per_replica_rps"][i])
+
     def notes(self) -> list[str]:
         """The per-replica results' notes, less the one-replica overload note where the fleet carries the load,
         then the answer's reasons."""

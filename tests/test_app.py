@@ -35,7 +35,7 @@ def headline_figures(at: AppTest) -> dict[str, str]:
     """The headline's figures as shown (label -> value), read from its table (app_views/figures.py)."""
     for block in at.markdown:
         rows = block.value.splitlines()
-        if rows and rows[0].startswith("| Requests that fit |"):
+        if rows and rows[0].startswith("| GPUs |"):
             return dict(zip(_cells(rows[0]), _cells(rows[2]), strict=True))
     return {}
 
@@ -75,8 +75,13 @@ def saved(at: AppTest) -> dict:
 
 
 def headline_of(results) -> dict[str, str]:
-    return {"Requests that fit": f"{results['batch_max']:,.0f}", "Ceiling": f"{results['ceiling_rps']:,.2f} req/s",
-            "Goodput under promises": f"{results['goodput_rps']:,.2f} req/s"}
+    # The headline renders the one answer: one replica of the layout it chooses (the stated one without a load).
+    from capacity.sizing import mode_rates, size
+
+    z = size(results.scenario, results)
+    return {"Requests that fit": f"{z.replica['batch_max']:,.0f}",
+            "Ceiling": f"{mode_rates(z.replica, z.mode)[0]:,.2f} req/s",
+            "Goodput under promises": f"{z.replica_goodput_rps:,.2f} req/s"}
 
 
 def assert_headline(at: AppTest, results) -> None:
@@ -341,21 +346,23 @@ def test_report_download_buttons_are_named_after_the_scenario():
 
 
 def test_cost_and_fleet_size_for_the_entered_load_with_one_headroom():
-    from capacity.fleet import fleet_for_load, fleet_options
+    from capacity.fleet import fleet_options
+    from capacity.sizing import size
 
     at = choose(start(), "chat assistant, llama-3.1-8b on 1 x H100 SXM")  # 10 requests/s entered
     at.sidebar.number_input(key="arrival_rate").set_value(60.0).run()
     show_all(at)
     at.sidebar.number_input(key="headroom_pct").set_value(30.0).run()
     data = saved(at)
-    results = Scenario.from_dict(data).evaluate()
-    fleet = fleet_for_load(results, 60.0, 1.0, 0.30)
+    z = size(Scenario.from_dict(data))
     shown = in_view(at, "Cost")
-    assert shown["Replicas for your load"] == f"{fleet.replicas:,}"
+    # One answer (issue 27): the Cost view's replicas and the Fleet view's cheapest are the headline's sizing.
+    assert shown["Replicas for your load"] == f"{z.replicas:,}"
+    assert metrics(at)["GPUs"] == f"{z.gpus:,}"
     shown = in_view(at, "Fleet")
     table = fleet_options(data, target=60.0, headroom=0.30)
     best = table[table["meets_slo"]].iloc[0]
-    assert shown["Cheapest that keeps the promises"] == f"{best['gpus']:,.0f} GPUs"
+    assert shown["Cheapest that keeps the promises"] == f"{best['gpus']:,.0f} GPUs" == f"{z.gpus:,} GPUs"
 
 
 def test_simulator_view_runs_the_presets_simulation_block():
