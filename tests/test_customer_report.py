@@ -20,6 +20,7 @@ from capacity.cli import main
 from capacity.customer_report import FIDELITY, customer_report_html, human_input
 from capacity.fleet_answer import cost_per_month, fleet_answer
 from capacity.report import flat_inputs, unset_inputs
+from capacity.sizing import size
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -94,16 +95,23 @@ def test_every_input_shown_is_the_scenario_value(rendered):
 
 
 def test_fleet_matches_a_sizing_by_hand(rendered):
-    """replicas = ceil(λ / goodput), GPUs = replicas x GPUs per replica, $/h = GPUs x price, $/month = x 730,
-    $ per million output tokens = $/h / (λ A 3600) x 1e6: derived here, not read from the library."""
+    """replicas = ceil(λ / goodput) for the layout the answer chose (prefill and decode pools each so), GPUs =
+    replicas x GPUs per replica, $/h = GPUs x price, $/month = x 730, $ per million output tokens = $/h / (λ A 3600)
+    x 1e6: derived here from one replica's rates, not read from the answer's fleet."""
     results, document = rendered
     s, numbers = results.scenario, parse(document).values
-    load, goodput = s.workload.arrival_rate, results["goodput_rps"]
-    if not load or goodput <= 0:
+    z = size(s, results)
+    load = s.workload.arrival_rate
+    if not load or z.replicas is None:
         assert "fleet:gpus" not in numbers
         return
-    replicas = math.ceil(load / goodput - 1e-9)
-    gpus = replicas * s.gpu.count * s.gpu.pipeline_parallel
+    r = z.replica
+    if z.mode == "disaggregated":
+        replicas = (math.ceil(load / r["disagg_decode_rps"] - 1e-9) + math.ceil(load / r["disagg_prefill_rps"] - 1e-9))
+    else:
+        goodput = z.replica_goodput_rps if z.mode == "colocated" else r["chunked_goodput_rps"]
+        replicas = math.ceil(load / goodput - 1e-9)
+    gpus = replicas * z.gpus_per_replica
     assert int(numbers["fleet:replicas"]) == replicas
     assert int(numbers["fleet:gpus"]) == gpus
     assert float(numbers["fleet:load_rps"]) == load
@@ -152,7 +160,9 @@ def test_hostile_names_are_escaped():
 def test_answer_sentence_for_essay_001_at_100_requests_per_second():
     """Essay 001 (sale day): goodput 5.897 requests/s under TPOT <= 50 ms, so 100 requests/s need
     ceil(100 / 5.897) = 17 GPUs at $2/h: $34/h, $24,820 a month."""
-    results = load_scenario(ROOT / "scenarios" / "essay-001-sale-day.yaml").evaluate()
+    data = yaml.safe_load((ROOT / "scenarios" / "essay-001-sale-day.yaml").read_text())
+    data["fleet"] = {"modes": ["colocated"], "tensor_parallel": [1]}  # the essay's layout, stated
+    results = Scenario.from_dict(data).evaluate()
     found = fleet_answer(results, 100.0)
     assert found.fleet.gpus == 17 and found.fleet.replicas == 17
     assert found.cost_per_hour == pytest.approx(34.0)
@@ -197,7 +207,7 @@ def test_cli_writes_the_report_and_flags(tmp_path, capsys):
     numbers = parse(out.read_text(encoding="utf-8")).values
     results = load_scenario(ROOT / "scenarios" / "chat-llama-3.1-8b-h100.yaml").with_changes(
         workload={"arrival_rate": 40.0}).evaluate()
-    assert int(numbers["fleet:replicas"]) == math.ceil(40 / results["goodput_rps"])
+    assert int(numbers["fleet:replicas"]) == size(results.scenario).replicas
     assert main(["flags", str(ROOT / "scenarios" / "essay-001-sale-day.yaml"), "--engine", "all",
                  "--format", "json"]) == 0
     engines = json.loads(capsys.readouterr().out)

@@ -24,6 +24,7 @@ from capacity.report import (
     to_json,
     to_json_dict,
 )
+from capacity.sizing import SIZING_RESULTS
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -96,9 +97,10 @@ class TestReportModel:
     def test_every_input_and_result_with_its_unit(self, essay001):
         report = build_report(essay001.evaluate(), date="2025-01-02")
         assert [q.key for q in report.inputs] == list(INPUTS)
-        assert [q.key for q in report.outputs] == list(RESULTS)
+        # The results of one replica as stated, then the one answer's (issue 27).
+        assert [q.key for q in report.outputs] == [*RESULTS, *SIZING_RESULTS]
         assert all(q.unit == INPUTS[q.key][0] for q in report.inputs)
-        assert all(q.unit == RESULTS[q.key][0] for q in report.outputs)
+        assert all(q.unit == {**RESULTS, **SIZING_RESULTS}[q.key][0] for q in report.outputs)
         assert report.tool_version == __version__ and report.date == "2025-01-02"
         assert report.name == "essay 001 sale-day napkin"
 
@@ -146,7 +148,8 @@ class TestJson:
 
     def test_keys_are_stable(self, essay001):
         data = to_json_dict(report_for(essay001, date="2025-01-02"))
-        fixed = ["name", *RESULTS, "notes", "result_units", "inputs", "binding", "assumptions", "tool_version", "date",
+        fixed = ["name", *RESULTS, *SIZING_RESULTS, "notes", "result_units", "inputs", "binding", "assumptions",
+                 "tool_version", "date",
                  "scenario"]
         assert list(data) == fixed
 
@@ -193,7 +196,7 @@ class TestCsv:
         frame = pd.read_csv(io.StringIO(to_csv(report_for(essay001))))
         assert list(frame.columns) == ["section", "quantity", "value", "unit", "source"]
         results = frame[frame.section == "result"].set_index("quantity")
-        assert set(results.index) == set(RESULTS)
+        assert set(results.index) == set(RESULTS) | set(SIZING_RESULTS)
         assert float(results.loc["max_requests_paged", "value"]) == 328  # essay 001
         assert float(results.loc["pool_bytes", "value"]) == 56e9 and results.loc["pool_bytes", "unit"] == "B"
         inputs = frame[frame.section == "input"].set_index("quantity")
