@@ -11,7 +11,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from . import memory
-from .analysis import StepModel, complete_inputs, latencies_at_rates, prefill_stage, step_model
+from .analysis import StepModel, complete_inputs, latencies_at_rates, prefill_stage, running_batch, step_model
 from .scenario import Results
 
 
@@ -73,4 +73,4 @@ def concurrency_curve(results: Results, tokens_per_request: ArrayLike) -> pd.Dat
     t = np.asarray(tokens_per_request, dtype=float)
     paged = memory.max_requests_paged(results["pool_blocks"], t, x["block_size"], x["sliding_window"],
                                       x["local_layer_fraction"])
-    return pd.DataFrame({"tokens": t, "paged": paged, "batch": np.minimum(paged, x["max_num_seqs"])})
+    return pd.DataFrame({"tokens": t, "paged": paged, "batch": running_batch(paged, x)})
