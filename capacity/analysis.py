@@ -649,8 +649,8 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
 
     prefill = prefill_stage(model, x, x["prompt_tokens"], shared_count)
     # TTFT waits for the prompt's own pass; the others pay its GPU time (its share of a batched pass, engines).
-    prefill_tokens, t_prefill, t_prefill_gpu, c_prefill = prefill.tokens, prefill.ttft_s, prefill.gpu_s, \
-        prefill.compute_s
+    prefill_tokens, t_prefill, c_prefill = prefill.tokens, prefill.ttft_s, prefill.compute_s
+    t_prefill_gpu = prefill.gpu_s
     read = model.weights_read(batch)
     t_mem, t_comp, t_step = model.decode_terms(batch, read)
     ceiling = roofline.ceiling_rps(t_prefill_gpu, t_step, batch, a_tokens)
