@@ -410,6 +410,151 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
     return model, kv_gpu
 
 
+def kv_pool_bytes(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """KV pool per GPU [B] by the engine's rule: ``memory x utilisation - weights per GPU - reserves``
+    (``memory.pool_bytes``), or TensorRT-LLM's ``fraction x (memory - weights per GPU - reserves)`` where
+    ``kv_free_fraction > 0`` (``engines.pool_bytes_of_free``). May be <= 0: no pool (``checks.input_problems``).
+
+    ``x``: flat inputs (``complete_inputs``; ``gpu_memory_bytes``, ``memory_utilization``, ``weight_bytes``,
+    ``gpu_count``, ``pipeline_parallel``, ``reserved_bytes`` and ``kv_free_fraction`` are read).
+    """
+    used = x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]) + x["reserved_bytes"]
+    pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], used)
+    if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
+        pool = select(x["kv_free_fraction"] > 0,
+                      engines.pool_bytes_of_free(x["gpu_memory_bytes"], x["kv_free_fraction"], used), pool)
+    return pool
+
+
+def running_batch(fits: ArrayLike, x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Largest decode batch: the requests that fit in the pool, capped by the engine's ``max_num_seqs`` [requests]."""
+    return np.minimum(fits, x["max_num_seqs"])
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStage:
+    """The KV pool of one GPU and the requests it holds (``memory_stage``); arrays broadcast."""
+
+    weight_bytes_per_gpu: np.ndarray        # [B]
+    pool_bytes: np.ndarray                  # [B]
+    pool_blocks: np.ndarray                 # [blocks]
+    blocks_per_request: np.ndarray          # prompt + answer [blocks]
+    max_requests_contiguous: np.ndarray     # reserving max_model_len each [requests]
+    max_requests_paged: np.ndarray          # paged blocks [requests]
+    shared_blocks: np.ndarray               # prefix blocks stored once [blocks]
+    private_blocks: np.ndarray              # blocks each request owns alone [blocks]
+    max_requests_shared_prefix: np.ndarray  # the prefix stored once [requests]
+    batch_max: np.ndarray                   # what fits, capped by max_num_seqs [requests]
+
+
+def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLike) -> MemoryStage:
+    """The pool (``kv_pool_bytes``), its blocks and the requests of ``tokens`` tokens it holds (paged, contiguous,
+    with the shared prefix ``x["shared_prefix_tokens"]`` stored once), and the batch limit (``running_batch``).
+
+    ``kv_gpu`` [B] KV per token one GPU holds (``step_model``); ``tokens`` [tokens] prompt + answer per request.
+    """
+    bs, window, local = x["block_size"], x["sliding_window"], x["local_layer_fraction"]
+    pool = kv_pool_bytes(x)
+    blocks = memory.pool_blocks(pool, bs, kv_gpu)
+    per_request = memory.request_blocks(tokens, bs, window, local)
+    longest = memory.windowed_tokens(x["max_model_len"], window, local) if np.any(local > 0) else x["max_model_len"]
+    contiguous = memory.max_requests_contiguous(pool, longest, kv_gpu)
+    paged = memory.max_requests_paged(blocks, tokens, bs, window, local, blocks_per_request=per_request)
+    shared_count = memory.shared_blocks(x["shared_prefix_tokens"], bs)
+    private = memory.request_blocks(tokens - shared_count * bs, bs, window, local)
+    shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local,
+                                               private_blocks=private, paged=paged)
+    return MemoryStage(x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]), pool, blocks, per_request,
+                       contiguous, paged, shared_count, private, shared, running_batch(shared, x))
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillStage:
+    """A prompt's prefill (``prefill_stage``); arrays broadcast."""
+
+    tokens: np.ndarray      # prompt tokens prefilled (the cached prefix skipped) [tokens]
+    ttft_s: np.ndarray      # its own pass, what its TTFT waits for [s]
+    gpu_s: np.ndarray       # GPU time it costs the others: its pass, or its share of a batched pass [s]
+    compute_s: np.ndarray   # arithmetic it adds to a batched pass, c [s]
+
+
+def prefill_stage(model: StepModel, x: Mapping[str, np.ndarray], prompt_tokens: ArrayLike,
+                  shared_blocks: ArrayLike) -> PrefillStage:
+    """Prefill of prompts of ``prompt_tokens`` whose first ``shared_blocks`` blocks are cached.
+
+    Tokens ``P = max(prompt - shared_blocks x block_size, 1)`` (a fully cached prompt still computes its last
+    token to produce the first output, as vLLM does); TTFT's pass ``StepModel.prefill_s(P)``; the GPU time a
+    prompt costs the decoding sequences: that pass, or where ``x["batched_prefill"]`` (engine profiles) its share
+    ``t_prefill(T) P / T`` of a pass of ``T = max(max_batched_tokens, P)`` tokens (``engines.batched_prefill_s``);
+    ``c = StepModel.prefill_compute_s(P)``. With no batched prefill ``gpu_s`` is ``ttft_s`` itself.
+    """
+    tokens = np.maximum(_f(prompt_tokens) - _f(shared_blocks) * x["block_size"], 1.0)
+    t_prefill = model.prefill_s(tokens)
+    t_gpu = t_prefill
+    if np.any(x["batched_prefill"] > 0):
+        t_gpu = select(x["batched_prefill"] > 0, engines.batched_prefill_s(
+            model.prefill_s, tokens, x["max_batched_tokens"]), t_prefill)
+    return PrefillStage(tokens, t_prefill, t_gpu, model.prefill_compute_s(tokens))
+
+
+def ceiling_limit(rates: ArrayLike, ceiling_rps: ArrayLike) -> np.ndarray:
+    """Where a load is the ceiling itself (to rounding, 1e-12 relative; above 0, not above it) [bool]: there TPOT
+    and TTFT are their limits from below (``at_ceiling``)."""
+    lam, ceiling = _f(rates), _f(ceiling_rps)
+    return (lam >= ceiling * (1 - 1e-12)) & (lam > 0) & (lam <= ceiling)
+
+
+def at_ceiling(limit: ArrayLike, rates: ArrayLike, tpot_s: ArrayLike, step_s: ArrayLike, ttft_s: ArrayLike,
+               tpot_ceiling_s: ArrayLike, prefill: PrefillStage, output_tokens: ArrayLike
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TPOT, TTFT's decode step, TTFT) [s] where ``limit`` (``ceiling_limit``): their limits from below.
+
+    At the ceiling (docs/model.md) TPOT is the smallest fixed point, at most the TPOT at B_max (``fmin`` also
+    takes the B_max value where rounding at a pole gives no fixed point), and TTFT the queue with that decode
+    step (``slo.ttft_queue_s``), not the unbounded wait of loads above the ceiling. Elsewhere the values given.
+    """
+    tpot = select(limit, np.fmin(tpot_s, tpot_ceiling_s), tpot_s)
+    step_ceiling = slo.decode_step_from_tpot_s(rates, prefill.gpu_s, tpot_ceiling_s)
+    step = select(limit, np.fmin(step_s, step_ceiling), step_s)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ttft = select(limit, slo.ttft_queue_s(rates, prefill.ttft_s, prefill.compute_s, step, output_tokens), ttft_s)
+    return tpot, step, ttft
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPoint:
+    """TPOT, TTFT and the decode batch at arrival rates (``latencies_at_rates``)."""
+
+    tpot_s: np.ndarray       # [s]
+    ttft_s: np.ndarray       # [s]
+    step_s: np.ndarray       # decode step TTFT waits on [s]
+    in_flight: np.ndarray    # sequences decoding at once, λ A TPOT (B_max at the ceiling) [requests]
+
+
+def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLike, batch_max: ArrayLike,
+                       ceiling_rps: ArrayLike, rates: ArrayLike) -> LoadPoint:
+    """One replica (a one-row ``model``) at arrival rates λ: what ``analyse`` gives at its goodput and its load.
+
+    TPOT the fixed point with the GPU time a prompt costs the others (``prefill.gpu_s``, ``tpot_at_rates_s``);
+    TTFT with the prompt's own pass (``prefill.ttft_s``, ``ttft_at_rates_s``), its decode step from that TPOT
+    (dense) or from the pieces at the TTFT prefill (MoE); at the ceiling their limits from below (``at_ceiling``).
+    """
+    lam, a_tokens, batch = _f(rates), _f(output_tokens), _f(batch_max)
+    pieces = model.pieces()
+    moe = bool(np.any(model.moe))
+    # An MoE model is solved row by row: give the one-row model one row per rate (the row solver indexes rows).
+    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 else model
+    tpot = tpot_at_rates_s(per_rate, pieces, prefill.gpu_s, a_tokens, batch, lam)
+    ttft, step = ttft_at_rates_s(model, prefill.tokens, prefill.ttft_s, ceiling_rps, a_tokens, lam, pieces,
+                                 None if moe else tpot, with_step=True)
+    t_step = model.decode_terms(batch)[2]
+    tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, roofline.decode_share(prefill.gpu_s, t_step, batch, a_tokens))
+    limit = ceiling_limit(lam, ceiling_rps)
+    tpot, step, ttft = at_ceiling(limit, lam, tpot, step, ttft, tpot_ceiling, prefill, a_tokens)
+    in_flight = select(limit & (tpot >= tpot_ceiling), batch, slo.in_flight(lam, a_tokens, tpot))
+    return LoadPoint(tpot, ttft, step, in_flight)
+
+
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
                     output_tokens: ArrayLike, rates: ArrayLike, pieces: tuple | None = None,
                     dense_tpot_s: ArrayLike | None = None, with_step: bool = False):
@@ -498,33 +643,16 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
 
     kv = memory.cached_kv_bytes_per_token(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
                                           x["kv_latent_dim"])
-    w_gpu = x["weight_bytes"] / (tp * pp)
-    pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], w_gpu + x["reserved_bytes"])
-    if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
-        pool = select(x["kv_free_fraction"] > 0, engines.pool_bytes_of_free(
-            x["gpu_memory_bytes"], x["kv_free_fraction"], w_gpu + x["reserved_bytes"]), pool)
-    blocks = memory.pool_blocks(pool, bs, kv_gpu)
-    windowed = bool(np.any(local > 0))
-    per_request = memory.request_blocks(tokens, bs, window, local)
-    contiguous = memory.max_requests_contiguous(
-        pool, memory.windowed_tokens(x["max_model_len"], window, local) if windowed else x["max_model_len"], kv_gpu)
-    paged = memory.max_requests_paged(blocks, tokens, bs, window, local, blocks_per_request=per_request)
-    shared_count = memory.shared_blocks(x["shared_prefix_tokens"], bs)
-    private = memory.request_blocks(tokens - shared_count * bs, bs, window, local)
-    shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local,
-                                               private_blocks=private, paged=paged)
-    batch = np.minimum(shared, x["max_num_seqs"])
+    mem = memory_stage(x, kv_gpu, tokens)
+    w_gpu, pool, blocks, batch = mem.weight_bytes_per_gpu, mem.pool_bytes, mem.pool_blocks, mem.batch_max
+    shared_count, shared = mem.shared_blocks, mem.max_requests_shared_prefix
 
-    # A fully cached prompt still computes its last token to produce the first output (as vLLM does).
-    prefill_tokens = np.maximum(x["prompt_tokens"] - shared_count * bs, 1.0)
+    prefill = prefill_stage(model, x, x["prompt_tokens"], shared_count)
+    # TTFT waits for the prompt's own pass; the others pay its GPU time (its share of a batched pass, engines).
+    prefill_tokens, t_prefill, c_prefill = prefill.tokens, prefill.ttft_s, prefill.compute_s
+    t_prefill_gpu = prefill.gpu_s
     read = model.weights_read(batch)
     t_mem, t_comp, t_step = model.decode_terms(batch, read)
-    t_prefill = model.prefill_s(prefill_tokens)
-    # The GPU time a prompt costs the others: its own pass, or its share of a batched pass (engine profiles).
-    t_prefill_gpu = t_prefill
-    if np.any(x["batched_prefill"] > 0):
-        t_prefill_gpu = select(x["batched_prefill"] > 0, engines.batched_prefill_s(
-            model.prefill_s, prefill_tokens, x["max_batched_tokens"]), t_prefill)
     ceiling = roofline.ceiling_rps(t_prefill_gpu, t_step, batch, a_tokens)
     share = roofline.decode_share(t_prefill_gpu, t_step, batch, a_tokens)
     tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, share)
@@ -550,7 +678,6 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         rate_tpot[moe] = slo.max_rate_for_tpot_rows(sub.row_steps()[0], pick(x["tpot_slo_s"]), pick(t_prefill_gpu),
                                                     pick(a_tokens), pick(ceiling), step_args=sub.row_steps()[1])
     rate = select(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
-    c_prefill = model.prefill_compute_s(prefill_tokens)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces,
                                           trace=traces.get("solver_rate_ttft_rps"))
     goodput = slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
@@ -587,17 +714,11 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             return out
 
         fixed_goodput, tpot_load = moe_tpot(fixed_goodput, goodput), moe_tpot(tpot_load, rate)
-    # At the ceiling (goodput = ceiling) TPOT and TTFT are their limits from below (docs/model.md): the smallest
-    # fixed point, at most the TPOT at B_max (fmin also takes the B_max value where rounding at a pole gives no
-    # fixed point), and the TTFT queue with that decode step, not the unbounded wait of loads above the ceiling.
-    at_ceiling = goodput >= ceiling * (1 - 1e-12)
-    limit = at_ceiling & (goodput > 0)
-    tpot_goodput = select(limit, np.fmin(fixed_goodput, tpot_ceiling), fixed_goodput)
-    step_ceiling = slo.decode_step_from_tpot_s(goodput, t_prefill_gpu, tpot_ceiling)
-    step_goodput = select(limit, np.fmin(step_fixed, step_ceiling), step_fixed)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        ttft_goodput = select(limit, slo.ttft_queue_s(goodput, t_prefill, c_prefill, step_goodput, a_tokens),
-                                ttft_below)
+    # At the ceiling (goodput = ceiling) TPOT and TTFT are their limits from below (at_ceiling, docs/model.md).
+    goodput_at_ceiling = goodput >= ceiling * (1 - 1e-12)
+    limit = ceiling_limit(goodput, ceiling)
+    tpot_goodput, step_goodput, ttft_goodput = at_ceiling(limit, goodput, fixed_goodput, step_fixed, ttft_below,
+                                                          tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot_goodput >= tpot_ceiling), batch,
                          slo.in_flight(goodput, a_tokens, tpot_goodput))
     gpus = tp * pp
@@ -610,14 +731,14 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         load_fraction = select(ceiling > 0, rate / ceiling, np.inf)
         tokens_ceiling = ceiling * a_tokens
         # Below the ceiling the goodput is the smaller promise bound, so that promise binds.
-        limit = np.select([batch <= 0, at_ceiling, rate_tpot <= rate_ttft], [0, 1, 2], 3)
+        limit = np.select([batch <= 0, goodput_at_ceiling, rate_tpot <= rate_ttft], [0, 1, 2], 3)
         values = {
             "kv_bytes_per_token": kv,
             "pool_bytes": pool,
             "pool_blocks": blocks,
-            "blocks_per_request": per_request,
-            "max_requests_contiguous": contiguous,
-            "max_requests_paged": paged,
+            "blocks_per_request": mem.blocks_per_request,
+            "max_requests_contiguous": mem.max_requests_contiguous,
+            "max_requests_paged": mem.max_requests_paged,
             "max_requests_shared_prefix": shared,
             "decode_memory_s": t_mem,
             "decode_compute_s": t_comp,
@@ -642,7 +763,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "context_tokens": context,
             "prefill_tokens": prefill_tokens,
             "shared_blocks": shared_count,
-            "private_blocks": private,
+            "private_blocks": mem.private_blocks,
             "critical_batch": roofline.critical_batch(x["weight_bytes"] / tp, x["active_params"] / (tp * pp),
                                                       x["bandwidth"], x["flops"]),
             "gpu_time_per_request_s": roofline.gpu_time_per_request_s(t_prefill_gpu, t_step, batch, a_tokens),
@@ -677,7 +798,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         "context_per_layer_tokens": model.context,
         "step_intercept_memory_s": a_mem, "step_slope_memory_s": m_mem,
         "step_intercept_compute_s": a_comp, "step_slope_compute_s": m_comp,
-        "goodput_at_ceiling": at_ceiling, "prefill_compute_s": c_prefill,
+        "goodput_at_ceiling": goodput_at_ceiling, "prefill_compute_s": c_prefill,
         "tpot_fixed_point_at_goodput_s": fixed_goodput, "ttft_step_fixed_at_goodput_s": step_fixed,
         "ttft_step_at_goodput_s": step_goodput, "ttft_step_at_load_s": step_load,
         "chunk_batch_cap": ch["batch_cap"], "chunk_batch_ceiling": ch["batch_ceiling"],

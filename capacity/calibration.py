@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from . import engines
 from .analysis import StepModel, step_model
 from .errors import ScenarioError, clean_line
 from .files import read_text_limited
@@ -175,8 +176,7 @@ class _Probe:
         ``prefill_budget`` tokens (engines.batched_prefill_s), or its own pass."""
         if self.prefill_budget <= 0:
             return self.prefill(tokens)
-        budget = max(self.prefill_budget, tokens)
-        return self.prefill(budget).scaled(tokens / budget)
+        return self._terms(engines.batched_prefill_s(self.model.prefill_s, tokens, self.prefill_budget))
 
 
 _PROBES: dict[int, tuple[Scenario, _Probe]] = {}

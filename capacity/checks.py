@@ -3,8 +3,9 @@
 One validation for every path: ``Scenario.check`` (one scenario, ``capacity evaluate``), the sweep (a grid of
 rows, ``capacity sweep``) and the app call ``input_problems`` on the same flat inputs (``analysis.INPUTS``,
 base units; scalars or arrays that broadcast). The memory check is the KV pool itself
-(``memory.pool_bytes``: memory x utilisation - weights per GPU - engine reserves), so a row is rejected
-exactly where the model would have no pool.
+(``analysis.kv_pool_bytes``: memory x utilisation - weights per GPU - engine reserves, or TensorRT-LLM's
+fraction of the memory the weights and reserves leave free), so a row is rejected exactly where the model would
+have no pool.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import memory
+from .analysis import kv_pool_bytes
 
 
 def _n(value: float) -> str:
@@ -35,9 +36,7 @@ def input_problems(inputs: Mapping[str, ArrayLike], attention_heads: int = 0) ->
     x = {k: a.reshape(-1) for k, a in zip(keys, arrays, strict=True)}
     tokens = x["prompt_tokens"] + x["output_tokens"]
     weights_gpu = x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"])
-    pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], weights_gpu + x["reserved_bytes"])
-    # TensorRT-LLM's rule (engines.pool_bytes_of_free): a pool whenever the weights and reserves leave memory free
-    pool = np.where(x["kv_free_fraction"] > 0, x["gpu_memory_bytes"] - weights_gpu - x["reserved_bytes"], pool)
+    pool = kv_pool_bytes(x)  # the model's own pool rule, the engine's included
     tp = x["gpu_count"]
     checks = [
         (x["shared_prefix_tokens"] > x["prompt_tokens"],

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from . import memory, slo
-from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s, ttft_at_rates_s
+from . import memory
+from .analysis import StepModel, complete_inputs, latencies_at_rates, prefill_stage, running_batch, step_model
 from .scenario import Results
 
 
@@ -47,20 +47,19 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     """TPOT, TTFT and the decode batch over arrival rates λ [requests/s].
 
     Columns: rate_rps, tpot_s (fixed point of t_step(λ A TPOT) / (1 - λ t_p)), ttft_s (``slo.ttft_at_rate_s``),
-    in_flight (λ A TPOT), with infinities where the load cannot be served.
+    in_flight (λ A TPOT), with infinities where the load cannot be served. The stages ``analyse`` composes
+    (``analysis.prefill_stage``, ``analysis.latencies_at_rates``), so the curve passes through the results'
+    TPOT and TTFT at the goodput and at the arrival rate under every engine profile.
     """
-    model = _model(results)
+    x = complete_inputs(results.scenario.inputs())
+    model = step_model(x, np.asarray(results["context_tokens"]))[0]
     lam = np.asarray(rates, dtype=float)
     a_tokens = results.scenario.workload.output_tokens
-    # An MoE model is solved row by row: give the one-row model one row per rate (the row solver indexes rows).
-    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if np.any(model.moe) and lam.ndim == 1 else model
-    tpot = tpot_at_rates_s(per_rate, model.pieces(), results["prefill_s"], a_tokens, results["batch_max"], lam)
-    ttft = ttft_at_rates_s(model, results["prefill_tokens"], results["prefill_s"], results["ceiling_rps"], a_tokens,
-                           lam)
-    batch = slo.in_flight(lam, a_tokens, tpot)
-    over = (lam > results["ceiling_rps"]) | (batch > results["batch_max"])
-    return pd.DataFrame({"rate_rps": lam, "tpot_s": np.where(over, np.inf, tpot), "ttft_s": ttft,
-                         "in_flight": np.where(over, np.inf, batch)})
+    prefill = prefill_stage(model, x, x["prompt_tokens"], results["shared_blocks"])
+    at = latencies_at_rates(model, prefill, a_tokens, results["batch_max"], results["ceiling_rps"], lam)
+    over = (lam > results["ceiling_rps"]) | (at.in_flight > results["batch_max"])
+    return pd.DataFrame({"rate_rps": lam, "tpot_s": np.where(over, np.inf, at.tpot_s), "ttft_s": at.ttft_s,
+                         "in_flight": np.where(over, np.inf, at.in_flight)})
 
 
 def concurrency_curve(results: Results, tokens_per_request: ArrayLike) -> pd.DataFrame:
@@ -74,4 +73,4 @@ def concurrency_curve(results: Results, tokens_per_request: ArrayLike) -> pd.Dat
     t = np.asarray(tokens_per_request, dtype=float)
     paged = memory.max_requests_paged(results["pool_blocks"], t, x["block_size"], x["sliding_window"],
                                       x["local_layer_fraction"])
-    return pd.DataFrame({"tokens": t, "paged": paged, "batch": np.minimum(paged, x["max_num_seqs"])})
+    return pd.DataFrame({"tokens": t, "paged": paged, "batch": running_batch(paged, x)})

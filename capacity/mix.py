@@ -18,11 +18,14 @@ The analytic model of a mix (``MixModel``) splits every class into *shapes*: equ
 length distributions, each with a prefix hit or miss. All classes share one engine, so they share its
 decode steps and the prefill passes that pause them: the load model of ``slo`` applies to the mix with
 
-    t_p = sum_k w_k t_p,k          (mean prefill per arrival, w_k the share of arrivals of shape k)
+    t_p = sum_k w_k t_p,k          (mean prefill per arrival, w_k the share of arrivals of shape k; the decoding
+                                    sequences pay its GPU time, a share of a batched pass under an engine profile)
     A   = sum_k w_k A_k            (mean answer)
     c   = sum_k w_k A_k (P_k + A_k / 2) / A     (context of a decoding sequence, weighted by decode time)
 
-and the step pieces of ``analysis.step_model`` at that context. The batch limit is what the KV pool holds when
+and the step pieces of ``analysis.step_model`` at that context. The engine's rules come from the single-shape
+model's stages (``analysis.kv_pool_bytes``, ``running_batch``, ``prefill_stage``), never composed here again. The
+batch limit is what the KV pool holds when
 each shape's share of the resident sequences is its share of decode time, ``r_k = w_k A_k / A`` (Little's
 law with a common TPOT), each holding its reserved ``P_k + A_k`` tokens outside its class's shared prefix,
 which is stored once (``memory.max_requests_mix``). MoE models solve TPOT bounds on the MoE step itself
@@ -41,7 +44,15 @@ from typing import Any
 import numpy as np
 
 from . import memory, roofline, slo
-from .analysis import StepModel, complete_inputs, step_model, tpot_at_rates_s
+from .analysis import (
+    StepModel,
+    complete_inputs,
+    kv_pool_bytes,
+    prefill_stage,
+    running_batch,
+    step_model,
+    tpot_at_rates_s,
+)
 from .errors import ScenarioError
 from .lengths import LengthDist, length_dist, prefix_problem
 from .specs import SLO_FIELDS, as_number, check_section, non_negative_int, positive, text
@@ -157,7 +168,9 @@ class MixModel:
     """The analytic model of a mix on one engine; arrays are per shape (``klass`` says whose).
 
     ``weight`` [-] share of arrivals, ``prompt``/``output`` [tokens], ``prefill_tokens`` (uncached) [tokens],
-    ``prefill_s`` and ``prefill_compute_s`` [s] per shape; the rest are the mix's mean quantities.
+    ``prefill_s`` and ``prefill_compute_s`` [s] per shape; the rest are the mix's mean quantities. ``prefill_s``
+    is the prompts' own passes (what TTFT waits for), ``prefill_gpu_s`` the GPU time they cost the decoding
+    sequences (TPOT, the ceiling; ``analysis.prefill_stage``): the same without batched prefill.
     """
 
     classes: tuple[WorkloadClass, ...]
@@ -176,6 +189,7 @@ class MixModel:
     context_tokens: float     # average context of a decoding sequence [tokens]
     decode_step_s: float      # at batch_max [s]
     ceiling_rps: float
+    prefill_gpu_s: float      # mean GPU time a prompt costs the decoding sequences (batched prefill: its share) [s]
 
     @cached_property
     def pieces(self) -> tuple:
@@ -204,11 +218,12 @@ class MixModel:
     def tpot_s(self, rate_rps: Any) -> np.ndarray:
         """Mean TPOT at total load λ, the same for every class: ``analysis.tpot_at_rates_s`` on the mix [s]."""
         lam = np.asarray(rate_rps, float)
-        tpot = tpot_at_rates_s(self.model, self.pieces, self.prefill_s, self.output_tokens, self.batch_max, lam)
+        tpot = tpot_at_rates_s(self.model, self.pieces, self.prefill_gpu_s, self.output_tokens, self.batch_max, lam)
         return np.where(lam < self.ceiling_rps, tpot, np.inf)
 
     def decode_step_at_s(self, rate_rps: Any) -> np.ndarray:
-        """Decode step at load λ: ``TPOT(λ) (1 - λ t_p)`` [s] (``slo.decode_step_from_tpot_s``)."""
+        """Decode step TTFT waits on at load λ: ``TPOT(λ) (1 - λ t_p)`` [s] (``slo.decode_step_from_tpot_s``), TPOT
+        with the prompts' GPU time and ``t_p`` their own passes, as ``analysis`` takes it for a dense model."""
         return slo.decode_step_from_tpot_s(rate_rps, self.prefill_s, self.tpot_s(rate_rps))
 
     def ttft_s(self, rate_rps: Any) -> np.ndarray:
@@ -250,9 +265,9 @@ class MixModel:
         on the step's pieces, or for a MoE model ``slo.max_rate_for_tpot_rows`` on the MoE step itself (the
         experts a batch touches), as ``analysis`` solves a single shape."""
         if bool(np.any(self.model.moe)):
-            return float(slo.max_rate_for_tpot_rows(self.model.step_rows, tpot_s, self.prefill_s, self.output_tokens,
-                                                    self.ceiling_rps))
-        return float(slo.max_rate_for_tpot_rps(tpot_s, self.prefill_s, self.output_tokens, self.pieces))
+            return float(slo.max_rate_for_tpot_rows(self.model.step_rows, tpot_s, self.prefill_gpu_s,
+                                                    self.output_tokens, self.ceiling_rps))
+        return float(slo.max_rate_for_tpot_rps(tpot_s, self.prefill_gpu_s, self.output_tokens, self.pieces))
 
     def mean_goodput_rps(self, j: int | None = None) -> float:
         """Largest total load whose *mean* TPOT and TTFT keep class j's promises (all classes if None).
@@ -293,22 +308,21 @@ def mix_model(scenario: Any, classes: Sequence[WorkloadClass] | None = None) -> 
     decode_time = weight * output / np.dot(weight, output)
     context = float(np.dot(decode_time, prompt + output / 2.0))
     model, kv_gpu = step_model(x, np.asarray(context))
-    pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"],
-                             x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]) + x["reserved_bytes"])
-    blocks = memory.pool_blocks(pool, bs, kv_gpu)
+    # The single-shape model's stages (analysis): the engine's pool rule, its batch cap and its prefill passes.
+    blocks = memory.pool_blocks(kv_pool_bytes(x), bs, kv_gpu)
     fits = memory.max_requests_mix(float(blocks), decode_time, prompt + output, prefix,
                                    np.where(prefix > 0, klass, -1), bs, float(x["sliding_window"]),
                                    float(x["local_layer_fraction"]))
-    batch = float(min(fits, float(x["max_num_seqs"])))
-    # A fully cached prompt still computes its last token to produce the first output (as analysis does).
-    prefill_tokens = np.maximum(prompt - memory.shared_blocks(prefix, bs) * bs, 1.0)
-    t_prefill = np.asarray(model.prefill_s(prefill_tokens), float)
-    c_prefill = np.asarray(model.prefill_compute_s(prefill_tokens), float)
+    batch = float(running_batch(fits, x))
+    prefill = prefill_stage(model, x, prompt, memory.shared_blocks(prefix, bs))
+    t_prefill, t_gpu, c_prefill = (np.broadcast_to(np.asarray(t, float), prompt.shape)
+                                   for t in (prefill.ttft_s, prefill.gpu_s, prefill.compute_s))
     t_p, a_mean = float(np.dot(weight, t_prefill)), float(np.dot(weight, output))
+    t_p_gpu = float(np.dot(weight, t_gpu))
     t_step = float(model.decode_terms(batch)[2])
-    ceiling = float(roofline.ceiling_rps(t_p, t_step, batch, a_mean))
-    return MixModel(classes, klass.astype(int), weight, prompt, output, prefill_tokens, t_prefill, c_prefill, model,
-                    batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling)
+    ceiling = float(roofline.ceiling_rps(t_p_gpu, t_step, batch, a_mean))
+    return MixModel(classes, klass.astype(int), weight, prompt, output, prefill.tokens, t_prefill, c_prefill, model,
+                    batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling, t_p_gpu)
 
 
 __all__ = ["Lengths", "MixModel", "WorkloadClass", "classes_of", "mean_shape", "mix_model", "parse_classes"]
