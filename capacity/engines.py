@@ -239,6 +239,7 @@ def pool_bytes_of_free(gpu_memory_bytes: ArrayLike, free_fraction: ArrayLike, us
 
     KvCacheConfig.free_gpu_memory_fraction: "fraction of free memory after loading the model" (default 0.9).
     80 GiB, 0.9, 16 GiB used: 0.9 x 64 GiB = 57.6 GiB, where the of-total rule gives 56 GiB.
+    Excel: ``=free_fraction*(gpu_memory_bytes-used_bytes)``.
     """
     return np.asarray(free_fraction, float) * (np.asarray(gpu_memory_bytes, float) - np.asarray(used_bytes, float))
 
@@ -251,6 +252,8 @@ def batched_prefill_s(prefill_s: Callable[[np.ndarray], np.ndarray], prompt_toke
     Continuous-batching engines run the prompts waiting together, up to the token budget of one pass
     (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens, SGLang chunked_prefill_size), so a pass's
     weight read and fixed costs are shared by its prompts; one prompt alone pays them in full.
+    Excel (``prefill_s(T)`` the prefill of a pass over T tokens, written out): ``=prefill_s(MAX(budget_tokens,
+    prompt_tokens))*prompt_tokens/MAX(budget_tokens,prompt_tokens)``.
     """
     p = np.asarray(prompt_tokens, float)
     t = np.maximum(np.asarray(budget_tokens, float), p)

@@ -11,15 +11,85 @@ equal (``rtl::math::approxSub``, ``approxEqual``). Where the library's answer de
 sign of a solver's excess near its root, a TPOT denominator at a piece's limit, ``1 - λ t_p`` of a prefill pool at
 full load), the formulas take it exactly with ``_sub``. What is left is ``POWER`` (MoE expert reads), rounded
 differently from numpy in the last bit.
+
+Engine profiles (``engines``) are expressed too: the KV pool of an engine that sizes it from the memory free after
+the weights (``kv_free_fraction``, TensorRT-LLM), the efficiency curves' fixed bytes and tokens per pass
+(``bandwidth_half_bytes``, ``flops_half_tokens``), and prompts batched into prefill passes of
+``max_batched_tokens`` tokens (``batched_prefill``): the GPU time a prompt costs the others, ``prefill_gpu_s``,
+sets the ceiling and the TPOT, while a prompt's own TTFT waits for the plain prefill ``prefill_s``. Where the
+library's formula function documents its Excel text (``Excel: ``=...````), the formula here is generated from
+that text (``excel_of``), so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
+from collections.abc import Callable
+
+from .. import engines, memory, roofline
 from ..analysis import RESULTS
 
 NA = "#N/A"
 #: 1 - 2^-10: ``_sub`` subtracts two numbers this far below its first operand, exactly and far from 2^-48.
 _SPLIT = "0.9990234375"
+
+#: Named cells the workbook adds to ``analysis.INTERMEDIATES``: name -> (unit, meaning). Their cached values
+#: come from the library's functions (``writer.workbook_intermediates``).
+WORKBOOK_INTERMEDIATES: dict[str, tuple[str, str]] = {
+    "prefill_gpu_s": ("s", "GPU time a prompt costs the others: its prefill, or with batched_prefill its share "
+                           "of a pass of max(max_batched_tokens, prefill_tokens) tokens (engines.batched_prefill_s)"),
+}
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9.E+-]+")
+
+
+def excel_text(function: Callable) -> str:
+    """The Excel formula a library function documents (``Excel: ``=...````, whitespace removed), without "="."""
+    doc = inspect.getdoc(function) or ""
+    found = re.search(r"``(=[^`]+)``", doc[doc.index("Excel"):]) if "Excel" in doc else None
+    if found is None:
+        raise ValueError(f"{function.__qualname__} documents no Excel formula")
+    return re.sub(r"\s+", "", found.group(1))[1:]
+
+
+def _closing(text: str, start: int) -> int:
+    """Index of the parenthesis closing the one at ``start``."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    raise ValueError(f"unbalanced parentheses in {text!r}")
+
+
+def _substitute(text: str, names: dict[str, str | Callable[[str], str]]) -> str:
+    out, i = [], 0
+    while (match := _NAME.search(text, i)) is not None:
+        name, end = match.group(), match.end()
+        out.append(text[i:match.start()])
+        value = names.get(name)
+        called = end < len(text) and text[end] == "("
+        if value is None or (called and not callable(value)):
+            out.append(name)
+            i = end
+        elif called:  # a function of the docstring (``prefill_s(T)``): its argument substituted first
+            close = _closing(text, end)
+            out.append(f"({value(_substitute(text[end + 1:close], names))})")
+            i = close + 1
+        else:
+            out.append(value if _PLAIN.fullmatch(value) else f"({value})")
+            i = end
+    return "".join(out) + text[i:]
+
+
+def excel_of(function: Callable, **names: str | Callable[[str], str]) -> str:
+    """``function``'s documented Excel formula with its parameter names replaced by workbook expressions (each
+    parenthesised unless a bare name or number; a callable replaces a call ``name(argument)``). Names left out stay:
+    the function's parameter is then the workbook's defined name of the same name."""
+    return _substitute(excel_text(function), names)
+
 
 # --- formula builders: each returns an Excel expression over defined names -----------------------------------
 
@@ -74,6 +144,15 @@ def _decode_compute(b: str) -> str:
     return f"({b}+flops_half_tokens)*2*params_per_gpu/flops"
 
 
+def _prefill(tokens: str) -> str:
+    """``StepModel.prefill_s``: a pass over ``tokens`` tokens, the stages in turn (``roofline.prefill_s`` on the
+    efficiency curves' amounts, then the all-reduce of the pass) [s]."""
+    return (excel_of(roofline.prefill_s, weight_bytes=f"{_weights_read(tokens)}+{_HALF_BYTES}",
+                     prompt_tokens=f"{tokens}+flops_half_tokens", params="active_params/gpu_count",
+                     step_overhead_s="step_overhead_total_s")
+            + f"+(step_comm_fixed_s+{tokens}*step_comm_per_token_s)")
+
+
 def _step(b: str) -> str:
     """``StepModel.step_s``: ``max(t_mem, t_comp) + all-reduce + overhead`` at batch ``b`` [s]."""
     return (f"MAX({_decode_memory(b)},{_decode_compute(b)})+(step_comm_fixed_s+{b}*step_comm_per_token_s)"
@@ -103,10 +182,11 @@ def _tpot_closed(rate: str, prefill: str = "prefill_s", times: str = "") -> str:
     return _tpot_from(*_tpot_denominators(rate, prefill), times)
 
 
-def _decode_step_at(rate: str) -> str:
+def _decode_step_at(rate: str, tpot_prefill: str = "prefill_s") -> str:
     """``slo.decode_step_at_rate_s``: the decode step at load λ, ``TPOT(λ) (1 - λ t_p)`` (#N/A: decode cannot keep
-    up); the dense pieces, for MoE too (every expert read)."""
-    return _tpot_closed(rate, times=f"*(1-{rate}*prefill_s)")
+    up); the dense pieces, for MoE too (every expert read). ``tpot_prefill``: the prefill time in the TPOT (the
+    analysis takes a dense model's TPOT with ``prefill_gpu_s``, ``_TTFT_TPOT_PREFILL``)."""
+    return _tpot_closed(rate, tpot_prefill, times=f"*(1-{rate}*prefill_s)")
 
 
 def _ttft_queue(rate: str, step: str) -> str:
@@ -201,7 +281,14 @@ _CHUNK_GOODPUT = ("solver_chunk_batch_goodput", "chunk_plain_goodput_s", "chunk_
 _CHUNK_LOAD = ("solver_chunk_batch_load", "chunk_plain_load_s", "chunk_extra_load_s")
 _GAP = _sub("ceiling_rps", "goodput_rps")   # the capacity the promises cost [requests/s]
 _IN_FLIGHT = "goodput_rps*output_tokens*tpot_at_goodput_s"      # Little's law at the goodput [requests]
-_CEILING_STEP = "tpot_at_ceiling_s*(1-goodput_rps*prefill_s)"  # the decode step behind TPOT at B_max [s]
+_CEILING_STEP = "tpot_at_ceiling_s*(1-goodput_rps*prefill_gpu_s)"  # the decode step behind TPOT at B_max [s]
+#: The prefill in the TPOT behind the TTFT's decode step: a dense model's TPOT at the load (prompts' share of
+#: batched passes), a MoE model's the pieces' at the plain prefill (``analysis._analyse``, ``ttft_at``).
+_TTFT_TPOT_PREFILL = "IF(moe_model,prefill_s,prefill_gpu_s)"
+_POOL_USED = "weight_bytes_per_gpu+reserved_bytes"  # what the pool rules subtract [B]
+#: ``engines.batched_prefill_s``: a prompt's share of a pass of ``T = max(budget, P)`` tokens [s].
+_BATCHED_PREFILL = excel_of(engines.batched_prefill_s, prefill_s=_prefill, prompt_tokens="prefill_tokens",
+                            budget_tokens="max_batched_tokens")
 _LOAD = "N(arrival_rate)"                   # the arrival rate, 0 when blank
 
 #: Result (or intermediate) name -> Excel formula over the defined names, without the leading "=".
@@ -224,7 +311,9 @@ FORMULAS: dict[str, str] = {
                                    "2*stage_layers*CEILING(kv_heads/gpu_count,1)*head_dim*kv_bytes_per_value)"),
     "weight_bytes_per_gpu": "weight_bytes/(gpu_count*pipeline_parallel)",
     "params_per_gpu": "active_params/gpus_per_replica",
-    "pool_bytes": "gpu_memory_bytes*memory_utilization-(weight_bytes_per_gpu+reserved_bytes)",
+    "pool_bytes": (f"IF(N(kv_free_fraction)>0,"
+                   f"{excel_of(engines.pool_bytes_of_free, free_fraction='kv_free_fraction', used_bytes=_POOL_USED)},"
+                   f"{excel_of(memory.pool_bytes, weight_bytes=_POOL_USED)})"),
     "pool_blocks": _floor_count("pool_bytes/(block_size*kv_bytes_per_token_per_gpu)"),
     "blocks_per_request": _windowed_blocks("tokens_per_request"),
     "shared_blocks": "INT(shared_prefix_tokens/block_size)",
@@ -252,16 +341,15 @@ FORMULAS: dict[str, str] = {
     "decode_step_s": "MAX(decode_memory_s,decode_compute_s)+allreduce_per_step_s+step_overhead_total_s",
     "decode_bound": 'IF(decode_compute_s>decode_memory_s,"compute","memory")',
     "weight_bytes_read_per_step": f"{_weights_read('batch_max')}*gpu_count",
-    "prefill_s": (f"MAX(({_weights_read('prefill_tokens')}+{_HALF_BYTES})/bandwidth,"
-                  f"(prefill_tokens+flops_half_tokens)*2*(active_params/gpu_count)/flops)"
-                  f"+step_overhead_total_s+(step_comm_fixed_s+prefill_tokens*step_comm_per_token_s)"),
+    "prefill_s": _prefill("prefill_tokens"),
+    "prefill_gpu_s": f"IF(N(batched_prefill)>0,{_BATCHED_PREFILL},prefill_s)",
     "prefill_compute_s": "prefill_tokens*(2*(active_params/gpu_count)/flops+step_comm_per_token_s)",
     "critical_batch": "weight_bytes/gpu_count*flops/(2*params_per_gpu*bandwidth)",
     "single_stream_tokens_per_s": f"bandwidth/({_weights_read('1')}+{_HALF_BYTES})",
     # Ceiling
-    "gpu_time_per_request_s": f"IF(batch_max>0,prefill_s+{_DECODE_PER_REQUEST},NA())",
+    "gpu_time_per_request_s": f"IF(batch_max>0,prefill_gpu_s+{_DECODE_PER_REQUEST},NA())",
     "ceiling_rps": "IF(batch_max>0,1/gpu_time_per_request_s,0)",
-    "decode_share": f"IF(batch_max>0,({_DECODE_PER_REQUEST})/(prefill_s+{_DECODE_PER_REQUEST}),0)",
+    "decode_share": f"IF(batch_max>0,({_DECODE_PER_REQUEST})/(prefill_gpu_s+{_DECODE_PER_REQUEST}),0)",
     "tpot_at_ceiling_s": "IF(decode_share>0,decode_step_s/decode_share,NA())",
     "output_tokens_per_s_at_ceiling": "ceiling_rps*output_tokens",
     "batching_gain": "output_tokens_per_s_at_ceiling/single_stream_tokens_per_s",
@@ -273,8 +361,8 @@ FORMULAS: dict[str, str] = {
     "step_slope_compute_s": "params_per_gpu*2/flops+step_comm_per_token_s",
     "max_rate_for_tpot_rps": (
         "IF(ISBLANK(tpot_slo_s),NA(),IF(moe_model,solver_rate_tpot_rps,MAX(0,MIN("
-        f"{_rate_piece('step_intercept_memory_s', 'step_slope_memory_s')},"
-        f"{_rate_piece('step_intercept_compute_s', 'step_slope_compute_s')}))))"),
+        f"{_rate_piece('step_intercept_memory_s', 'step_slope_memory_s', 'prefill_gpu_s')},"
+        f"{_rate_piece('step_intercept_compute_s', 'step_slope_compute_s', 'prefill_gpu_s')}))))"),
     # The TTFT queue has no closed-form bound: the Solver sheet's rows find it.
     "max_rate_for_ttft_rps": "IF(ISBLANK(ttft_slo_s),NA(),solver_rate_ttft_rps)",
     "goodput_rps": ("MAX(MIN(ceiling_rps,IF(ISBLANK(tpot_slo_s),ceiling_rps,max_rate_for_tpot_rps),"
@@ -284,13 +372,14 @@ FORMULAS: dict[str, str] = {
                       'IF(ISBLANK(tpot_slo_s),"ttft",IF(ISBLANK(ttft_slo_s),"tpot",'
                       'IF(max_rate_for_tpot_rps<=max_rate_for_ttft_rps,"tpot","ttft")))))'),
     # At the ceiling TPOT and TTFT are their limits from below: the smallest fixed point (at most B_max's).
-    "tpot_fixed_point_at_goodput_s": f"IF(moe_model,solver_tpot_at_goodput_s,{_tpot_closed('goodput_rps')})",
+    "tpot_fixed_point_at_goodput_s": ("IF(moe_model,solver_tpot_at_goodput_s,"
+                                      f"{_tpot_closed('goodput_rps', 'prefill_gpu_s')})"),
     "tpot_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),IF(ISNA(tpot_fixed_point_at_goodput_s),"
                           "tpot_at_ceiling_s,MIN(tpot_fixed_point_at_goodput_s,tpot_at_ceiling_s)),"
                           "tpot_fixed_point_at_goodput_s)"),
     "goodput_in_flight": (f"IF(AND(goodput_at_ceiling,goodput_rps>0),IF(tpot_at_goodput_s>=tpot_at_ceiling_s,"
                           f"batch_max,{_IN_FLIGHT}),IF(goodput_rps>0,{_IN_FLIGHT},0))"),
-    "ttft_step_fixed_at_goodput_s": _decode_step_at("goodput_rps"),
+    "ttft_step_fixed_at_goodput_s": _decode_step_at("goodput_rps", _TTFT_TPOT_PREFILL),
     "ttft_step_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),IF(ISNA(ttft_step_fixed_at_goodput_s),"
                                f"{_CEILING_STEP},MIN(ttft_step_fixed_at_goodput_s,{_CEILING_STEP})),"
                                "ttft_step_fixed_at_goodput_s)"),
@@ -304,8 +393,8 @@ FORMULAS: dict[str, str] = {
     # Load: an arrival rate of 0 or blank means none
     "load_fraction": "IF(AND(N(arrival_rate)>0,ceiling_rps>0),arrival_rate/ceiling_rps,NA())",
     "tpot_at_load_s": ("IF(N(arrival_rate)>0,IF(moe_model,solver_tpot_at_load_s,"
-                       f"{_tpot_closed('arrival_rate')}),NA())"),
-    "ttft_step_at_load_s": f"IF(N(arrival_rate)>0,{_decode_step_at('arrival_rate')},NA())",
+                       f"{_tpot_closed('arrival_rate', 'prefill_gpu_s')}),NA())"),
+    "ttft_step_at_load_s": f"IF(N(arrival_rate)>0,{_decode_step_at('arrival_rate', _TTFT_TPOT_PREFILL)},NA())",
     "ttft_at_load_s": f"IF(N(arrival_rate)>0,{_ttft_at('arrival_rate', 'ttft_step_at_load_s')},NA())",
     # Cost
     "cost_per_million_tokens": _cost("goodput_rps"),

@@ -106,14 +106,15 @@ def _tpot_top(rate: str) -> str:
     """Upper end of the MoE TPOT search (``analysis.tpot_at_rates_s``): the longest, or the pieces' closed form
     (every expert read) where that is shorter."""
     longest = _longest_tpot(rate)
-    return f"IFERROR(MIN({longest},{_tpot_closed(rate)}),{longest})"
+    return f"IFERROR(MIN({longest},{_tpot_closed(rate, 'prefill_gpu_s')}),{longest})"
 
 
 def _tpot_found(rate: str) -> str:
     """TRUE where a fixed point lies below the longest TPOT (``slo.tpot_at_rate_rows``): t_step(λ A L) <= L (1 - λ t_p)
     and decode has time left (1 - λ t_p > 0)."""
     longest = _longest_tpot(rate)
-    return f"AND({_step(f'{rate}*output_tokens*{longest}')}<={longest}*(1-{rate}*prefill_s),(1-{rate}*prefill_s)>0)"
+    return (f"AND({_step(f'{rate}*output_tokens*{longest}')}<={longest}*(1-{rate}*prefill_gpu_s),"
+            f"(1-{rate}*prefill_gpu_s)>0)")
 
 
 _TPOT_OR_1 = "IF(ISBLANK(tpot_slo_s),1,tpot_slo_s)"  # the library's stand-in promise where none is set
@@ -121,12 +122,12 @@ _TPOT_OR_1 = "IF(ISBLANK(tpot_slo_s),1,tpot_slo_s)"  # the library's stand-in pr
 
 def _moe_rate_evaluate(x: str, c: Cells) -> dict[str, str]:
     return {"decode step": _step(f"{x}*output_tokens*{_TPOT_OR_1}"),
-            "f": _sub(c["decode step"], f"{_TPOT_OR_1}*(1-{x}*prefill_s)")}
+            "f": _sub(c["decode step"], f"{_TPOT_OR_1}*(1-{x}*prefill_gpu_s)")}
 
 
 def _moe_tpot_evaluate(rate: str) -> Callable[[str, Cells], dict[str, str]]:
     def evaluate(s: str, c: Cells) -> dict[str, str]:
-        return {"decode step": _step(f"{rate}*output_tokens*{s}"), "f": _sub(f"{s}*(1-{rate}*prefill_s)",
+        return {"decode step": _step(f"{rate}*output_tokens*{s}"), "f": _sub(f"{s}*(1-{rate}*prefill_gpu_s)",
                                                                               c["decode step"])}
     return evaluate
 
@@ -159,7 +160,7 @@ SOLVERS: list[Solver] = [
            lambda answer, s: f"IF(ISBLANK(ttft_slo_s),NA(),{answer})", _ttft_bracket()),
     Solver("solver_rate_tpot_rps", "requests/s", "MoE: largest λ with t_step(λ A T) <= T (1 - λ t_p) "
            "(slo.max_rate_for_tpot_rows; f = t_step(λ A T) - T (1 - λ t_p))", RATE_RTOL,
-           "MIN(1/prefill_s,MAX(ceiling_rps,0)*2+1E-9)", lambda s: "ISBLANK(tpot_slo_s)", ("decode step",),
+           "MIN(1/prefill_gpu_s,MAX(ceiling_rps,0)*2+1E-9)", lambda s: "ISBLANK(tpot_slo_s)", ("decode step",),
            _moe_rate_evaluate, lambda answer, s: f"IF(ISBLANK(tpot_slo_s),NA(),{answer})"),
     Solver("solver_tpot_at_goodput_s", "s", "MoE: smallest TPOT s with t_step(λ A s) <= s (1 - λ t_p) at the goodput "
            "(slo.tpot_at_rate_rows; f = s (1 - λ t_p) - t_step(λ A s))", RATE_RTOL, _tpot_top("goodput_rps"),

@@ -8,14 +8,15 @@ from pathlib import Path
 import numpy as np
 import xlsxwriter
 
+from .. import engines
 from .._numeric import finite_or_none
-from ..analysis import INTERMEDIATES, RESULTS, analyse
+from ..analysis import INTERMEDIATES, RESULTS, analyse, complete_inputs, step_model
 from ..files import write_atomic
 from ..formatting import SECTIONS, human_unit_of
 from ..report import Report, Value, flat_inputs, unset_inputs
 from ..solve import SolveTrace
 from .cells import Exact, Formats, Worksheet, cached, header, is_count
-from .formulas import FORMULAS
+from .formulas import FORMULAS, WORKBOOK_INTERMEDIATES
 from .solver import write_solver_sheet
 from .summary import write_summary_sheet
 
@@ -24,8 +25,22 @@ def library_run(report: Report) -> tuple[dict[str, Value | bool], dict[str, Solv
     """The library's intermediates (``analysis.INTERMEDIATES``, plain values) and its solves' traces on the report's
     scenario: what the Results and Solver sheets cache."""
     traces: dict[str, SolveTrace] = {}
-    values = analyse(flat_inputs(report.scenario), intermediates=True, trace=traces)
-    return {key: _plain(values[key]) for key in INTERMEDIATES}, traces
+    inputs = flat_inputs(report.scenario)
+    values = analyse(inputs, intermediates=True, trace=traces)
+    values.update(workbook_intermediates(inputs, values))
+    return {key: _plain(values[key]) for key in (*INTERMEDIATES, *WORKBOOK_INTERMEDIATES)}, traces
+
+
+def workbook_intermediates(inputs: dict[str, float], values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``WORKBOOK_INTERMEDIATES`` the library computes inside ``analysis._analyse`` without returning them, from
+    the same functions: ``prefill_gpu_s``, the GPU time a prompt costs the others (``engines.batched_prefill_s`` on
+    ``StepModel.prefill_s`` where prompts are batched, else the prefill)."""
+    x = complete_inputs(inputs)
+    if not x["batched_prefill"] > 0:
+        return {"prefill_gpu_s": values["prefill_s"]}
+    model, _ = step_model(x, x["prompt_tokens"] + x["output_tokens"] / 2.0)
+    return {"prefill_gpu_s": engines.batched_prefill_s(model.prefill_s, values["prefill_tokens"],
+                                                       x["max_batched_tokens"])}
 
 
 def intermediate_values(report: Report) -> dict[str, Value | bool]:
@@ -55,7 +70,7 @@ def result_layout() -> list[tuple[str, list[str]]]:
     if rest:
         sections.append(("Other results", rest))
     sections.append(("Intermediate (named cells the formulas share)",
-                     [k for k in INTERMEDIATES if k not in RESULTS and k in FORMULAS]))
+                     [k for k in (*INTERMEDIATES, *WORKBOOK_INTERMEDIATES) if k not in RESULTS and k in FORMULAS]))
     return sections
 
 
@@ -72,6 +87,7 @@ def _write_report_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report) -> 
         ("binding resource", report.binding["resource"]), ("binding", report.binding["summary"]),
         ("how to use", "Edit the yellow cells on the Inputs sheet (blank = not set); every value on the Results "
                        "sheet is a live formula over the named inputs. #N/A = undefined or unbounded.")]
+    rows += engine_rows(report)
     rows += [(f"assumption {i}", text) for i, text in enumerate(report.assumptions, 1)]
     rows += [(f"note {i}", text) for i, text in enumerate(report.notes, 1)]
     ws.write_string(0, 0, "Sizing report", f.title)
@@ -165,12 +181,14 @@ def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, 
         ws.write_string(row, 0, section, f.section)
         row += 1
         for key in keys:
-            if key not in FORMULAS:
-                continue  # a result this workbook cannot express yet; its value is in the JSON and CSV
-            unit, meaning = RESULTS.get(key) or INTERMEDIATES[key]
+            unit, meaning = RESULTS.get(key) or INTERMEDIATES.get(key) or WORKBOOK_INTERMEDIATES[key]
             ws.write_string(row, 0, key)
-            ws.write_formula(row, 1, "=" + FORMULAS[key], f.count if is_count(key, unit) else f.value,
-                             cached(values.get(key)))
+            if key in FORMULAS:
+                ws.write_formula(row, 1, "=" + FORMULAS[key], f.count if is_count(key, unit) else f.value,
+                                 cached(values.get(key)))
+            else:  # no formula expresses it: the library's value, said to be one (never a different number)
+                _write_library_value(ws, row, values.get(key), f.value)
+                meaning = f"{NO_FORMULA} {meaning}"
             ws.write_string(row, 2, unit)
             ws.write_string(row, 3, meaning)
             formula, human = to_human_formula(f"B{row + 1}", key, unit, binary)
@@ -179,6 +197,52 @@ def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, 
             ws.write_string(row, 5, human)
             wb.define_name(key, f"=Results!$B${row + 1}")
             row += 1
+
+
+#: Label of a value the workbook cannot compute: written as the library's number, and the cell says so.
+NO_FORMULA = "LIBRARY VALUE, NOT A FORMULA: the workbook cannot express this result, and editing inputs leaves it."
+
+
+def _write_library_value(ws, row: int, value: object, style) -> None:
+    value = cached(value)
+    if isinstance(value, bool):
+        ws.write_boolean(row, 1, value, style)
+    elif isinstance(value, str):
+        ws.write_string(row, 1, value, style)
+    else:
+        ws.write_number(row, 1, value, style)
+    ws.write_comment(row, 1, NO_FORMULA)
+
+
+def engine_rows(report: Report) -> list[tuple[str, str]]:
+    """Report-sheet rows on the engine profile: each rule the library applies, and how the workbook takes it (a
+    live formula, or an input the engine derived at export that no formula recomputes when other inputs change)."""
+    s = report.scenario
+    x = complete_inputs(flat_inputs(s))
+    live, fixed = [], []
+    if x["kv_free_fraction"] > 0:
+        live.append("KV pool = kv_free_fraction x (gpu_memory_bytes - weight_bytes_per_gpu - reserved_bytes) "
+                    "(engines.pool_bytes_of_free; memory_utilization is then unused)")
+    if x["batched_prefill"] > 0:
+        live.append("prompts batched into prefill passes of max_batched_tokens tokens: prefill_gpu_s, a prompt's "
+                    "share of such a pass, sets the ceiling and the TPOT; TTFT waits for the plain prefill_s "
+                    "(engines.batched_prefill_s)")
+    if x["bandwidth_half_bytes"] > 0 or x["flops_half_tokens"] > 0:
+        live.append("efficiency curves: every pass moves its bytes plus layers x bandwidth_half_bytes and its tokens "
+                    "plus flops_half_tokens at the plateau bandwidth and flops (roofline.curve_amount)")
+        fixed.append("bandwidth_half_bytes (the kernels' fixed time per layer x the peak bandwidth), bandwidth and "
+                     "flops (peak x the fitted efficiency) were computed at export: editing the bandwidth leaves "
+                     "bandwidth_half_bytes as it is")
+    if x["reserved_bytes"] > 0 and any("activation peak" in line for line in s.serving.engine_defaults):
+        fixed.append("reserved_bytes includes the activation peak the engine reserves for max_batched_tokens tokens "
+                     "(engines.activation_peak_bytes, from the model's hidden and intermediate sizes, not inputs "
+                     "here): editing max_batched_tokens leaves reserved_bytes as it is")
+    if not s.serving.engine and not live:
+        return []
+    rows = [("engine", f"{s.serving.engine or 'none'}: every rule below is applied on the Results sheet")]
+    rows += [(f"engine rule {i} (formula)", text) for i, text in enumerate(live, 1)]
+    rows += [(f"engine input {i} (value)", text) for i, text in enumerate(fixed, 1)]
+    return rows
 
 
 def workbook_bytes(report: Report) -> bytes:
