@@ -21,7 +21,6 @@ from app_views.state import (
     UNITS,
     Origin,
     catalog_value,
-    change_name,
     changes,
     choose,
     default_value,
@@ -288,13 +287,16 @@ def notice(where: Any) -> None:
     unit = d.get("units", "GB") if d.get("units") in UNITS else "GB"
     values = widget_values(d)
     listed = "; ".join(f"{_said(key, values[key], unit)} ({_from(key)})" for key in keys)
-    shown = "" if st.session_state.get(MORE) else ", not shown in the sidebar"
-    text = f"Inputs you did not set{shown}, that differ from their defaults: {listed}."
+    if st.session_state.get(MORE):
+        text = f"Not set by you, away from their defaults: {listed}. This sizing uses them; reset each below."
+    else:
+        text = (f"Not shown in the sidebar and not set by you: {listed}. This sizing uses them; reset each to its "
+                f"default, or show all inputs to see them.")
     moved = changes(d, st.session_state["base"])
     (where.warning if moved else where.info)(plain(text), icon="⚠️" if moved else "ℹ️")
     row = where.container(horizontal=True, gap="small")
     for key in keys:
-        row.button(f"Reset {change_name(key)} to {_said(key, default_value(d, key), unit)}", key=f"silent_reset_{key}",
+        row.button(f"Reset to {_said(key, default_value(d, key), unit)}", key=f"silent_reset_{key}",
                    on_click=on_default, args=(key,))
     if not st.session_state.get(MORE):
         row.button("Show all inputs", key="silent_reveal", on_click=on_reveal)

@@ -1,7 +1,8 @@
 """One sizing report, rendered as JSON or CSV (``xlsx.py`` renders the same report as a workbook).
 
 A ``Report`` holds the scenario name, every flat input of ``analysis.INPUTS`` with its
-value in base units, unit and source (a catalog citation, "user", "default" or
+value in base units, unit and source (a catalog citation, "user", the scenario's own
+``sources`` entry such as "preset: chat", "engine profile: vllm: ...", "default" or
 "derived"), every result of ``analysis.RESULTS`` with value and unit, the binding
 resource, the assumptions, the tool version and the date. Values stay in base units
 (bytes, seconds, requests/s) in every export; ``units`` (GB or GiB) only says how the
@@ -132,6 +133,8 @@ def input_sources(scenario: Scenario) -> dict[str, str]:
                             else "default: prompt + output tokens")
         elif key == "price_per_hour":
             sources[key] = _price_source(g.name) or citation
+        elif _engine_line(scenario, key):
+            sources[key] = f"engine profile: {_engine_line(scenario, key)}"
         elif key in INPUT_DEFAULTS and values[key] == INPUT_DEFAULTS[key]:
             sources[key] = "default"  # an extension input left at the value that changes nothing
         elif citation != "user":
@@ -148,6 +151,22 @@ def _entry_source(scenario: Scenario, kind: str) -> str:
     if source != "user":
         return source
     return _declared(scenario.raw, kind, "name|layers" if kind == "model" else "name|memory") or source
+
+
+#: Flat input -> how the engine profile's line for it begins (``engines.apply``), after "<engine>: ".
+_ENGINE_LINES = {"memory_utilization": ("gpu_memory_utilization", "mem_fraction_static", "KV pool ="),
+                 "max_num_seqs": ("max_num_seqs",), "block_size": ("block size",),
+                 "step_overhead_s": ("step overhead",), "reserved_bytes": ("activation peak ",),
+                 "allreduce_latency_s": ("all-reduce latency",)}
+
+
+def _engine_line(scenario: Scenario, key: str) -> str | None:
+    """The engine profile's line for a value it supplied ("vllm: max_num_seqs 1024"), or None."""
+    for line in scenario.serving.engine_defaults:
+        said = line.split(": ", 1)[-1]
+        if said.startswith(_ENGINE_LINES.get(key, ())) and "not reserved" not in said:
+            return line
+    return None
 
 
 def _price_source(gpu_name: str) -> str | None:

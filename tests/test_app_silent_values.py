@@ -124,3 +124,28 @@ def test_departures_and_changes():
     assert changes(base, base) == []
     doc = {**base, "workload": {**base["workload"], "output_tokens": 10}}
     assert changes(doc, base) == ["answer length"]
+
+
+# ---------------------------------------------------------------- the library's side: a value's true source
+
+
+def test_a_scenarios_sources_section_and_an_engine_profile_name_their_values_in_the_report():
+    from capacity.report import input_sources as report_sources
+
+    data = preset_documents()["chat assistant, llama-3.1-8b on 1 x H100 SXM"]
+    data["serving"] = {"engine": "vllm"}
+    data["sources"] = {"workload.prompt_tokens": "preset: chat"}
+    found = report_sources(Scenario.from_dict(data))
+    assert found["prompt_tokens"] == "preset: chat" and found["output_tokens"] == "user"
+    assert found["max_num_seqs"] == "engine profile: vllm: max_num_seqs 1024"  # was "default"
+    assert found["memory_utilization"] == "engine profile: vllm: gpu_memory_utilization 0.9"
+
+
+def test_a_malformed_sources_section_is_named():
+    import pytest
+
+    from capacity import ScenarioError
+
+    data = preset_documents()[ESSAY_000]
+    with pytest.raises(ScenarioError, match="sources must map field paths to text"):
+        Scenario.from_dict({**data, "sources": ["preset"]})
