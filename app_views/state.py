@@ -8,7 +8,10 @@ A value derived from a catalog entry (weights from parameters x dtype, the conte
 efficiencies and price) is absent from the mapping until the user overrides it; absent means the library
 takes the catalog value, so it follows the model and GPU choice. An override is present, marked in the
 sidebar, and removed by "use the catalog value". A preset's overrides are the preset's: choosing another
-model or GPU drops them; overrides the user typed stay.
+model or GPU drops them; overrides the user typed stay. A preset's workload values (a shared prefix) stay with
+a new model: they describe the traffic, not the model. None is silent (issue 27): a hidden value the user did not
+set that differs from its default is named above the views with where it came from (``sources``, ``departures``),
+and the reports give that origin as its source (``with_sources``); the saved file and the link stay the mapping.
 
 The share link carries the same mapping: one URL parameter per widget (the mapping's own text, so it
 round-trips exactly), ``name``, ``view``, and ``extra`` (JSON) for keys no widget shows. No formula here.
