@@ -103,12 +103,13 @@ def main() -> None:
             f"view {view_from_link!r} from the link is not one of {', '.join(VIEWS)}")
     if st.session_state.get("view") not in VIEWS:
         st.session_state["view"] = next(iter(VIEWS))
-    scenario_json = json.dumps(doc, sort_keys=True, default=str)
+    scenario_json = json.dumps(sidebar.scenario_doc(), sort_keys=True, default=str)  # with each value's source
     name = str(doc.get("name") or "sizing")
 
     st.title("LLM serving capacity planner")
     for text in sidebar._messages().get("link", []):
         st.warning(plain(text))
+    sidebar.notice(st)  # the values the user did not set, named where they look (issue 27)
     try:
         results, problems = evaluate(scenario_json)
     except BudgetExceeded as exc:

@@ -19,23 +19,32 @@ from app_views.state import (
     FIELDS,
     KV_DTYPES,
     UNITS,
+    Origin,
     catalog_value,
+    changes,
     choose,
+    default_value,
+    departures,
     doc_from_link,
     is_custom,
     load_text,
     named_by_user,
+    origin_phrase,
     overridden,
     preset_documents,
     presets,
+    reset_to_default,
     set_value,
     sizing_name,
+    sources,
     widget_values,
+    with_sources,
 )
 from app_views.text import plain
 from capacity import catalog
 from capacity.errors import ScenarioError
 from capacity.hf_config import model_from_text
+from capacity.scenario import RESERVES
 
 PRESETS = presets()
 MAX_UPLOAD_BYTES = 1_000_000
@@ -67,6 +76,14 @@ def sync(whole: bool = True) -> None:
             st.session_state[key] = value
 
 
+def _began(origin: Origin) -> None:
+    """The sizing now in ``doc`` is where it starts (a preset, a link, a file): its values are ``origin``'s until the
+    user sets them on screen (``typed``)."""
+    st.session_state["base"] = copy.deepcopy(doc())
+    st.session_state["origin"] = origin
+    st.session_state["typed"] = set()
+
+
 def start(params: dict[str, str]) -> None:
     """First run: the first preset, then a share link's sizing and view on top (each unusable value named)."""
     first = next(iter(PRESETS))
@@ -81,8 +98,10 @@ def start(params: dict[str, str]) -> None:
         st.session_state["user_set"] = set(overridden(new)) | ({"name"} if named_by_user(new) else set())
         messages["link"] = problems
         _mark_loaded("the share link")
+        _began(("share link", ""))
     else:
         st.session_state["doc"] = preset_doc(first)
+        _began(("preset", first))
     follow_name()
     st.session_state["view_from_link"] = params.get("view")
     sync()
@@ -110,6 +129,7 @@ def on_preset() -> None:
     st.session_state.pop("loaded_from", None)
     st.session_state["doc"] = preset_doc(st.session_state["preset"])
     st.session_state["user_set"] = set()
+    _began(("preset", st.session_state["preset"]))
     _messages().clear()
     follow_name()
     sync()
@@ -118,16 +138,32 @@ def on_preset() -> None:
 def on_field(key: str) -> None:
     messages = _messages()
     messages.pop(key, None)
+    messages.pop("silent", None)
     try:
         set_value(doc(), key, st.session_state[key])
         st.session_state["user_set"].add(key)
+        st.session_state["typed"].add(key)
     except (ScenarioError, ValueError, TypeError) as exc:
         messages[key] = [str(exc)]
+    if key == "prompt_tokens":
+        _fit_prefix()
     follow_name()
     sync()
 
 
+def _fit_prefix() -> None:
+    """A shared prefix the user never set, longer than the prompt they just typed, goes back to none (it belonged
+    to the preset's, link's or file's prompt), and the page says so; one the user set stays, and is flagged."""
+    values = widget_values(doc())
+    prefix, prompt = values["shared_prefix_tokens"], values["prompt_tokens"]
+    if prefix > prompt and "shared_prefix_tokens" not in st.session_state["typed"]:
+        said = f"shared prefix {prefix:,} tokens ({_from('shared_prefix_tokens')})"
+        reset_to_default(doc(), "shared_prefix_tokens")
+        _messages()["silent"] = [f"{said} is longer than the prompt ({prompt:,} tokens): reset to none"]
+
+
 def on_choice(kind: str) -> None:
+    st.session_state["typed"].add(kind)
     choose(doc(), kind, st.session_state[kind], keep=st.session_state["user_set"])
     if st.session_state[kind] == CUSTOM:
         st.session_state[MORE] = True  # a custom model's (GPU's) numbers are the user's to type: show them
@@ -187,11 +223,83 @@ def load_doc(new: dict[str, Any], note: str = "", origin: str = "a file") -> Non
     """Make ``new`` the sizing (an uploaded file or a test); its overrides count as the user's."""
     st.session_state["doc"] = new
     _mark_loaded(origin)
+    _began(("file", origin))
     st.session_state["user_set"] = set(overridden(new)) | ({"name"} if named_by_user(new) else set())
     follow_name()
     if note:
         _messages()["loaded"] = [note]
     sync()
+
+
+# ---------------------------------------------------------------- values the user did not set (issue 27)
+
+
+def scenario_doc() -> dict[str, Any]:
+    """The mapping the page evaluates and the reports describe: the sizing with each value's true source."""
+    state = st.session_state
+    return with_sources(doc(), state["base"], state["origin"], state["typed"])
+
+
+def _from(key: str) -> str:
+    """Where a value the user did not set came from: "from the preset 'chat'" ("not set by you" if unknown)."""
+    state = st.session_state
+    found = sources(doc(), state["base"], state["origin"], state["typed"])
+    paths = [FIELDS[key].dotted] if key != "reserve_mem" else [f"serving.{k}" for k in RESERVES]
+    return f"from {origin_phrase(state['origin'])}" if any(p in found for p in paths) else "not set by you"
+
+
+def silent() -> list[str]:
+    """The hidden inputs whose value differs from its default or catalog value and that the user did not set on
+    screen: a preset's, a link's or a file's values, which change the answer unseen unless the page names them."""
+    typed = st.session_state["typed"]
+    return [key for key in departures(doc(), ON_DEMAND) if key not in typed]
+
+
+def _said(key: str, value: Any, unit: str) -> str:
+    """One input as the hidden-inputs caption words it ("shared prefix 1,200 tokens")."""
+    if key == "max_num_seqs" and not value:
+        return "max running: no cap"
+    return SUMMARY[key].format(value, unit=unit)
+
+
+def on_default(key: str) -> None:
+    reset_to_default(doc(), key)
+    st.session_state["typed"].add(key)
+    st.session_state["user_set"].discard(key)
+    _messages().pop("silent", None)
+    sync()
+
+
+def on_reveal() -> None:
+    st.session_state[MORE] = True
+
+
+def notice(where: Any) -> None:
+    """Above the views: each value the user did not set that differs from its default, with its unit and where
+    it came from, a button back to each default and one to show them. A warning once the sizing has moved away
+    from where it started (the preset's values now apply to a sizing the preset did not describe), else a note."""
+    for text in _messages().get("silent", []):
+        where.warning(plain(text))
+    keys = silent()
+    if not keys:
+        return
+    d = doc()
+    unit = d.get("units", "GB") if d.get("units") in UNITS else "GB"
+    values = widget_values(d)
+    listed = "; ".join(f"{_said(key, values[key], unit)} ({_from(key)})" for key in keys)
+    if st.session_state.get(MORE):
+        text = f"Not set by you, away from their defaults: {listed}. This sizing uses them; reset each below."
+    else:
+        text = (f"Not shown in the sidebar and not set by you: {listed}. This sizing uses them; reset each to its "
+                f"default, or show all inputs to see them.")
+    moved = changes(d, st.session_state["base"])
+    (where.warning if moved else where.info)(plain(text), icon="⚠️" if moved else "ℹ️")
+    row = where.container(horizontal=True, gap="small")
+    for key in keys:
+        row.button(f"Reset to {_said(key, default_value(d, key), unit)}", key=f"silent_reset_{key}",
+                   on_click=on_default, args=(key,))
+    if not st.session_state.get(MORE):
+        row.button("Show all inputs", key="silent_reveal", on_click=on_reveal)
 
 
 # ---------------------------------------------------------------- drawing
@@ -319,6 +427,9 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
     sb.selectbox("Start from a preset", [*PRESETS, *([loaded] if loaded else [])], key="preset", on_change=on_preset,
                  help="A starting point: every value below is yours to change. A loaded file or share link shows "
                       "as where it came from.")
+    moved = changes(d, st.session_state["base"])
+    if moved:
+        sb.info(plain(f"Modified from {origin_phrase(st.session_state['origin'])}: {', '.join(moved)}"))
     sb.text_input("Scenario name", key="name", max_chars=120, on_change=on_field, args=("name",),
                   help="Names the saved file, the reports and the link.")
     sb.radio("Byte units", UNITS, key="units", horizontal=True, on_change=on_field, args=("units",),

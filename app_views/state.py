@@ -8,7 +8,10 @@ A value derived from a catalog entry (weights from parameters x dtype, the conte
 efficiencies and price) is absent from the mapping until the user overrides it; absent means the library
 takes the catalog value, so it follows the model and GPU choice. An override is present, marked in the
 sidebar, and removed by "use the catalog value". A preset's overrides are the preset's: choosing another
-model or GPU drops them; overrides the user typed stay.
+model or GPU drops them; overrides the user typed stay. A preset's workload values (a shared prefix) stay with
+a new model: they describe the traffic, not the model. None is silent (issue 27): a hidden value the user did not
+set that differs from its default is named above the views with where it came from (``sources``, ``departures``),
+and the reports give that origin as its source (``with_sources``); the saved file and the link stay the mapping.
 
 The share link carries the same mapping: one URL parameter per widget (the mapping's own text, so it
 round-trips exactly), ``name``, ``view``, and ``extra`` (JSON) for keys no widget shows. No formula here.
@@ -468,6 +471,102 @@ def named_by_user(doc: Mapping[str, Any]) -> bool:
 _MODEL_SHAPE = ("attention_heads", "max_position_embeddings", "attention", "kv_lora_rank", "qk_rope_head_dim",
                 "sliding_window", "sliding_window_layers", "local_layers", "num_experts", "experts_per_token",
                 "active_params", "hidden_size", "attention_layers")
+
+
+# ---------------------------------------------------------------- where each value came from (issue 27)
+
+#: Where a sizing started: ("preset", its name), ("share link", ""), ("file", its name).
+Origin = tuple[str, str]
+
+
+def origin_phrase(origin: Origin) -> str:
+    """The origin in a sentence: "the preset 'chat'", "the share link", "the file acme.yaml"."""
+    kind, name = origin
+    return {"preset": f"the preset '{name}'", "file": f"the file {name}"}.get(kind, f"the {kind}")
+
+
+def origin_source(origin: Origin) -> str:
+    """The origin as a report's source column gives it: "preset: chat", "share link", "file: acme.yaml"."""
+    kind, name = origin
+    return f"{kind}: {name}" if name else kind
+
+
+def _leaves(doc: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Every value of the mapping by its path (lists are one value)."""
+    out: dict[tuple[str, ...], Any] = {}
+    for key, value in doc.items():
+        if isinstance(value, Mapping):
+            out.update(_leaves(value, (*prefix, str(key))))
+        else:
+            out[(*prefix, str(key))] = value
+    return out
+
+
+def typed_paths(typed: set[str]) -> set[tuple[str, ...]]:
+    """The mapping paths of the widgets the user set on screen (``typed``: widget keys)."""
+    paths = {FIELDS[key].path for key in typed if key in FIELDS}
+    if "reserve_mem" in typed:
+        paths |= {("serving", other) for other in RESERVES}
+    return paths
+
+
+def sources(doc: Mapping[str, Any], base: Mapping[str, Any], origin: Origin, typed: set[str]) -> dict[str, str]:
+    """Field path -> where its value came from, for the values the user did not set: those ``doc`` holds as the
+    sizing it started from (``base``: a preset, a link, a file) held them. A value the user typed, chose, or changed
+    another way (a new model's section) is the user's: no entry."""
+    mine, then = typed_paths(typed), _leaves(base)
+    return {".".join(path): origin_source(origin) for path, value in _leaves(doc).items()
+            if path[0] not in ("name", "units", "description", "sources") and path not in mine
+            and path in then and then[path] == value}
+
+
+def with_sources(doc: Mapping[str, Any], base: Mapping[str, Any], origin: Origin, typed: set[str]) -> dict[str, Any]:
+    """The mapping the app evaluates and reports: ``doc`` with its ``sources`` section (what the reports give as
+    each value's source). The saved file and the link stay ``doc``: a file loaded again is that file's."""
+    found = sources(doc, base, origin, typed)
+    return {**doc, "sources": found} if found else dict(doc)
+
+
+def default_value(doc: Mapping[str, Any], key: str) -> Any:
+    """What ``key`` shows without the mapping's value: the library's default, or the catalog's (computed) value."""
+    field = FIELDS[key]
+    if field.default is not None and not field.follows:
+        return field.default
+    return catalog_value(doc, key)
+
+
+def departures(doc: Mapping[str, Any], keys: Any) -> list[str]:
+    """The widget keys (of ``keys``) whose value differs from its default or catalog value. A custom model's or
+    GPU's own numbers have none to differ from: they are the model (GPU) itself."""
+    values = widget_values(doc)
+    return [key for key in keys if not FIELDS[key].only and not _close(values[key], default_value(doc, key))]
+
+
+def reset_to_default(doc: dict[str, Any], key: str) -> None:
+    """Remove ``key``'s value from the mapping: the library's default or the catalog's value applies."""
+    _delete(doc, FIELDS[key].path)
+    if key == "reserve_mem":
+        for other in RESERVES:
+            _delete(doc, ("serving", other))
+
+
+#: Short names of inputs in "modified from" lines where the widget's label would read oddly.
+CHANGE_NAMES = {"prompt_tokens": "prompt length", "output_tokens": "answer length", "gpu_count": "tensor parallel",
+                "params_b": "parameters", "price_per_hour": "price"}
+
+
+def change_name(key: str) -> str:
+    field = FIELDS[key]
+    return CHANGE_NAMES.get(key) or field.label.split(" (", 1)[0]
+
+
+def changes(doc: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
+    """The inputs in which ``doc`` differs from ``base`` (the preset, link or file it started from), in the user's
+    words ("model", "GPU", "prompt length"). The values that follow a newly chosen model or GPU are not named."""
+    now, then = widget_values(doc), widget_values(base)
+    moved = {kind for kind in ("model", "gpu") if now[kind] != then[kind]}
+    return [change_name(f.key) for f in _FIELDS if f.key not in ("name", "units")
+            and not ({f.only, f.follows} & moved) and not _close(now[f.key], then[f.key])]
 
 
 # ---------------------------------------------------------------- presets, files and links

@@ -1,7 +1,8 @@
 """One sizing report, rendered as JSON or CSV (``xlsx.py`` renders the same report as a workbook).
 
 A ``Report`` holds the scenario name, every flat input of ``analysis.INPUTS`` with its
-value in base units, unit and source (a catalog citation, "user", "default" or
+value in base units, unit and source (a catalog citation, "user", the scenario's own
+``sources`` entry such as "preset: chat", "engine profile: vllm: ...", "default" or
 "derived"), every result of ``analysis.RESULTS`` with value and unit, the binding
 resource, the assumptions, the tool version and the date. Values stay in base units
 (bytes, seconds, requests/s) in every export; ``units`` (GB or GiB) only says how the
@@ -25,7 +26,7 @@ from .analysis import INPUT_DEFAULTS, INPUTS, RESULTS
 from .csv_safe import neutralise
 from .errors import ScenarioError
 from .formatting import human_number, human_unit_of
-from .scenario import Results, Scenario
+from .scenario import Results, Scenario, declared_sources
 from .sizing import SIZING_RESULTS, Sizing, size
 from .specs import BYTES_PER_WEIGHT, GPU_FIELDS, MODEL_FIELDS, SERVING_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS
 
@@ -108,8 +109,15 @@ def _given(raw: Mapping[str, Any], section: str, key: str) -> bool:
     return isinstance(block, Mapping) and any(block.get(k) is not None for k in key.split("|"))
 
 
+def _declared(raw: Mapping[str, Any], section: str, key: str) -> str | None:
+    """The scenario's own ``sources`` entry for a value it gives (a preset's, a share link's), if any."""
+    declared = declared_sources(raw)
+    return next((declared[f"{section}.{k}"] for k in key.split("|") if f"{section}.{k}" in declared), None)
+
+
 def input_sources(scenario: Scenario) -> dict[str, str]:
-    """Where each flat input came from: "user", a catalog citation, "default", "derived: ..." or "not set"."""
+    """Where each flat input came from: "user" (or the scenario's ``sources`` entry for it, such as "preset: chat"),
+    a catalog citation, "default", "derived: ..." or "not set"."""
     raw, m, g = scenario.raw, scenario.model, scenario.gpu
     unset, values = unset_inputs(scenario), flat_inputs(scenario)
     sources: dict[str, str] = {}
@@ -119,7 +127,7 @@ def input_sources(scenario: Scenario) -> dict[str, str]:
         if key in unset:
             sources[key] = "not set"
         elif not raw or _given(raw, section, yaml_key):
-            sources[key] = "user"
+            sources[key] = _declared(raw, section, yaml_key) or "user"
         elif key == "weight_bytes":
             sources[key] = f"derived: params x {BYTES_PER_WEIGHT[m.weight_dtype]:g} B per weight ({m.weight_dtype})"
         elif key == "max_model_len":
@@ -127,6 +135,8 @@ def input_sources(scenario: Scenario) -> dict[str, str]:
                             else "default: prompt + output tokens")
         elif key == "price_per_hour":
             sources[key] = _price_source(g.name) or citation
+        elif _engine_line(scenario, key):
+            sources[key] = f"engine profile: {_engine_line(scenario, key)}"
         elif key in INPUT_DEFAULTS and values[key] == INPUT_DEFAULTS[key]:
             sources[key] = "default"  # an extension input left at the value that changes nothing
         elif citation != "user":
@@ -134,6 +144,31 @@ def input_sources(scenario: Scenario) -> dict[str, str]:
         else:
             sources[key] = "default"
     return sources
+
+
+def _entry_source(scenario: Scenario, kind: str) -> str:
+    """Where the model (or GPU) came from: its catalog citation, else the scenario's ``sources`` entry for its
+    name or its own numbers (a preset's custom model), else "user"."""
+    source = scenario.model.source if kind == "model" else scenario.gpu.source
+    if source != "user":
+        return source
+    return _declared(scenario.raw, kind, "name|layers" if kind == "model" else "name|memory") or source
+
+
+#: Flat input -> how the engine profile's line for it begins (``engines.apply``), after "<engine>: ".
+_ENGINE_LINES = {"memory_utilization": ("gpu_memory_utilization", "mem_fraction_static", "KV pool ="),
+                 "max_num_seqs": ("max_num_seqs",), "block_size": ("block size",),
+                 "step_overhead_s": ("step overhead",), "reserved_bytes": ("activation peak ",),
+                 "allreduce_latency_s": ("all-reduce latency",)}
+
+
+def _engine_line(scenario: Scenario, key: str) -> str | None:
+    """The engine profile's line for a value it supplied ("vllm: max_num_seqs 1024"), or None."""
+    for line in scenario.serving.engine_defaults:
+        said = line.split(": ", 1)[-1]
+        if said.startswith(_ENGINE_LINES.get(key, ())) and "not reserved" not in said:
+            return line
+    return None
 
 
 def _price_source(gpu_name: str) -> str | None:
@@ -321,7 +356,8 @@ def csv_rows(report: Report) -> list[tuple[str, str, Value, str, str]]:
         ("report", "name", report.name, "", ""), ("report", "tool_version", report.tool_version, "", ""),
         ("report", "date", report.date, "", ""),
         ("report", "byte_units", s.units, "", "GiB = 2^30 B, GB = 1e9 B; values below are in B"),
-        ("report", "model", s.model.name, "", s.model.source), ("report", "gpu", s.gpu.name, "", s.gpu.source)]
+        ("report", "model", s.model.name, "", _entry_source(s, "model")),
+        ("report", "gpu", s.gpu.name, "", _entry_source(s, "gpu"))]
     rows += [("input", q.key, q.value, q.unit, q.source) for q in report.inputs]
     rows += [("result", q.key, q.value, q.unit, "") for q in report.outputs]
     rows += [("binding", key, value, "", "") for key, value in report.binding.items()]

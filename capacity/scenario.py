@@ -20,7 +20,7 @@ from ._numeric import finite_or_none
 from .analysis import INPUTS, RESULTS, analyse
 from .checks import input_problems
 from .engines import ALIASES
-from .errors import ScenarioError
+from .errors import ScenarioError, show
 from .profiles import resolve_profile
 from .quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from .quantisation import weight_bytes as scheme_weight_bytes
@@ -49,7 +49,22 @@ from .yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
 
 TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation", "workloads",
-             "fleet"}
+             "fleet", "sources"}
+
+
+def declared_sources(data: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, str]:
+    """The optional ``sources`` section: field path -> where its value came from, when not the user who wrote the
+    file ({"workload.shared_prefix_tokens": "preset: essay 000 worked example"}). Reports show it as the value's
+    source; a malformed section is a problem (``problems``) and reads as empty."""
+    found = data.get("sources")
+    if found is None:
+        return {}
+    if not isinstance(found, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+        if problems is not None:
+            problems.append("sources must map field paths to text (workload.shared_prefix_tokens: preset: chat), "
+                            f"got {show(found)}")
+        return {}
+    return dict(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +93,7 @@ class Scenario:
         for key in data:
             if key not in TOP_LEVEL:
                 problems.append(f"{key} is not a known scenario section; allowed: {', '.join(sorted(TOP_LEVEL))}")
+        declared_sources(data, problems)
         classes = _workload_classes(data, problems)
         for required in ("model", "gpu", "workload"):
             if data.get(required) is None and not (required == "workload" and classes):
