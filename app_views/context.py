@@ -19,7 +19,7 @@ class Context:
     unit: str                  # "GB" or "GiB": how bytes are shown
     headroom: float            # spare capacity every fleet is sized with [fraction]
     peak_factor: float         # design load over the entered load [-]
-    sizing: Sizing             # the one answer (``capacity.sizing.size``) every view renders its fleet figures from
+    sizing: Sizing = None  # type: ignore[assignment]  # the one answer (``capacity.sizing.size``) every view renders its fleet figures from
 
     @property
     def binary(self) -> bool:

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_views.state import doc_from_link, link_params, load_text, to_yaml
 from capacity import Scenario, ScenarioError
-from capacity.fleet import fleet_for_load, fleet_options
+from capacity.fleet import fleet_options
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -55,9 +55,13 @@ def test_headroom_and_peak_factor_are_saved_in_the_scenario_and_size_the_headlin
     assert data["fleet"] == {"headroom": 0.3, "peak_factor": 3.0}
     results = Scenario.from_dict(data).evaluate()
     assert results.scenario.fleet.headroom == 0.3 and results.scenario.fleet.peak_factor == 3.0
-    fleet = fleet_for_load(results, 10.0, 3.0, 0.3)  # the entered 10 requests/s x 3, 30% spare
-    info = " ".join(i.value for i in at.info).replace("\\", "")  # shown escaped (app_views.text.plain)
-    assert f"{fleet.replicas:,} replicas" in info and "peak factor 3" in info and "30% headroom" in info
+    from capacity.answer import answer
+    from capacity.sizing import size
+
+    z = size(results.scenario, results)  # the entered 10 requests/s x 3, 30% spare: the one answer
+    assert z.design_load_rps == 30.0 and z.headroom == 0.3
+    shown = " ".join(m.value for m in at.markdown).replace("\\", "")  # shown escaped (app_views.text.plain)
+    assert answer(z) in shown and "peak x3, 30% headroom" in shown
     at.sidebar.number_input(key="headroom_pct").set_value(0.0).run()
     assert "headroom" not in saved(at)["fleet"]  # 0 % is the library's default: left out, as the CLI reads it
 

@@ -42,8 +42,8 @@ def test_report_opens_offline_draws_charts_and_prints(tmp_path):
             assert all(url.startswith("file://") for url in requests), requests
             assert page.locator(".chart .main-svg").count() >= 3 * 2  # Plotly draws two SVG layers per chart
             assert page.locator('[data-key="fleet:gpus"]').inner_text() == f"{expected.fleet.gpus:,}"
-            goodput = page.locator('[data-key="result:goodput_rps"]').first.inner_text()
-            assert goodput == f"{results['goodput_rps']:,.2f} req/s"
+            goodput = page.locator('[data-key="sizing:replica_goodput_rps"]').first.inner_text()
+            assert goodput == f"{expected.sizing.replica_goodput_rps:,.2f} req/s"
             assert "How sure we are" in page.inner_text("body")
             page.screenshot(path=str(artifacts / "report.png"), full_page=True)
             page.emulate_media(media="print")
