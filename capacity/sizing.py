@@ -485,7 +485,6 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
     mapping = dict(scenario.raw) if scenario.raw else None
     if load and mapping is not None:
         built, skipped = layout_scenarios(mapping, None, tps)
-        built = [(label, tp, s) for label, tp, s in built]
     else:  # without a load (or a scenario built in code) the scenario's own layout
         built, skipped = [(scenario.gpu.name, scenario.gpu.count, scenario)], []
     own = next((i for i, (_, tp, _) in enumerate(built) if tp == scenario.gpu.count), None)
@@ -507,8 +506,8 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
     if load:
         check_plan(load, peak, headroom)
         opts = size_options(x, design, headroom, modes, target=load, promise_rps=promise_rps)
-        offered = ~np.char.startswith(opts["problem"].astype(str), "percentile")
-        ranked = order(opts["meets_slo"] & offered, _cost_key(opts), opts["tpot_at_design_s"], opts["gpus"])
+        # Options not offered (percentile promises on chunked or pooled serving) never meet the promises.
+        ranked = order(opts["meets_slo"], _cost_key(opts), opts["tpot_at_design_s"], opts["gpus"])
         chosen = int(ranked[0])
         keeps = bool(opts["meets_slo"][chosen])
     else:
