@@ -10,9 +10,9 @@ import streamlit as st
 
 from app_views import charts
 from app_views.context import Context
-from capacity import catalog
-from capacity.compare import compare
-from capacity.formatting import format_value
+from capacity.inputs import catalog
+from capacity.planning.compare import compare
+from capacity.render.formatting import format_value
 
 #: Table columns shown, with headers in words and units.
 HEADERS = {"model": "model", "gpu": "GPU", "max_requests_shared_prefix": "requests that fit",
