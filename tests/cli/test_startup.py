@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import EXTERNAL, main
+from capacity.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
@@ -54,6 +54,8 @@ def test_evaluate_imports_no_pandas_or_fleet() -> None:
 NOT_FOR_EVALUATE = {"capacity.render.report", "capacity.render.xlsx", "capacity.planning.sweep", "capacity.model.frame",
                     "capacity.planning.search",
                     "capacity.cli.fleet_command", "capacity.cli.report_command", "capacity.cli.curve_command",
+                    "capacity.cli.search_command", "capacity.cli.sweep_command", "capacity.cli.calibrate_command",
+                    "capacity.cli.simulate_command",
                     "capacity.render.customer_report", "json", "difflib", "signal"}
 
 
@@ -131,15 +133,15 @@ def test_cli_starts_openblas_with_one_thread_unless_told(user: dict[str, str], e
         assert threads == "1"  # numpy loaded and no BLAS thread started
 
 
-def test_help_lists_external_commands_without_importing_them() -> None:
+def test_help_lists_every_command_without_importing_them() -> None:
     loaded = _modules_after("--help")
-    assert not loaded & {mod for _, mod, _, _ in EXTERNAL.values()}
+    assert not loaded & {mod for _, mod, _, _ in COMMANDS.values()}
 
 
-@pytest.mark.parametrize("name", sorted(EXTERNAL))
-def test_external_help_matches_module(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_help_matches_module(name: str) -> None:
     """The help ``capacity --help`` shows for a lazily imported subcommand is the one its module registers."""
-    help_text, module, adder, runner = EXTERNAL[name]
+    help_text, module, adder, runner = COMMANDS[name]
     sub = argparse.ArgumentParser().add_subparsers()
     getattr(importlib.import_module(module), adder)(sub)
     assert sub._choices_actions[0].help == help_text

@@ -19,8 +19,9 @@ import math
 import pytest
 
 from capacity import ScenarioError
+from capacity.cli.calibrate_command import add_calibrate_command, run_calibrate
 from capacity.planning.calibrate_inputs import parse_scrape, rows_from_scrape, rows_from_vllm_bench, sniff
-from capacity.planning.calibration import add_calibrate_command, calibrate, read_measurements, run_calibrate
+from capacity.planning.calibration import calibrate, read_measurements
 
 N, KV, BW, F = 8_030_261_248, 131_072, 3.35e12, 989.5e12
 E_BW, E_FL, OVERHEAD = 0.8, 0.5, 0.002

@@ -17,16 +17,15 @@ import pytest
 import yaml
 
 from capacity import Scenario, ScenarioError
+from capacity.cli.calibrate_command import add_calibrate_command, run_calibrate
 from capacity.inputs.profiles import apply_profile, get_profile, load_profiles, resolve_profile, save_profile
 from capacity.planning.calibration import (
     FACTORS,
     Factors,
     Observation,
-    add_calibrate_command,
     fit_factors,
     predict,
     read_benchmark_csv,
-    run_calibrate,
     terms_for,
 )
 
