@@ -274,7 +274,8 @@ _INFO = {"aliases", "source", "notes", "params_source", "hf_id", "key", "missing
          "tie_word_embeddings", "num_shared_experts", "moe_intermediate_size", "first_dense_layers",
          "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "flops_bf16",
          "flops_fp8", "flops_int8", "flops_fp16", "memory_usable", "form_factor",
-         "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers"}
+         "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers",
+         "segment", "segment_source"}
 
 MODEL_FIELDS: dict[str, Check] = {
     "name": text, "layers": positive_int, "kv_heads": positive_int, "head_dim": positive_int,

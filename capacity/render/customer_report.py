@@ -110,7 +110,8 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
           headroom: float | None = None,
           date: str | None = None, compare_gpus: Iterable[str] | None = None) -> CustomerReport:
     """Everything the HTML needs. ``target_rps`` defaults to the scenario's arrival rate; ``compare_gpus``
-    (catalog names, default every catalog GPU) are sized beside the scenario's own GPU in the fleet chart."""
+    (catalog names, default the data-center GPUs: ``catalog.customer_gpus``) are sized beside the scenario's own GPU
+    in the fleet chart."""
     from capacity.planning.fleet import fleet_options
 
     found = fleet_answer(results, target_rps, peak_factor, headroom)
@@ -124,7 +125,7 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
         plan = {"peak_factor": sizing.peak_factor, "headroom": sizing.headroom}
         own = fleet_options(mapping, target=found.load_rps, tensor_parallel=tps, modes=modes, **plan)
         own["gpu"] = display_name("gpu", results.scenario.gpu.name) + " (this scenario)"
-        names = [name for name in (catalog.gpus() if compare_gpus is None else compare_gpus)
+        names = [name for name in (catalog.customer_gpus() if compare_gpus is None else compare_gpus)
                  if name != results.scenario.gpu.name]
         others = fleet_options(mapping, target=found.load_rps, gpus=names, **plan) if names else None
         import pandas as pd
