@@ -40,6 +40,7 @@ from capacity.model.scenario import Results
 from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve, mode_rates
 from capacity.render.engine_flags import ENGINES, EngineSettings, engine_settings, model_id, scenario_engine
 from capacity.render.formatting import SECTIONS, format_value, human_number, human_unit
+from capacity.render.glossary import in_words, value_in_words
 from capacity.render.report import Report, build_report, scenario_mapping
 from capacity.render.ticks import linear_ticks, log_ticks
 
@@ -326,8 +327,8 @@ def _inputs_table(cr: CustomerReport) -> str:
             shown = f"{q.value:g} B ({cr.results.scenario.model.kv_dtype})"
         else:
             shown = human_input(q.value, q.unit, binary)
-        meaning = INPUTS[q.key][1].split(" (inf")[0].split("; nan")[0]
-        rows.append(f"<tr><td>{_e(meaning)}<br><code>{_e(q.key)}</code></td>"
+        meaning = in_words(INPUTS[q.key][1].split(" (inf")[0].split("; nan")[0])
+        rows.append(f"<tr><td>{_e(meaning)}</td>"
                     f"<td class='r'>{num('input:' + q.key, q.value, shown)}</td><td>{_source(q.source)}</td></tr>")
     return ("<table><thead><tr><th>input</th><th class='r'>value</th><th>source</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
@@ -359,8 +360,9 @@ def _results_table(cr: CustomerReport) -> str:
     parts = []
     for section, keys in SECTIONS.items():
         rows = "".join(
-            f"<tr><td>{_e(RESULTS[key][1])}<br><code>{_e(key)}</code></td>"
-            f"<td class='r'>{num('result:' + key, r[key], format_value(key, r[key], binary))}</td></tr>"
+            f"<tr><td>{_e(in_words(RESULTS[key][1]))}</td>"
+            f"<td class='r'>{num('result:' + key, r[key], value_in_words(format_value(key, r[key], binary)))}</td>"
+            "</tr>"
             for key in keys if key in r.values)
         parts.append(f"<h3>{_e(section)}</h3><table><tbody>{rows}</tbody></table>")
     return "".join(parts)
@@ -548,10 +550,11 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
                   "<p>No fleet comparison: no GPU type or layout keeps the promises at this load.</p>" if a.load_rps
                   else "<p>No fleet comparison: the scenario gives no arrival rate (<code>workload.arrival_rate</code>,"
                   " or <code>capacity report --arrival-rate</code>).</p>")
-    verdict_items = "".join(f"<li>{_e(line)}</li>" for line in verdict(r))
-    notes = "".join(f"<li>{_e(n)}</li>" for n in a.sizing.notes())
-    assumptions = "".join(f"<li>{_e(t)}</li>" for t in customer_assumptions(r, cr.report))
-    source_rows = "".join(f"<tr><td>{_e(what)}</td><td>{_source(where)}</td></tr>" for what, where in sources(r))
+    verdict_items = "".join(f"<li>{_e(in_words(line))}</li>" for line in verdict(r))
+    notes = "".join(f"<li>{_e(in_words(n))}</li>" for n in a.sizing.notes())
+    assumptions = "".join(f"<li>{_e(in_words(t))}</li>" for t in customer_assumptions(r, cr.report))
+    source_rows = "".join(f"<tr><td>{_e(in_words(what))}</td><td>{_source(where)}</td></tr>"
+                          for what, where in sources(r))
     model, gpu = display_name("model", s.model.name), display_name("gpu", s.gpu.name)
     z = a.sizing
     design = (f"<p>Sized for {num('fleet:design_load_rps', a.fleet.design_load_rps, f'{a.fleet.design_load_rps:,.3g}')}"
