@@ -17,7 +17,7 @@ from . import catalog
 from .engines import ALIASES, ENGINES
 from .errors import ScenarioError, show
 from .memory import BYTES_PER_VALUE
-from .quantisation import SCHEMES, embedding_params
+from .quantisation import SCHEMES, embedding_params, routed_expert_params
 from .quantisation import flops_key as scheme_flops_key
 from .quantisation import weight_bytes as scheme_weight_bytes
 from .units import BASE_UNIT, parse_quantity
@@ -81,6 +81,8 @@ class Gpu:
     replicas: int = 1
     bandwidth_half_bytes: float = 0.0   # efficiency curve (engine profiles): bytes per layer at half the plateau
     flops_half_tokens: float = 0.0      # efficiency curve (engine profiles): tokens per pass at half the plateau
+    nvlink_domain: int | None = None    # GPUs one NVLink (scale-up) domain joins: 8 (HGX), 72 (NVL72); None: unknown
+    network_bandwidth: float | None = None  # per GPU, one way, beyond the NVLink domain (scale-out NIC) [B/s]
 
     @property
     def gpus_per_replica(self) -> int:
@@ -274,7 +276,8 @@ _INFO = {"aliases", "source", "notes", "params_source", "hf_id", "key", "missing
          "tie_word_embeddings", "num_shared_experts", "moe_intermediate_size", "first_dense_layers",
          "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "flops_bf16",
          "flops_fp8", "flops_int8", "flops_fp16", "memory_usable", "form_factor",
-         "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers"}
+         "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers",
+         "network"}
 
 MODEL_FIELDS: dict[str, Check] = {
     "name": text, "layers": positive_int, "kv_heads": positive_int, "head_dim": positive_int,
@@ -292,7 +295,7 @@ GPU_FIELDS: dict[str, Check] = {
     "count": positive_int, "bandwidth_efficiency": fraction, "flops_efficiency": fraction,
     "price_per_hour": non_negative, "interconnect_bandwidth": quantity("bandwidth"),
     "allreduce_latency": quantity("time", allow_zero=True), "pipeline_parallel": positive_int,
-    "replicas": positive_int,
+    "replicas": positive_int, "nvlink_domain": positive_int, "network_bandwidth": quantity("bandwidth"),
 }
 SERVING_FIELDS: dict[str, Check] = {
     "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
@@ -479,6 +482,9 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
     if scheme and "weights" not in f:  # a scheme: 16-bit embeddings/lm_head where the shapes are known
         vocab, width = _int_or_none(f.get("vocab_size")), f.get("hidden_size")
         sixteen = embedding_params(vocab, width, bool(f.get("tie_word_embeddings"))) if vocab and width else 0.0
+        if SCHEMES[scheme].experts_only and experts and active is not None and 0 < top_k < experts:
+            # only the routed experts are quantised: everything else (embeddings included) stays 16 bit
+            sixteen = f["params"] - float(routed_expert_params(f["params"], active, experts, top_k))
         weights = float(scheme_weight_bytes(f["params"], SCHEMES[scheme].bytes_per_weight, sixteen))
     return Model(
         name=str(f.get("name", entry.get("key", "custom model"))), layers=layers, kv_heads=f.get("kv_heads", 1),
@@ -541,4 +547,5 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
                price_per_hour=f.get("price_per_hour"), source=str(entry.get("source", "user")) if entry else "user",
                interconnect_bandwidth=f.get("interconnect_bandwidth"),
                allreduce_latency_s=f.get("allreduce_latency", 0.0), pipeline_parallel=f.get("pipeline_parallel", 1),
-               replicas=f.get("replicas", 1))
+               replicas=f.get("replicas", 1), nvlink_domain=f.get("nvlink_domain"),
+               network_bandwidth=f.get("network_bandwidth"))
