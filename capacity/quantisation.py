@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .memory import expert_params
+from .memory import routed_expert_params  # noqa: F401  (re-exported: specs)
 
 #: Bytes of one 16-bit weight (embeddings and lm_head of a quantised checkpoint).
 SIXTEEN_BIT = 2.0
@@ -93,14 +93,6 @@ def weight_bytes(params: ArrayLike, bytes_per_weight: ArrayLike, sixteen_bit_par
     """
     n, n16 = np.asarray(params, float), np.asarray(sixteen_bit_params, float)
     return (n - n16) * np.asarray(bytes_per_weight, float) + n16 * SIXTEEN_BIT
-
-
-def routed_expert_params(params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
-                         experts_per_token: ArrayLike) -> np.ndarray:
-    """Parameters of all routed experts, ``E p_e`` with ``p_e = (N - N_a) / (E - k)`` (``memory.expert_params``);
-    0 for a dense model [params]."""
-    e = np.asarray(experts, float)
-    return np.where(e > 0, e * expert_params(params, active_params, experts, experts_per_token), 0.0)
 
 
 def flops_key(scheme: Scheme, available: set[str] | frozenset[str]) -> str:
