@@ -119,17 +119,40 @@ def render_table(results: Results) -> str:
         shown = shown if len(shown) <= 40 else shown[:39] + "…"
         lines.append(f"  {key:<36} {shown:>20}   {SIZING_RESULTS[key][1]}")
     lines.append("")
+    split = split_results(s)
+    if split:
+        from .split_pools import SPLIT_RESULTS
+
+        lines.append("Split pools (scenario section pools: each pool its own GPU, count and parallelism)")
+        for key, value in split.items():
+            lines.append(f"  {key:<36} {format_value(key, value, binary):>20}   {SPLIT_RESULTS[key][1]}")
+        lines.append("")
     for note in sizing.notes():
         lines.append(f"note: {note}")
     return "\n".join(lines).rstrip() + "\n"
 
 
+def split_results(scenario: Any) -> dict[str, float]:
+    """The split-pool results of a scenario with a ``pools`` section (``split_pools.evaluate``); {} without."""
+    if not scenario.raw.get("pools"):
+        return {}
+    from .split_pools import evaluate, pool_scenarios
+
+    return evaluate(pool_scenarios(scenario.raw))
+
+
 def render_json(results: Results) -> str:
     """The report as one JSON object: every result in base units at the top level (the contract's keys among them),
     plus inputs with units and sources, binding resource, assumptions and the scenario (see ``report.py``)."""
-    from .report import report_for, to_json
+    import json
 
-    return to_json(report_for(results))
+    from .report import report_for, to_json, to_json_dict
+
+    report = report_for(results)
+    split = split_results(results.scenario)
+    if not split:
+        return to_json(report)
+    return json.dumps({**to_json_dict(report), **split}, indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 def _evaluate(args: argparse.Namespace) -> str | bytes:

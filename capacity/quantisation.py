@@ -44,7 +44,7 @@ class Scheme:
     fallback_flops_key: str   # where the GPU lacks ``flops_key`` (e.g. fp8 on A100: W8A16 on bf16 cores)
     storage_dtype: str        # the dtype name that describes it (for display and the KV default)
     description: str
-    experts_only: bool = False  # only the routed experts are quantised; attention, shared experts, dense MLPs stay 16 bit
+    experts_only: bool = False  # only the routed experts quantised; attention, shared experts, dense MLPs 16 bit
 
 
 def _group(bits: float, group: int, scale_bytes: float) -> float:

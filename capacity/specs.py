@@ -49,6 +49,7 @@ class Model:
     sliding_window: int | None = None       # tokens kept by local layers
     local_layer_fraction: float = 0.0       # share of KV layers that are local (sliding window)
     experts: int = 0                        # routed experts per MoE layer; 0 = dense
+    moe_layers: int | None = None           # layers with routed experts (the all-to-all); None: layers
     experts_per_token: int = 0
     active_params: float | None = None      # params a token uses (MoE); None = params
     hidden_size: int | None = None
@@ -82,11 +83,18 @@ class Gpu:
     bandwidth_half_bytes: float = 0.0   # efficiency curve (engine profiles): bytes per layer at half the plateau
     flops_half_tokens: float = 0.0      # efficiency curve (engine profiles): tokens per pass at half the plateau
     nvlink_domain: int | None = None    # GPUs one NVLink (scale-up) domain joins: 8 (HGX), 72 (NVL72); None: unknown
+    # MoE layout of a replica (scenario keys serving.attention_data_parallel, serving.expert_parallel,
+    # serving.expert_load_imbalance; docs/model.md "MoE parallelism"): attention ranks of ``count`` GPUs each, the
+    # routed experts spread over ``expert_parallel`` of the stage's ``count x attention_data_parallel`` GPUs.
+    attention_data_parallel: int = 1
+    expert_parallel: int = 1
+    expert_load_imbalance: float = 1.0
     network_bandwidth: float | None = None  # per GPU, one way, beyond the NVLink domain (scale-out NIC) [B/s]
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.count * self.pipeline_parallel
+        """GPUs of one replica: tensor x attention data x pipeline parallel."""
+        return self.count * self.attention_data_parallel * self.pipeline_parallel
 
     @property
     def effective_bandwidth(self) -> float:
@@ -207,6 +215,14 @@ def _integer(value: Any, path: str, minimum: int) -> int:
     return int(number)
 
 
+def _at_least_one(value: Any, path: str) -> float:
+    number = as_number(value, path)
+    if not 1 <= number <= 100:
+        raise ScenarioError(f"{path} must be in [1, 100] (the busiest GPU's routed tokens over the mean), got "
+                            f"{show(value)}")
+    return number
+
+
 def positive_int(value: Any, path: str) -> int:
     return _integer(value, path, 1)
 
@@ -273,7 +289,7 @@ def _choice(value: Any, path: str, allowed: tuple[str, ...]) -> str:
 #: Fields a catalog entry may carry that the analytic core does not read (yet); accepted, not checked.
 _INFO = {"aliases", "source", "notes", "params_source", "hf_id", "key", "missing", "vendor", "memory_type",
          "interconnect", "price_source", "tdp_watts", "intermediate_size", "vocab_size",
-         "tie_word_embeddings", "num_shared_experts", "moe_intermediate_size", "first_dense_layers",
+         "tie_word_embeddings", "num_shared_experts", "moe_intermediate_size",
          "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "flops_bf16",
          "flops_fp8", "flops_int8", "flops_fp16", "memory_usable", "form_factor",
          "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers",
@@ -288,6 +304,7 @@ MODEL_FIELDS: dict[str, Check] = {
     "sliding_window_layers": lambda v, p: _choice(v, p, ("all", "alternate", "none")),
     "local_layers": non_negative_int, "num_experts": non_negative_int, "experts_per_token": non_negative_int,
     "active_params": positive, "hidden_size": positive_int, "attention_layers": positive_int,
+    "first_dense_layers": non_negative_int,
     "quantization": lambda v, p: _choice(v, p, tuple(SCHEMES)),
 }
 GPU_FIELDS: dict[str, Check] = {
@@ -303,6 +320,8 @@ SERVING_FIELDS: dict[str, Check] = {
     "activation_memory": quantity("bytes", allow_zero=True), "cuda_graph_memory": quantity("bytes", allow_zero=True),
     "non_torch_memory": quantity("bytes", allow_zero=True), "max_batched_tokens": positive_int,
     "kv_transfer_bandwidth": quantity("bandwidth"),
+    "attention_data_parallel": positive_int, "expert_parallel": positive_int, "moe_tensor_parallel": positive_int,
+    "expert_load_imbalance": lambda v, p: _at_least_one(v, p),
     "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + tuple(ALIASES))),
     "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,
 }
@@ -496,7 +515,8 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
         sliding_window=window, local_layer_fraction=local if window else 0.0, experts=experts,
         experts_per_token=top_k, active_params=active, hidden_size=f.get("hidden_size"),
         intermediate_size=_int_or_none(f.get("intermediate_size")), vocab_size=_int_or_none(f.get("vocab_size")),
-        tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme)
+        tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme,
+        moe_layers=(f["layers"] - int(f.get("first_dense_layers") or 0)) if experts else None)
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -53,8 +53,8 @@ def _layout(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         serving["attention_data_parallel"] = dp
     if ep > 1:
         serving["expert_parallel"] = ep
-    if moe_tp and moe_tp * ep == tp * dp and moe_tp != tp * dp // ep:  # pragma: no cover - identity
-        serving["moe_tensor_parallel"] = moe_tp
+    if moe_tp and ep > 1:
+        serving["moe_tensor_parallel"] = moe_tp  # checked against tp x dp / ep by the scenario
     gpu: dict[str, Any] = {"count": tp}
     if pp > 1:
         gpu["pipeline_parallel"] = pp
@@ -100,6 +100,8 @@ def express(row: Mapping[str, Any]) -> str:
     from capacity.scenario import Scenario
 
     split = str(row.get("mode")) == "disagg"
+    if split and not all(row.get(f"{pool}_num_workers") for pool in ("prefill", "decode")):
+        return "split-pool layout not recorded (prefill_/decode_num_workers missing)"
     try:
         if split:
             try:
@@ -124,6 +126,7 @@ def reason_label(problem: str) -> str:
               ("expert_parallel", "expert parallelism not expressible"),
               ("attention_data_parallel", "attention data parallelism not expressible"),
               ("moe_tensor_parallel", "MoE tensor parallelism not expressible"),
+              ("not recorded", "layout not recorded in the data set"),
               ("split prefill/decode", "split pools not expressible"),
               ("pools", "split pools not expressible"))
     for needle, label in checks:
