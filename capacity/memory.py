@@ -355,8 +355,9 @@ def weight_bytes_per_gpu(weight_bytes: ArrayLike, dense_bytes: ArrayLike, tensor
     A stage's ``tp x dp`` GPUs split the routed experts (expert and MoE tensor parallelism: ``moe_tp x ep =
     tp x dp``) and each of the ``dp`` attention data-parallel ranks holds the rest ``W_d`` split over its ``tp``
     GPUs: ``W_d / tp + (W - W_d) / (tp dp)``. Without attention data parallelism (dp = 1) it is ``W / (tp pp)``
-    (essay 000: 16 GiB on one GPU). DeepSeek-V3 fp8 (W = 671e9 B, W_d = 17e9 B) on tp 1 x dp 8:
-    (671e9 + 7 x 17e9) / 8 = 98.7e9 B, where tp 8 holds 83.9e9 B."""
+    (essay 000: 16 GiB on one GPU). DeepSeek-R1 at 1 B per weight (W = 671.0e9 B, W_d = 17.1e9 B outside its
+    653.9e9 routed-expert weights) on tp 1 x dp 8: (671.0e9 + 7 x 17.1e9) / 8 = 98.8e9 B, where tp 8 holds
+    83.9e9 B (tests/test_moe_parallel.py)."""
     dp = np.asarray(attention_data_parallel, float)
     gpus = np.asarray(tensor_parallel, float) * dp * np.asarray(pipeline_parallel, float)
     return (np.asarray(weight_bytes, float) + (dp - 1.0) * np.asarray(dense_bytes, float)) / gpus

@@ -9,7 +9,8 @@ its reason, grouped into a short label (``reason_label``).
 Column conventions (the data set's, as in aiconfigurator and TensorRT-LLM): ``tp_size`` attention
 tensor-parallel GPUs, ``attention_dp_size`` attention data-parallel ranks (GPUs per replica = tp x attention dp
 x pp), ``moe_tp_size`` x ``moe_ep_size`` = the same GPUs split for the experts; ``prefill_*`` / ``decode_*`` the
-same per pool with ``*_num_workers`` replicas of each pool.
+same per pool with ``*_num_workers`` replicas of each pool (1,121 split rows leave the worker counts empty: one
+replica of each pool is assumed; the per-replica rates do not depend on it).
 
 Run: ``python -m validation.silicon_expressible [CSV]`` (from the checkout's root); prints the share and the
 refused rows by reason.
@@ -100,8 +101,10 @@ def express(row: Mapping[str, Any]) -> str:
     from capacity.scenario import Scenario
 
     split = str(row.get("mode")) == "disagg"
-    if split and not all(row.get(f"{pool}_num_workers") for pool in ("prefill", "decode")):
-        return "split-pool layout not recorded (prefill_/decode_num_workers missing)"
+    sizes = ("tp_size", "attention_dp_size", "moe_ep_size", "pp_size")
+    if split and not all(row.get(f"{pool}_num_workers") for pool in ("prefill", "decode")) and all(
+            _int(row.get(f"{pool}_{size}")) == 1 for pool in ("prefill", "decode") for size in sizes):
+        return "split-pool layout not recorded (every pool size 1, prefill_/decode_num_workers missing)"
     try:
         if split:
             try:
