@@ -8,6 +8,7 @@ import math
 import pytest
 
 from capacity import roofline
+from capacity.analysis import analyse
 from capacity.errors import ScenarioError
 from capacity.scenario import Scenario, load_scenario
 from capacity.split_pools import evaluate as evaluate_pools
@@ -25,9 +26,8 @@ WORKLOAD = {"prompt_tokens": 1000, "output_tokens": 1000}
 def deepseek(gpu: dict, serving: dict | None = None, **extra) -> Scenario:
     """DeepSeek-R1 at 1 B per weight (fp8, no scheme: every parameter 1 B) and an fp16 KV, no engine; its
     parameters as its config.json implies them (the catalog keeps the card's rounded 671B / 37B)."""
-    return Scenario.from_dict({"model": {"name": "deepseek-r1", "weight_dtype": "fp8", "params": N, "active_params": N_A},
-                               "gpu": gpu,
-                               "serving": serving or {}, "workload": WORKLOAD, **extra})
+    model = {"name": "deepseek-r1", "weight_dtype": "fp8", "params": N, "active_params": N_A}
+    return Scenario.from_dict({"model": model, "gpu": gpu, "serving": serving or {}, "workload": WORKLOAD, **extra})
 
 
 def test_routed_experts_are_the_configs():
@@ -62,8 +62,8 @@ def test_attention_data_parallel_splits_requests_not_the_latent():
 def test_expert_all_to_all_on_nvlink():
     """Dispatch and combine of 8 experts' bf16 hidden vectors per token in each of 58 MoE layers, 7/8 leaving the
     GPU, 8 GPUs sending at once over NVLink 4 (900 GB/s both ways, 450 one way): 3.23 us per token."""
-    r = deepseek({"name": "h200", "count": 1}, {"attention_data_parallel": 8, "expert_parallel": 8})
-    values = r.evaluate() and __import__("capacity").analysis.analyse(r.inputs(), intermediates=True)
+    s = deepseek({"name": "h200", "count": 1}, {"attention_data_parallel": 8, "expert_parallel": 8})
+    values = analyse(s.inputs(), intermediates=True)
     hand = 58 * 2 * 8 * 7168 * 2 * (7 / 8) / (8 * 450e9)
     assert float(values["step_comm_per_token_s"]) == pytest.approx(hand, rel=1e-12)
     assert hand == pytest.approx(3.233e-6, rel=1e-3)
