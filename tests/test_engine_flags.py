@@ -28,11 +28,16 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED = {
     "vllm": {"--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization", "--max-model-len",
              "--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-dtype", "--block-size",
-             "--enable-prefix-caching", "--quantization", "--dtype"},
+             "--enable-prefix-caching", "--quantization", "--dtype",
+             # https://docs.vllm.ai/en/latest/serving/expert_parallel_deployment/
+             "--data-parallel-size", "--enable-expert-parallel"},
     "tensorrt-llm": {"--tp_size", "--pp_size", "--max_batch_size", "--max_num_tokens", "--max_seq_len",
-                     "--kv_cache_free_gpu_memory_fraction"},
+                     "--kv_cache_free_gpu_memory_fraction",
+                     "--ep_size"},  # https://www.mintlify.com/NVIDIA/TensorRT-LLM/deployment/trtllm-serve
     "sglang": {"--tp-size", "--pp-size", "--mem-fraction-static", "--max-running-requests", "--chunked-prefill-size",
-               "--context-length", "--kv-cache-dtype", "--page-size", "--quantization"},
+               "--context-length", "--kv-cache-dtype", "--page-size", "--quantization",
+               # https://docs.sglang.io/cookbook/base/reference/server_arguments
+               "--dp-size", "--enable-dp-attention", "--ep-size"},
 }
 
 

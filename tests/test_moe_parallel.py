@@ -137,3 +137,21 @@ def test_split_pools_on_different_gpus():
     assert evaluate_pools(pools)["split_prefill_rps_per_worker"] == alone["disagg_prefill_rps"]
     with pytest.raises(ScenarioError, match="pools.decode"):
         Scenario.from_dict({**data, "pools": {"prefill": {}, "decode": {"gpu": {"count": 3}}}})
+
+
+def test_engine_flags_state_the_moe_layout():
+    """Attention DP 8 x EP 8: vLLM --data-parallel-size 8 --enable-expert-parallel; SGLang --tp-size 8 --dp-size 8
+    --enable-dp-attention --ep-size 8; TensorRT-LLM --tp_size 8 --ep_size 8 with enable_attention_dp; the running
+    batch per rank where each rank schedules its own."""
+    from capacity.engine_flags import engine_settings
+
+    r = deepseek({"name": "h200", "count": 1}, {"attention_data_parallel": 8, "expert_parallel": 8}).evaluate()
+    per_rank = str(int(r["batch_max"]) // 8)
+    flags = {e: {f.flag: f.value for f in engine_settings(r, e).flags} for e in ("vllm", "sglang", "tensorrt-llm")}
+    assert flags["vllm"]["--data-parallel-size"] == "8" and "--enable-expert-parallel" in flags["vllm"]
+    assert flags["vllm"]["--max-num-seqs"] == per_rank
+    assert (flags["sglang"]["--tp-size"], flags["sglang"]["--dp-size"], flags["sglang"]["--ep-size"]) == ("8", "8", "8")
+    assert "--enable-dp-attention" in flags["sglang"]
+    assert (flags["tensorrt-llm"]["--tp_size"], flags["tensorrt-llm"]["--ep_size"]) == ("8", "8")
+    assert flags["tensorrt-llm"]["--max_batch_size"] == per_rank
+    assert engine_settings(r, "tensorrt-llm").config_file["enable_attention_dp"] is True
