@@ -39,12 +39,12 @@ COUNT_LIMITS = {
     "max_position_embeddings": 1_000_000_000, "sliding_window": 1_000_000_000, "sliding_window_pattern": 10_000,
     "linear_num_key_heads": 100_000, "linear_num_value_heads": 100_000, "linear_key_head_dim": 100_000,
     "linear_value_head_dim": 100_000, "linear_conv_kernel_dim": 10_000, "index_n_heads": 100_000,
-    "index_head_dim": 100_000,
+    "index_head_dim": 100_000, "interleave_moe_layer_step": 10_000, "full_attention_interval": 10_000,
 }
 
 
 _AT_LEAST_ONE = {"num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size", "head_dim",
-                 "num_key_value_heads", "sliding_window_pattern", "decoder_sparse_step"}
+                 "num_key_value_heads", "sliding_window_pattern", "decoder_sparse_step", "interleave_moe_layer_step"}
 
 
 def check_counts(config: dict[str, Any]) -> None:
