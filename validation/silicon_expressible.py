@@ -27,7 +27,7 @@ from typing import Any
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "silicon_train.csv"
 
-#: The data set's quantisation modes -> quantisation scheme (``capacity.quantisation.SCHEMES``). fp8_block
+#: The data set's quantisation modes -> quantisation scheme (``capacity.formulas.quantisation.SCHEMES``). fp8_block
 #: (128 x 128 blocks, one fp32 scale per 16,384 weights) is 1 + 4/16384 B per weight: read as fp8.
 QUANT_SCHEME = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "mxfp4": "mxfp4", "bf16": "bf16",
                 "fp16": "fp16", "int4_wo": "w4a16-int4-g32"}
@@ -98,7 +98,7 @@ def pool_mappings(row: Mapping[str, Any]) -> dict[str, Any]:
 def express(row: Mapping[str, Any]) -> str:
     """'' when the row is expressible, else the first problem in words."""
     from capacity.errors import ScenarioError
-    from capacity.scenario import Scenario
+    from capacity.model.scenario import Scenario
 
     split = str(row.get("mode")) == "disagg"
     sizes = ("tp_size", "attention_dp_size", "moe_ep_size", "pp_size")
@@ -107,10 +107,8 @@ def express(row: Mapping[str, Any]) -> str:
         return "split-pool layout not recorded (every pool size 1, prefill_/decode_num_workers missing)"
     try:
         if split:
-            try:
-                from capacity.split_pools import pool_scenarios
-            except ImportError:
-                return "split prefill/decode pools with their own parallelism are not expressible"
+            from capacity.model.split_pools import pool_scenarios
+
             pool_scenarios(pool_mappings(row))
         else:
             Scenario.from_dict(row_mapping(row))
