@@ -20,6 +20,7 @@ from capacity.formulas.quantisation import flops_key as scheme_flops_key
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import catalog
 from capacity.inputs.engines import ALIASES, ENGINES
+from capacity.inputs.speculative import check_speculative
 from capacity.inputs.units import BASE_UNIT, parse_quantity
 
 #: Bytes per weight by weight dtype. int4 carries one fp16 scale per group of 128
@@ -322,6 +323,7 @@ SERVING_FIELDS: dict[str, Check] = {
     "kv_transfer_bandwidth": quantity("bandwidth"),
     "attention_data_parallel": positive_int, "expert_parallel": positive_int, "moe_tensor_parallel": positive_int,
     "expert_load_imbalance": lambda v, p: _at_least_one(v, p),
+    "speculative": lambda v, p: check_speculative(v, p),
     "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + tuple(ALIASES))),
     "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,
 }

@@ -34,10 +34,10 @@ def _json(results: Results, units: str) -> str:
     import json
 
     from capacity.render.report import report_for, to_json, to_json_dict
-    from capacity.render.table import split_results
+    from capacity.render.table import spec_results, split_results
 
     report = report_for(results)
-    split = split_results(results.scenario)  # a scenario with split pools: their results beside the rest
+    split = {**split_results(results.scenario), **spec_results(results)}  # split pools, speculation: beside the rest
     if not split:
         return to_json(report)
     return json.dumps({**to_json_dict(report), **split}, indent=2, ensure_ascii=False, default=str) + "\n"

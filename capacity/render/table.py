@@ -41,6 +41,14 @@ def render_table(results: Results) -> str:
         for key, value in split.items():
             lines.append(f"  {key:<36} {format_value(key, value, binary):>20}   {SPLIT_RESULTS[key][1]}")
         lines.append("")
+    spec = spec_results(results)
+    if spec:
+        from capacity.model.speculative import SPEC_RESULTS
+
+        lines.append("Speculative decoding (serving.speculative: TPOT with and without, by decode batch)")
+        for key, value in spec.items():
+            lines.append(f"  {key:<36} {format_value(key, value, binary):>20}   {SPEC_RESULTS[key][1]}")
+        lines.append("")
     for note in sizing.notes():
         lines.append(f"note: {note}")
     return "\n".join(lines).rstrip() + "\n"
@@ -53,3 +61,10 @@ def split_results(scenario: Any) -> dict[str, float]:
     from capacity.model.split_pools import evaluate, pool_scenarios
 
     return evaluate(pool_scenarios(scenario.raw))
+
+
+def spec_results(results: Results) -> dict[str, float]:
+    """The speculative-decoding results of a scenario with ``serving.speculative`` (``model.speculative``); {}."""
+    from capacity.model.speculative import evaluate
+
+    return evaluate(results.scenario, results)
