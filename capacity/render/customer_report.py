@@ -41,6 +41,7 @@ from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve,
 from capacity.render.engine_flags import ENGINES, EngineSettings, engine_settings, model_id, scenario_engine
 from capacity.render.formatting import SECTIONS, format_value, human_number, human_unit
 from capacity.render.report import Report, build_report, scenario_mapping
+from capacity.render.ticks import linear_ticks, log_ticks
 
 #: The planner's published accuracy, as docs/fidelity.md ("In one paragraph") and the README state it;
 #: tests/render/test_customer_report.py checks that the document still says so.
@@ -205,8 +206,10 @@ def load_figure(results: Results, load_per_replica: float | None, mode: str = "c
     return {"data": data, "layout": _layout(
         f"Latency of one replica ({MODE_WORDS[mode]}) against its load", "arrival rate per replica (requests/s)",
         "TPOT (ms)",
-        yaxis={"title": {"text": "TPOT (ms)"}, "rangemode": "tozero"},
-        yaxis2={"overlaying": "y", "side": "right", "rangemode": "tozero", "title": {"text": "TTFT (ms)"}},
+        yaxis={"title": {"text": "TPOT"}, "rangemode": "tozero",
+               **linear_ticks([*(t for t in tpot if t is not None), (s.slo.tpot_s or 0.0) * 1e3], "ms")},
+        yaxis2={"overlaying": "y", "side": "right", "rangemode": "tozero", "title": {"text": "TTFT"},
+                **linear_ticks([*(t for t in ttft if t is not None), (s.slo.ttft_s or 0.0) * 1e3], "ms")},
         shapes=shapes, annotations=notes, height=340, margin={"l": 60, "r": 60, "t": 85, "b": 50})}
 
 
@@ -224,20 +227,26 @@ def fleet_figure(table: Any) -> dict[str, Any] | None:
         return None
     priced = best["cost_per_hour"].notna().all()
     values = (best["cost_per_hour"] * HOURS_PER_MONTH if priced else best["gpus"]).tolist()
-    labels = [f"{int(g):,} GPU{'s' if g != 1 else ''}, TP{int(tp)} {mode}" for g, tp, mode in
+    labels = [f"{int(g):,} GPU{'s' if g != 1 else ''}, TP{int(tp)}, {MODE_WORDS.get(mode, mode)}" for g, tp, mode in
               zip(best["gpus"], best["tensor_parallel"], best["mode"], strict=True)]
     colours = ["#dc2626" if "(this scenario)" in str(name) else "#2563eb" for name in best["gpu"]]
     names = [_e(n if "(this scenario)" in str(n) else display_name("gpu", str(n))) for n in best["gpu"]]
-    data = [{"type": "bar", "orientation": "h", "y": names, "x": values, "text": labels,
-             "textposition": "auto", "marker": {"color": colours}, "showlegend": False,
-             "hovertemplate": "%{y}: %{x:,.0f}<extra></extra>"}]
+    # The fleet is written under the GPU's name on the axis (automargin makes room), never as bar text that the
+    # plot's right edge could cut.
+    rows = [f"{name}<br><span style='font-size:10px'>{_e(text)}</span>" for name, text in
+            zip(names, labels, strict=True)]
+    data = [{"type": "bar", "orientation": "h", "y": rows, "x": values, "marker": {"color": colours},
+             "showlegend": False, "hovertemplate": "%{x:,.0f}<extra></extra>"}]
     positive = [v for v in values if v > 0]
     spread = max(positive) / min(positive) if positive else 1.0
-    axis_title = ("$ per month" if priced else "GPUs") + (" (log scale)" if spread > 20 else "")
+    log = spread > 20
+    kind = "money" if priced else "count"
+    axis_title = ("$ per month" if priced else "GPUs") + (" (log scale)" if log else "")
+    ticks = log_ticks(positive, kind) if log else linear_ticks(values, kind)
     return {"data": data, "layout": _layout(
         "Cheapest fleet per GPU type that keeps the promises", axis_title, "",
-        height=max(220, 60 + 34 * len(best)), yaxis={"autorange": "reversed", "automargin": True},
-        xaxis={"title": {"text": axis_title}, "type": "log" if spread > 20 else "linear"})}
+        height=max(220, 60 + 44 * len(best)), yaxis={"autorange": "reversed", "automargin": True},
+        xaxis={"title": {"text": axis_title}, "type": "log" if log else "linear", **ticks})}
 
 
 def _figure_html(figure: dict[str, Any] | None, element_id: str) -> str:
