@@ -89,6 +89,10 @@ INPUT_PATHS: dict[str, tuple[str, str]] = {
     "hidden_size": ("model", "hidden_size"), "interconnect_bandwidth": ("gpu", "interconnect_bandwidth"),
     "allreduce_latency_s": ("gpu", "allreduce_latency"), "pipeline_parallel": ("gpu", "pipeline_parallel"),
     "replicas": ("gpu", "replicas"),
+    "attention_data_parallel": ("serving", "attention_data_parallel"),
+    "expert_parallel": ("serving", "expert_parallel"),
+    "expert_load_imbalance": ("serving", "expert_load_imbalance"), "nvlink_domain": ("gpu", "nvlink_domain"),
+    "network_bandwidth": ("gpu", "network_bandwidth"),
     "reserved_bytes": ("serving", "activation_memory|cuda_graph_memory|non_torch_memory"),  # their sum
 }
 
