@@ -44,6 +44,8 @@ INPUTS: dict[str, tuple[str, str]] = {
     "output_tokens": ("tokens", "answer length"),
     "shared_prefix_tokens": ("tokens", "prefix common to every request"),
     "arrival_rate": ("requests/s", "offered load (inf or 0: not set)"),
+    "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
+    "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
     "tpot_slo_s": ("s", "TPOT promise (inf: none)"),
     "ttft_slo_s": ("s", "TTFT promise (inf: none)"),
     # Architecture and layout beyond a dense GQA model on one tensor-parallel group (defaults: no effect).
@@ -79,6 +81,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
     "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
+    "concurrency": 0.0, "think_time_s": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
@@ -128,6 +131,14 @@ RESULTS: dict[str, tuple[str, str]] = {
     "tpot_at_load_s": ("s", "TPOT at the workload's arrival rate"),
     "ttft_at_load_s": ("s", "TTFT at the workload's arrival rate"),
     "load_fraction": ("-", "arrival rate over the ceiling"),
+    # Closed loop (workload.concurrency): C users in flight, X = C / (TTFT + (A - 1) TPOT + think time).
+    "closed_loop_throughput_rps": ("requests/s", "closed loop: requests per second the users in flight get through"),
+    "closed_loop_tokens_per_s": ("tokens/s", "closed loop: output tokens per second"),
+    "closed_loop_tpot_s": ("s", "closed loop: mean time per output token at the users in flight"),
+    "closed_loop_ttft_s": ("s", "closed loop: mean time to first token, waits for a slot and for prefill included"),
+    "closed_loop_batch": ("requests", "closed loop: sequences decoding at once"),
+    "closed_loop_slot_wait_s": ("s", "closed loop: mean wait for a running slot (users beyond what fits)"),
+    "closed_loop_load_fraction": ("-", "closed loop: throughput over the ceiling"),
     "cost_per_million_tokens_at_ceiling": ("$", "cost of a million output tokens at the ceiling"),
     "decode_bound": ("", "which term sets the decode step at the largest batch: memory or compute"),
     "batch_limit": ("", "what caps the batch: kv_memory or max_num_seqs"),
@@ -543,7 +554,8 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     pieces = model.pieces()
     moe = bool(np.any(model.moe))
     # An MoE model is solved row by row: give the one-row model one row per rate (the row solver indexes rows).
-    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 else model
+    one_row = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
+    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 and one_row else model
     tpot = tpot_at_rates_s(per_rate, pieces, prefill.gpu_s, a_tokens, batch, lam)
     ttft, step = ttft_at_rates_s(model, prefill.tokens, prefill.ttft_s, ceiling_rps, a_tokens, lam, pieces,
                                  None if moe else tpot, with_step=True)
@@ -553,6 +565,84 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     tpot, step, ttft = at_ceiling(limit, lam, tpot, step, ttft, tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot >= tpot_ceiling), batch, slo.in_flight(lam, a_tokens, tpot))
     return LoadPoint(tpot, ttft, step, in_flight)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopPoint:
+    """A replica under a closed loop of C users (``closed_loop``); arrays broadcast."""
+
+    throughput_rps: np.ndarray  # X [requests/s]
+    tpot_s: np.ndarray          # [s]
+    ttft_s: np.ndarray          # slot wait + prefill queue and pass [s]
+    slot_wait_s: np.ndarray     # wait for a running slot, beyond what fits [s]
+    batch: np.ndarray           # sequences decoding at once, X A TPOT [requests]
+
+
+def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLike, batch_max: ArrayLike,
+                ceiling_rps: ArrayLike, users: ArrayLike, think_time_s: ArrayLike = 0.0) -> ClosedLoopPoint:
+    """C users in flight on one replica, each sending its next request Z after its answer: the closed loop's
+    throughput X and the TPOT and TTFT its users see.
+
+    The interactive response time law of a closed queueing network (Little's law over the whole loop; Lazowska
+    et al., *Quantitative System Performance*, 1984, ch. 3; the fixed point of mean value analysis, Reiser and
+    Lavenberg, J. ACM 27 (1980)) with this model's own latencies at the throughput (``latencies_at_rates``:
+    TPOT's fixed point with other users' prefill passes pausing decode, TTFT's prefill queue):
+
+        X = C / (R(X) + Z),   R(X) = TTFT(X) + (A - 1) TPOT(X)
+
+    ``X (R(X) + Z)`` rises with X, so the root is the largest ``X <= ceiling`` with ``X (R(X) + Z) <= C``
+    (``solve.largest_rate_meeting``). Where even the ceiling leaves users over (``C > X_c (R(X_c) + Z)``: more
+    users than running slots, ``B_max``, and the prefill queue hold), the replica runs at its ceiling with the
+    TPOT there (its limit from below, ``at_ceiling``) and the excess waits for a slot: by the same law
+    ``TTFT = C / X - Z - (A - 1) TPOT``, the queue's TTFT plus ``slot_wait_s``. So ``X (TTFT + (A - 1) TPOT + Z)
+    = C`` holds at every answer (to the solve's 2.5e-13).
+
+    ``model``: one replica (one row) or one row per user count; ``prefill``: ``prefill_stage``; ``output_tokens``
+    A [tokens]; ``batch_max`` [requests]; ``ceiling_rps`` (``roofline.ceiling_rps``) [requests/s]; ``users`` C
+    [users] (0: no closed loop, NaN latencies); ``think_time_s`` Z [s]. Checked against the simulator run
+    closed-loop (``tests/test_closed_loop.py``).
+    Example, essay 001 (B_max 328, ceiling 6.92 requests/s), 100 users, no think time: X = 5.25 requests/s,
+    TPOT 61.4 ms, TTFT 676 ms, 90.4 decoding.
+    """
+    from .solve import largest_rate_meeting  # noqa: PLC0415 - the root solve, as slo uses it
+
+    a, b_max, ceiling, c_users, think = _f(output_tokens), _f(batch_max), _f(ceiling_rps), _f(users), _f(think_time_s)
+    shape = np.broadcast_shapes(a.shape, b_max.shape, ceiling.shape, c_users.shape, think.shape,
+                                *(np.shape(getattr(prefill, f)) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
+    rows = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))))
+    index = np.zeros(shape, dtype=np.intp) if rows <= 1 else np.broadcast_to(
+        np.arange(rows).reshape(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))), shape)
+    served = (c_users > 0) & (ceiling > 0) & (b_max > 0)
+    hi = select(served, ceiling, 0.0)
+
+    def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_):
+        """(TPOT, TTFT without a slot wait) at throughput ``lam``: the TTFT of random arrivals where users think
+        (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``)."""
+        point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1)) if rows > 1 else model,
+                                   PrefillStage(p_tokens, p_ttft, p_gpu, p_compute), a_, b_, ceil_, lam)
+        return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam, p_ttft, p_compute,
+                                                                                  point.tpot_s))
+
+    def users_in_loop(lam, *row):
+        tpot, ttft = at(lam, *row)
+        a_, z_ = row[5], row[8]
+        with np.errstate(invalid="ignore", over="ignore"):
+            return select(lam > 0, lam * (ttft + (a_ - 1.0) * tpot + z_), 0.0)
+
+    args = (index, prefill.tokens, prefill.ttft_s, prefill.gpu_s, prefill.compute_s, a, b_max, ceiling, think)
+    flat_args = tuple(np.broadcast_to(_f(v), shape).reshape(-1) for v in args)
+    flat_hi = np.broadcast_to(hi, shape).reshape(-1)
+    at_hi = users_in_loop(flat_hi, *flat_args)
+    x = largest_rate_meeting(users_in_loop, select(served, c_users, np.inf), hi, args, ratio=False,
+                             latency_at_hi=at_hi.reshape(shape))
+    tpot, ttft_queue = (v.reshape(shape) for v in at(x.reshape(-1), *flat_args))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        response = select(x > 0, c_users / x - think, np.nan)  # the response time law
+        wait = np.maximum(response - ttft_queue - (a - 1.0) * tpot, 0.0)
+        wait = select(x >= hi * (1 - 1e-12), wait, 0.0)  # below the ceiling the root is the law: nobody waits
+        nan = ~served
+        return ClosedLoopPoint(select(nan, 0.0, x), select(nan, np.nan, tpot), select(nan, np.nan, ttft_queue + wait),
+                               select(nan, np.nan, wait), select(nan, 0.0, np.minimum(x * a * tpot, b_max)))
 
 
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,

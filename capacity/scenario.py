@@ -40,6 +40,7 @@ from .specs import (
     Workload,
     check_section,
     gpu_from_mapping,
+    load_problems,
     model_from_mapping,
     text,
 )
@@ -110,6 +111,7 @@ class Scenario:
             from .mix import mean_shape
 
             w = {**mean_shape(classes), **w}
+        problems += load_problems(w)
         o = check_section("slo", data.get("slo"), SLO_FIELDS, problems=problems)
         f = check_section("fleet", data.get("fleet"), FLEET_FIELDS, problems=problems)
         name = data.get("name", "scenario")
@@ -141,7 +143,8 @@ class Scenario:
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
                           engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
-                            shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
+                            shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"),
+                            concurrency=w.get("concurrency"), think_time_s=w.get("think_time", 0.0))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
                        slo=Slo(tpot_s=o.get("tpot"), ttft_s=o.get("ttft"), percentile=o.get("percentile")),
                        name=text(name, "name"), units=units,
@@ -171,6 +174,7 @@ class Scenario:
             "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
             "shared_prefix_tokens": w.shared_prefix_tokens,
             "arrival_rate": w.arrival_rate if w.arrival_rate else 0.0,
+            "concurrency": w.concurrency if w.concurrency else 0.0, "think_time_s": w.think_time_s,
             "tpot_slo_s": o.tpot_s if o.tpot_s is not None else inf,
             "ttft_slo_s": o.ttft_s if o.ttft_s is not None else inf,
             "kv_latent_dim": m.kv_latent_dim,

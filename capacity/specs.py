@@ -126,12 +126,15 @@ class Serving:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """One request shape and the offered load [requests/s]."""
+    """One request shape and the offered load: an open loop (``arrival_rate`` [requests/s]) or a closed one
+    (``concurrency`` users in flight, each sending its next request ``think_time_s`` after its answer)."""
 
     prompt_tokens: int
     output_tokens: int
     shared_prefix_tokens: int = 0
     arrival_rate: float | None = None
+    concurrency: float | None = None   # users in flight (closed loop) [users]; None: an open loop or no load
+    think_time_s: float = 0.0          # closed loop: a user's pause between an answer and the next request [s]
 
     @property
     def tokens_per_request(self) -> int:
@@ -305,8 +308,22 @@ SERVING_FIELDS: dict[str, Check] = {
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
-    "arrival_rate": non_negative,
+    "arrival_rate": non_negative, "concurrency": positive_int, "think_time": quantity("time", allow_zero=True),
 }
+
+
+def load_problems(workload: Mapping[str, Any]) -> list[str]:
+    """One load per scenario: an arrival rate (open loop) or users in flight (closed loop), not both; a think
+    time only with users in flight. ``workload``: the validated ``workload`` section."""
+    problems = []
+    if workload.get("arrival_rate") and workload.get("concurrency"):
+        problems.append(f"workload gives both arrival_rate ({workload['arrival_rate']:g} requests/s) and concurrency "
+                        f"({workload['concurrency']:g} users in flight); give one load: an open loop (arrival_rate) "
+                        f"or a closed loop (concurrency, with think_time)")
+    if workload.get("think_time") and not workload.get("concurrency"):
+        problems.append("workload.think_time is a closed loop's pause between an answer and the next request; it "
+                        "needs workload.concurrency (users in flight)")
+    return problems
 def percentile(value: Any, path: str) -> float:
     """A percentile in (0, 100): ``99`` or ``"p99"``; ScenarioError naming ``path`` otherwise."""
     raw = value[1:] if isinstance(value, str) and value.lower().startswith("p") else value
