@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 from . import engines, memory, options, roofline, slo
 from ._numeric import as_float as _f
 from ._numeric import one_value_or, select
-from .solve import SolveTrace
+from .solve import SolveTrace, largest_rate_meeting
 from .specs import DEFAULT_MAX_BATCHED_TOKENS
 
 #: Flat inputs: name -> (unit, meaning). ``inf`` means "not set" for the optional ones.
@@ -162,6 +162,9 @@ RESULTS: dict[str, tuple[str, str]] = {
     "kv_transfer_s": ("s", "moving one prompt's KV cache between the pools"),
     "disagg_win_back": ("-", "share of the promises' capacity cost per GPU that separate pools win back"),
 }
+
+#: The closed-loop results (``workload.concurrency``), NaN where no concurrency is set.
+CLOSED_LOOP_RESULTS = tuple(key for key in RESULTS if key.startswith("closed_loop_"))
 
 
 #: Intermediates: what the results are built from, for renderers that show the working (the XLSX workbook's
@@ -579,7 +582,8 @@ class ClosedLoopPoint:
 
 
 def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLike, batch_max: ArrayLike,
-                ceiling_rps: ArrayLike, users: ArrayLike, think_time_s: ArrayLike = 0.0) -> ClosedLoopPoint:
+                ceiling_rps: ArrayLike, users: ArrayLike, think_time_s: ArrayLike = 0.0,
+                trace: SolveTrace | None = None) -> ClosedLoopPoint:
     """C users in flight on one replica, each sending its next request Z after its answer: the closed loop's
     throughput X and the TPOT and TTFT its users see.
 
@@ -599,13 +603,12 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
 
     ``model``: one replica (one row) or one row per user count; ``prefill``: ``prefill_stage``; ``output_tokens``
     A [tokens]; ``batch_max`` [requests]; ``ceiling_rps`` (``roofline.ceiling_rps``) [requests/s]; ``users`` C
-    [users] (0: no closed loop, NaN latencies); ``think_time_s`` Z [s]. Checked against the simulator run
+    [users] (0: no closed loop, NaN latencies); ``think_time_s`` Z [s]; ``trace`` (one row): the root solve's
+    ``solve.SolveTrace``. Checked against the simulator run
     closed-loop (``tests/test_closed_loop.py``).
     Example, essay 001 (B_max 328, ceiling 6.92 requests/s), 100 users, no think time: X = 5.25 requests/s,
     TPOT 61.4 ms, TTFT 676 ms, 90.4 decoding.
     """
-    from .solve import largest_rate_meeting  # noqa: PLC0415 - the root solve, as slo uses it
-
     a, b_max, ceiling, c_users, think = _f(output_tokens), _f(batch_max), _f(ceiling_rps), _f(users), _f(think_time_s)
     shape = np.broadcast_shapes(a.shape, b_max.shape, ceiling.shape, c_users.shape, think.shape,
                                 *(np.shape(getattr(prefill, f)) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
@@ -634,7 +637,7 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     flat_hi = np.broadcast_to(hi, shape).reshape(-1)
     at_hi = users_in_loop(flat_hi, *flat_args)
     x = largest_rate_meeting(users_in_loop, select(served, c_users, np.inf), hi, args, ratio=False,
-                             latency_at_hi=at_hi.reshape(shape))
+                             latency_at_hi=at_hi.reshape(shape), trace=trace)
     tpot, ttft_queue = (v.reshape(shape) for v in at(x.reshape(-1), *flat_args))
     with np.errstate(invalid="ignore", divide="ignore"):
         response = select(x > 0, c_users / x - think, np.nan)  # the response time law
@@ -814,6 +817,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     gpus = tp * pp
     price_replica = x["price_per_hour"] * gpus
 
+    closed = _closed_loop_results(model, prefill, x, batch, ceiling, traces.get("solver_closed_loop_rps"))
     chunk_trace = None if trace is None else {}
     options, ch, dis = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate,
                                 chunk_trace)
@@ -872,6 +876,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "decode_bound": np.asarray(t_comp > t_mem).astype(np.intp),
             "batch_limit": np.asarray(x["max_num_seqs"] < shared).astype(np.intp),
             "goodput_limit": limit,
+            **closed,
             **options,
         }
     if not intermediates:
@@ -910,6 +915,29 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             traces[name].__dict__.update(chunk_trace[key].__dict__)
         _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate)
     return values
+
+
+def _closed_loop_results(model: StepModel, prefill: PrefillStage, x: Mapping[str, np.ndarray], batch: np.ndarray,
+                         ceiling: np.ndarray, trace: SolveTrace | None = None) -> dict[str, np.ndarray]:
+    """The ``closed_loop_*`` results (``closed_loop`` at ``x["concurrency"]`` users and ``x["think_time_s"]``);
+    NaN where no concurrency is set (none computed when no row sets one)."""
+    users = x["concurrency"]
+    if not np.any(users > 0):
+        nan = np.full(np.shape(users), np.nan)
+        return {key: nan for key in CLOSED_LOOP_RESULTS}
+    point = closed_loop(model, prefill, x["output_tokens"], batch, ceiling, users, x["think_time_s"], trace=trace)
+    known = users > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = {
+            "closed_loop_throughput_rps": point.throughput_rps,
+            "closed_loop_tokens_per_s": point.throughput_rps * x["output_tokens"],
+            "closed_loop_tpot_s": point.tpot_s,
+            "closed_loop_ttft_s": point.ttft_s,
+            "closed_loop_batch": point.batch,
+            "closed_loop_slot_wait_s": point.slot_wait_s,
+            "closed_loop_load_fraction": select(ceiling > 0, point.throughput_rps / ceiling, np.nan),
+        }
+    return {key: select(known, v, np.nan) for key, v in values.items()}
 
 
 def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_step: np.ndarray,
