@@ -621,7 +621,7 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_):
         """(TPOT, TTFT without a slot wait) at throughput ``lam``: the TTFT of random arrivals where users think
         (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``)."""
-        point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1)) if rows > 1 else model,
+        point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1).astype(np.intp)) if rows > 1 else model,
                                    PrefillStage(p_tokens, p_ttft, p_gpu, p_compute), a_, b_, ceil_, lam)
         return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam, p_ttft, p_compute,
                                                                                   point.tpot_s))
@@ -646,6 +646,62 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
         nan = ~served
         return ClosedLoopPoint(select(nan, 0.0, x), select(nan, np.nan, tpot), select(nan, np.nan, ttft_queue + wait),
                                select(nan, np.nan, wait), select(nan, 0.0, np.minimum(x * a * tpot, b_max)))
+
+
+def replica_stages(inputs: Mapping[str, ArrayLike]) -> tuple[StepModel, MemoryStage, PrefillStage, np.ndarray]:
+    """One replica's stages from flat inputs, as ``analyse`` composes them: (``step_model`` at the average context
+    ``P + A / 2``, ``memory_stage``, ``prefill_stage``, ceiling [requests/s] from ``roofline.ceiling_rps`` at
+    ``B_max``), for callers that compose a closed loop (``closed_loop``, ``users_keeping_promises``)."""
+    x = complete_inputs(inputs)
+    a_tokens = x["output_tokens"]
+    model, kv_gpu = step_model(x, x["prompt_tokens"] + a_tokens / 2.0)
+    mem = memory_stage(x, kv_gpu, x["prompt_tokens"] + a_tokens)
+    prefill = prefill_stage(model, x, x["prompt_tokens"], mem.shared_blocks)
+    t_step = model.decode_terms(mem.batch_max)[2]
+    return model, mem, prefill, roofline.ceiling_rps(prefill.gpu_s, t_step, mem.batch_max, a_tokens)
+
+
+def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray, ClosedLoopPoint]:
+    """Most users in flight one replica serves with every mean promise kept and no user waiting for a slot [users],
+    and the closed loop there (``closed_loop``); one value per row of flat ``inputs`` (their ``concurrency`` unused).
+
+    ``U = max {C : TPOT(C) <= T, TTFT(C) <= D, slot wait 0}``: TPOT and TTFT rise with C, and the slot wait starts
+    where the throughput reaches the ceiling, at ``C_c = X_c (TTFT(X_c) + (A - 1) TPOT(X_c) + Z)``; so U is the
+    largest C in ``[0, C_c]`` with ``max(TPOT / T, TTFT / D) <= 1`` (``solve.largest_rate_meeting``; 0 where one
+    user alone breaks a promise). What the sizing divides the users by, as it divides an arrival rate by the goodput.
+    """
+    x = complete_inputs(inputs)
+    model, mem, prefill, ceiling = replica_stages(x)
+    a, z, t_slo, d_slo = x["output_tokens"], x["think_time_s"], x["tpot_slo_s"], x["ttft_slo_s"]
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_max, ceiling)),
+                                *(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))
+    rows = np.arange(int(np.prod(shape))).reshape(shape)
+    one = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
+
+    def sub(v, idx):
+        return np.broadcast_to(_f(v), shape).reshape(-1)[np.atleast_1d(idx).reshape(-1).astype(np.intp)]
+
+    def loop(users, idx):
+        idx = np.atleast_1d(idx).reshape(-1).astype(np.intp)
+        m = model if one else model.rows(idx)
+        p = PrefillStage(*(sub(getattr(prefill, f), idx) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
+        return closed_loop(m, p, sub(a, idx), sub(mem.batch_max, idx), sub(ceiling, idx), users, sub(z, idx))
+
+    def worst(users, idx):
+        point = loop(np.maximum(users, 1e-9), idx)  # at 0 users: the limit of a lone user's latencies
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.fmax(point.tpot_s / sub(t_slo, idx), point.ttft_s / sub(d_slo, idx))
+
+    # Users at the ceiling with nobody waiting for a slot: the response time law at X_c.
+    at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_max, ceiling, ceiling)
+    with np.errstate(invalid="ignore"):
+        ttft_c = select(z > 0, at_ceiling.ttft_s, slo.ttft_at_step_ends_s(ceiling, prefill.ttft_s, prefill.compute_s,
+                                                                         at_ceiling.tpot_s))
+        top = select(ceiling > 0, ceiling * (ttft_c + (a - 1.0) * at_ceiling.tpot_s + z), 0.0)
+    target = select(np.isfinite(t_slo) | np.isfinite(d_slo), 1.0, np.inf)
+    users = largest_rate_meeting(worst, np.broadcast_to(target, shape), np.broadcast_to(top, shape), (rows,),
+                                 ratio=False)
+    return users, loop(users.reshape(-1), rows.reshape(-1))
 
 
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,

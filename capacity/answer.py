@@ -166,6 +166,8 @@ def answer(results: Results | Sizing) -> str:
         return f"{s.model.name} does not fit on {layout_words(z, 1)} with room for one request: {binds(z)}."
     if z.replica_goodput_rps <= 0:
         return f"{layout_words(z, 1)} serve no load within the promises; {binds(z)} cannot be kept at any load."
+    if z.users:
+        return _users_answer(z)
     if z.load_rps:
         shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
                  f"{promises_words(s)}")
@@ -194,6 +196,36 @@ def answer(results: Results | Sizing) -> str:
             f"{binds(z)} is what binds.")
 
 
+def users_words(users: float, think_time_s: float) -> str:
+    """A closed loop's load in words: ``1,000 concurrent users`` and how long each thinks between answers."""
+    think = f", each pausing {format_time(think_time_s)} between an answer and the next request" if think_time_s else ""
+    return f"{users:,.0f} concurrent user{'s' if users != 1 else ''}{think}"
+
+
+def _users_answer(z: Sizing) -> str:
+    """``answer`` for a closed loop: ``To serve 1,000 concurrent users with 1,000-token prompts and 300-token
+    answers within TPOT <= 50.0 ms, you need 12 x h100-sxm (12 replicas of 1 GPU) at about $24.00/hour
+    ($17,520/month); each replica holds 83.3 users in flight, 5.6 requests/s at TPOT 48.1 ms and TTFT 140.2 ms;
+    the TPOT promise sets each replica's limit of 89.0 users.``"""
+    s = z.scenario
+    who = users_words(z.users, s.workload.think_time_s)
+    shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
+             f"{promises_words(s)}")
+    limit = "slots in the KV memory" if z.binding_promise == "capacity" else binds(z)
+    if z.replicas is None:
+        return (f"No layout allowed serves {who} with {shape}: {limit} limits each replica to "
+                f"{z.replica_users or 0:,.1f} users.")
+    design = "" if z.peak_factor == 1 and z.headroom == 0 else (
+        f" (designed for {z.design_users:,.0f} users at peak x{z.peak_factor:g}"
+        f"{f', {z.headroom:.0%} headroom' if z.headroom else ''})")
+    money = (f" at about {_money(z.cost_per_hour)}/hour ({_money(z.cost_per_month)}/month)"
+             if z.cost_per_hour is not None else " (no GPU price set, so no cost)")
+    return (f"To serve {who} with {shape}, you need {layout_words(z)}{design}{money}; each replica holds "
+            f"{z.users_per_replica:,.1f} users in flight, {z.load_per_replica_rps:,.2f} requests/s at TPOT "
+            f"{format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}; {limit} sets each replica's "
+            f"limit of {z.replica_users:,.1f} users.")
+
+
 def cautions(results: Results) -> list[str]:
     """What an engine would refuse or a buyer would ask about that the numbers alone do not say.
 
@@ -210,4 +242,4 @@ def cautions(results: Results) -> list[str]:
 
 __all__ = ["HOURS_PER_MONTH", "answer", "capacity_gap_rps", "cautions", "cost_per_hour",
            "binds", "cost_per_million_output_tokens", "cost_per_month", "layout_words", "memory_split", "monthly_cost",
-           "paged_over_contiguous", "per_user_tokens_per_s", "usable_bytes", "what_binds"]
+           "paged_over_contiguous", "per_user_tokens_per_s", "usable_bytes", "users_words", "what_binds"]

@@ -359,7 +359,11 @@ class Results:
             notes.append("cost is not computed: no gpu.price_per_hour")
         elif not math.isfinite(v["cost_per_million_tokens"]):
             notes.append("cost per million tokens is undefined: the goodput is 0")
-        if not self.scenario.workload.arrival_rate:
+        if self.scenario.workload.concurrency:
+            if v["closed_loop_slot_wait_s"] > 0:
+                notes.append(f"{self.scenario.workload.concurrency:,} users in flight are more than one replica runs "
+                             f"at once: each waits {v['closed_loop_slot_wait_s']:,.3g} s on average for a slot")
+        elif not self.scenario.workload.arrival_rate:
             notes.append("no workload.arrival_rate: latencies at load are not computed")
         elif not math.isfinite(v["tpot_at_load_s"]):
             notes.append("the arrival rate exceeds what the GPU can decode: the queue grows without bound")
