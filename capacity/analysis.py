@@ -618,12 +618,14 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     served = (c_users > 0) & (ceiling > 0) & (b_max > 0)
     hi = select(served, ceiling, 0.0)
 
-    def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_):
+    def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_, c_):
         """(TPOT, TTFT without a slot wait) at throughput ``lam``: the TTFT of random arrivals where users think
-        (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``)."""
+        (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``). A user's
+        decode is paused by the other C - 1 users' prefills, not its own: their GPU time ``t_p (C - 1) / C``."""
+        others = np.maximum(c_ - 1.0, 0.0) / np.maximum(c_, 1.0)
         point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1).astype(np.intp)) if rows > 1 else model,
-                                   PrefillStage(p_tokens, p_ttft, p_gpu, p_compute), a_, b_, ceil_, lam)
-        return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam, p_ttft, p_compute,
+                                   PrefillStage(p_tokens, p_ttft, p_gpu * others, p_compute), a_, b_, ceil_, lam)
+        return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam * others, p_ttft, p_compute,
                                                                                   point.tpot_s))
 
     def users_in_loop(lam, *row):
@@ -632,7 +634,8 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
         with np.errstate(invalid="ignore", over="ignore"):
             return select(lam > 0, lam * (ttft + (a_ - 1.0) * tpot + z_), 0.0)
 
-    args = (index, prefill.tokens, prefill.ttft_s, prefill.gpu_s, prefill.compute_s, a, b_max, ceiling, think)
+    args = (index, prefill.tokens, prefill.ttft_s, prefill.gpu_s, prefill.compute_s, a, b_max, ceiling, think,
+            c_users)
     flat_args = tuple(np.broadcast_to(_f(v), shape).reshape(-1) for v in args)
     flat_hi = np.broadcast_to(hi, shape).reshape(-1)
     at_hi = users_in_loop(flat_hi, *flat_args)
@@ -696,7 +699,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
     at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_max, ceiling, ceiling)
     with np.errstate(invalid="ignore"):
         ttft_c = select(z > 0, at_ceiling.ttft_s, slo.ttft_at_step_ends_s(ceiling, prefill.ttft_s, prefill.compute_s,
-                                                                         at_ceiling.tpot_s))
+                                                                         at_ceiling.tpot_s))  # many users: others ~ 1
         top = select(ceiling > 0, ceiling * (ttft_c + (a - 1.0) * at_ceiling.tpot_s + z), 0.0)
     target = select(np.isfinite(t_slo) | np.isfinite(d_slo), 1.0, np.inf)
     users = largest_rate_meeting(worst, np.broadcast_to(target, shape), np.broadcast_to(top, shape), (rows,),

@@ -202,8 +202,9 @@ def ttft_at_step_ends_s(throughput_rps: ArrayLike, prefill_s: ArrayLike, prefill
     other users who finished in the same step, ``X TPOT`` of them on average (X requests/s finish, one decode
     step per TPOT; the number finishing in a step is about Poisson, whose size-biased count less one has the
     same mean). No prompt arrives during a prefill pass (no one decodes, so no one finishes), so passes do not
-    chain as under random arrivals (``ttft_queue_s``). ``throughput_rps`` X [requests/s], ``prefill_s`` t_p
-    and ``prefill_compute_s`` c (``prefill_compute_s``) [s], ``tpot_s`` [s].
+    chain as under random arrivals (``ttft_queue_s``). ``throughput_rps`` X [requests/s] (of the other users:
+    ``analysis.closed_loop`` passes ``X (C - 1) / C``), ``prefill_s`` t_p and ``prefill_compute_s`` c
+    (``prefill_compute_s``) [s], ``tpot_s`` [s].
     Essay 001 at 100 users (X = 6.04 requests/s, TPOT 54.6 ms): 109.7 + 106.7 x 0.329 = 144.8 ms; the simulator
     run closed-loop gives 144.2 ms (tests/test_closed_loop.py).
     """
