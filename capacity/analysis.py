@@ -704,7 +704,8 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
     target = select(np.isfinite(t_slo) | np.isfinite(d_slo), 1.0, np.inf)
     users = largest_rate_meeting(worst, np.broadcast_to(target, shape), np.broadcast_to(top, shape), (rows,),
                                  ratio=False)
-    return users, loop(users.reshape(-1), rows.reshape(-1))
+    point = loop(users.reshape(-1), rows.reshape(-1))
+    return users, ClosedLoopPoint(*(np.reshape(getattr(point, f.name), shape) for f in fields(ClosedLoopPoint)))
 
 
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
