@@ -44,8 +44,6 @@ INPUTS: dict[str, tuple[str, str]] = {
     "output_tokens": ("tokens", "answer length"),
     "shared_prefix_tokens": ("tokens", "prefix common to every request"),
     "arrival_rate": ("requests/s", "offered load (inf or 0: not set)"),
-    "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
-    "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
     "tpot_slo_s": ("s", "TPOT promise (inf: none)"),
     "ttft_slo_s": ("s", "TTFT promise (inf: none)"),
     # Architecture and layout beyond a dense GQA model on one tensor-parallel group (defaults: no effect).
@@ -72,6 +70,9 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Efficiency curves (engine profiles, capacity.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
     "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
     "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
+    # Closed loop (workload.concurrency): the load as users in flight instead of an arrival rate.
+    "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
+    "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.

@@ -164,4 +164,5 @@ def closed_loop_validation(scenario: Scenario, fractions: tuple[float, ...] = (0
     return pd.DataFrame(rows)
 
 
-__all__ = ["ANALYTIC_ENGINE", "closed_loop_validation", "keeps", "percentile_goodput", "simulated_latency", "ttft_validation"]
+__all__ = ["ANALYTIC_ENGINE", "closed_loop_validation", "keeps", "percentile_goodput", "simulated_latency",
+           "ttft_validation"]
