@@ -211,7 +211,7 @@ def _users_answer(z: Sizing) -> str:
     who = users_words(z.users, s.workload.think_time_s)
     shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
              f"{promises_words(s)}")
-    limit = "slots in the KV memory" if z.binding_promise == "capacity" else binds(z)
+    limit = binds(z)
     if z.replicas is None:
         return (f"No layout allowed serves {who} with {shape}: {limit} limits each replica to "
                 f"{z.replica_users or 0:,.1f} users.")
