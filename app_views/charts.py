@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from app_views.state import UNIT_BYTES
-from capacity.answer import per_user_tokens_per_s
-from capacity.pool_picture import LABELS
+from capacity.answers.sentence import per_user_tokens_per_s
+from capacity.model.pool_picture import LABELS
 
 POOL_COLOURS = ["#e5e7eb", "#7c3aed", "#2563eb", "#f59e0b"]  # free, shared, private, partial
 

@@ -10,32 +10,32 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from capacity.files import safe_filename
-from capacity.scenario import Results
+from capacity.fileio.files import safe_filename
+from capacity.model.scenario import Results
 
 
 def _csv(results: Results) -> str:
-    from capacity.report import report_for, to_csv
+    from capacity.render.report import report_for, to_csv
 
     return to_csv(report_for(results))
 
 
 def _xlsx(results: Results) -> bytes:
-    from capacity.report import report_for
-    from capacity.xlsx import workbook_bytes
+    from capacity.render.report import report_for
+    from capacity.render.xlsx import workbook_bytes
 
     return workbook_bytes(report_for(results))
 
 
 def _json(results: Results) -> str:
-    from capacity.report import report_for, to_json
+    from capacity.render.report import report_for, to_json
 
     return to_json(report_for(results))
 
 
 def _customer_report(results: Results) -> str:
     """The customer report for the scenario's load, sized with its fleet section (peak factor, headroom)."""
-    from capacity.customer_report import customer_report_html
+    from capacity.render.customer_report import customer_report_html
 
     plan = results.scenario.fleet
     return customer_report_html(results, peak_factor=plan.peak_factor, headroom=plan.headroom)

@@ -20,17 +20,18 @@ from app_views.summary import cached_verdict
 from app_views.text import plain
 from app_views.views import VIEWS
 from capacity import Scenario, ScenarioError
-from capacity.answer import answer, binds, cautions, layout_words
-from capacity.budget import BudgetExceeded, time_budget
-from capacity.files import safe_filename
-from capacity.formatting import format_value
-from capacity.sizing import MODE_WORDS, Sizing, mode_rates, size
+from capacity.answers.sentence import answer, binds, cautions, layout_words
+from capacity.fileio.files import safe_filename
+from capacity.planning.sizing import MODE_WORDS, Sizing, mode_rates, size
+from capacity.render.formatting import format_value
+from capacity.runtime.budget import BudgetExceeded, time_budget
 
 # What exists once the page's modules are imported (libraries, catalogs, presets) lives as long as the server: the
 # garbage collector need not scan it again (``.streamlit/config.toml`` turns off the full pass after every run).
 gc.freeze()
 
-#: Time budget of one evaluation and of drawing one view [s] (``capacity.budget``): work estimated to take longer
+#: Time budget of one evaluation and of drawing one view [s] (``capacity.runtime.budget``): work estimated to take
+#: longer
 #: is refused before it starts, work that runs past it is stopped, so one session never holds a core for long.
 #: A valid scenario evaluates in milliseconds and the heaviest view (Fleet) in about a second.
 BUDGET_S = 5.0
@@ -53,7 +54,7 @@ def evaluate(scenario_json: str) -> tuple[Any, list[str] | None]:
 
 @st.cache_resource(show_spinner=False, max_entries=256)
 def answer_of(scenario_json: str, _results: Any) -> Sizing:
-    """The one answer (``capacity.sizing.size``) of the sizing ``scenario_json`` (whose Results are ``_results``)."""
+    """The one answer (``capacity.planning.sizing.size``) of the sizing ``scenario_json`` (Results: ``_results``)."""
     with time_budget(BUDGET_S):
         return size(_results.scenario, _results)
 

@@ -7,8 +7,8 @@ from typing import Any
 import pandas as pd
 
 from app_views.context import Context
-from capacity.analysis import RESULTS
-from capacity.formatting import SECTIONS, format_value
+from capacity.model.analysis import RESULTS
+from capacity.render.formatting import SECTIONS, format_value
 
 
 def table(ctx: Context) -> pd.DataFrame:
