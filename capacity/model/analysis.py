@@ -986,7 +986,7 @@ def _closed_loop_results(model: StepModel, prefill: PrefillStage, x: Mapping[str
     NaN where no concurrency is set (none computed when no row sets one)."""
     users = x["concurrency"]
     if not np.any(users > 0):
-        nan = np.full(np.shape(users), np.nan)
+        nan = np.full(np.broadcast_shapes(*(np.shape(v) for v in x.values())), np.nan)
         return {key: nan for key in CLOSED_LOOP_RESULTS}
     point = closed_loop(model, prefill, x["output_tokens"], batch, ceiling, users, x["think_time_s"], trace=trace)
     known = users > 0

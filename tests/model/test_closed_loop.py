@@ -183,3 +183,17 @@ def test_simulator_refuses_what_a_closed_loop_cannot_run():
         simulate(essay001(), arrival="closed", concurrency=4, replicas=2)
     with pytest.raises(ScenarioError, match="concurrency is missing"):
         simulate(essay001(), arrival="closed")
+
+
+def test_a_sweep_of_users_and_shapes_equals_each_alone():
+    """The array path (a sweep over users and request shapes at once) gives each row's scalar values."""
+    from capacity.model.analysis import CLOSED_LOOP_RESULTS, analyse
+
+    base = essay001().inputs()
+    users, prompts = np.array([10.0, 100.0, 500.0, 0.0]), np.array([1000.0, 200.0, 4000.0, 1000.0])
+    together = analyse({**base, "concurrency": users, "prompt_tokens": prompts, "think_time_s": 1.0})
+    for i in range(len(users)):
+        alone = analyse({**base, "concurrency": users[i], "prompt_tokens": prompts[i], "think_time_s": 1.0})
+        for key in CLOSED_LOOP_RESULTS:
+            np.testing.assert_allclose(together[key][i], alone[key], rtol=1e-9, err_msg=key)
+    assert math.isnan(together["closed_loop_tpot_s"][3])
