@@ -153,7 +153,9 @@ def on_field(key: str) -> None:
 
 
 #: The two ways to give the load: an arrival rate (open loop) or concurrent users (closed loop). A scenario holds one.
-_LOADS = {"arrival_rate": ("concurrency", "think_time_s"), "concurrency": ("arrival_rate",)}
+_DAILY = ("daily_users", "requests_per_user_per_day", "peak_hour_pct")
+_LOADS = {"arrival_rate": ("concurrency", "think_time_s", *_DAILY), "concurrency": ("arrival_rate", *_DAILY),
+          **{key: ("arrival_rate", "concurrency", "think_time_s") for key in _DAILY}}
 
 
 def _one_load(key: str) -> None:
@@ -536,6 +538,12 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
                 "(a closed loop, as vllm bench --max-concurrency); replaces the requests/s; 0 = not set")
         _number(c2, "think_time_s", label="think time (s)", format="%.1f",
                 help="each user's pause between an answer and the next request (with concurrent users)")
+        c1, c2, c3 = sb.columns(3)
+        help_daily = ("or the load as daily users: users x requests a day x the peak hour's share / 3,600 s is the "
+                      "arrival rate sized for (replaces the requests/s and concurrent users)")
+        _number(c1, "daily_users", label="or daily users", format="%.0f", help=help_daily)
+        _number(c2, "requests_per_user_per_day", label="requests / user / day", format="%.1f", help=help_daily)
+        _number(c3, "peak_hour_pct", label="in peak hour (%)", format="%.1f", help=help_daily)
         c1 = c2 = _row(sb)
         _number(c1, "headroom_pct", step=5.0, help="spare capacity every fleet is sized with (headline, Cost and "
                                                     "Fleet; saved as fleet.headroom)")
