@@ -205,8 +205,8 @@ def ttft_at_step_ends_s(throughput_rps: ArrayLike, prefill_s: ArrayLike, prefill
     chain as under random arrivals (``ttft_queue_s``). ``throughput_rps`` X [requests/s] (of the other users:
     ``analysis.closed_loop`` passes ``X (C - 1) / C``), ``prefill_s`` t_p and ``prefill_compute_s`` c
     (``prefill_compute_s``) [s], ``tpot_s`` [s].
-    Essay 001 at 100 users (X = 6.04 requests/s, TPOT 54.6 ms): 109.7 + 106.7 x 0.329 = 144.8 ms; the simulator
-    run closed-loop gives 144.2 ms (tests/test_closed_loop.py).
+    Essay 001 at 100 users (X = 6.08 requests/s, of the 99 others 6.02, TPOT 54.5 ms): 109.7 + 106.7 x 0.328 =
+    144.7 ms; the simulator run closed-loop gives 144.2 ms (tests/model/test_closed_loop.py).
     """
     return _f(prefill_s) + _f(prefill_compute_s) * _f(throughput_rps) * _f(tpot_s)
 

@@ -608,9 +608,9 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     A [tokens]; ``batch_max`` [requests]; ``ceiling_rps`` (``roofline.ceiling_rps``) [requests/s]; ``users`` C
     [users] (0: no closed loop, NaN latencies); ``think_time_s`` Z [s]; ``trace`` (one row): the root solve's
     ``solve.SolveTrace``. Checked against the simulator run
-    closed-loop (``tests/test_closed_loop.py``).
-    Example, essay 001 (B_max 328, ceiling 6.92 requests/s), 100 users, no think time: X = 5.25 requests/s,
-    TPOT 61.4 ms, TTFT 676 ms, 90.4 decoding.
+    closed-loop (``tests/model/test_closed_loop.py``).
+    Example, essay 001 (B_max 328, ceiling 6.92 requests/s), 100 users, no think time: X = 6.08 requests/s,
+    TPOT 54.5 ms, TTFT 144.7 ms, 99.5 decoding; the simulator run so: 6.10 requests/s, 54.6 ms, 144.2 ms.
     """
     a, b_max, ceiling, c_users, think = _f(output_tokens), _f(batch_max), _f(ceiling_rps), _f(users), _f(think_time_s)
     shape = np.broadcast_shapes(a.shape, b_max.shape, ceiling.shape, c_users.shape, think.shape,
