@@ -592,10 +592,14 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
 
     The interactive response time law of a closed queueing network (Little's law over the whole loop; Lazowska
     et al., *Quantitative System Performance*, 1984, ch. 3; the fixed point of mean value analysis, Reiser and
-    Lavenberg, J. ACM 27 (1980)) with this model's own latencies at the throughput (``latencies_at_rates``:
-    TPOT's fixed point with other users' prefill passes pausing decode, TTFT's prefill queue):
+    Lavenberg, J. ACM 27 (1980)) with this model's own latencies at the throughput:
 
         X = C / (R(X) + Z),   R(X) = TTFT(X) + (A - 1) TPOT(X)
+
+    TPOT(X): ``latencies_at_rates``' fixed point, a user's decode paused by the prefills of the other C - 1 users
+    (``t_p (C - 1) / C`` of GPU time per request: one user alone sees none). TTFT(X): with a think time, the prefill
+    queue of random arrivals (``slo.ttft_queue_s`` via ``latencies_at_rates``); without one, each request arrives
+    as an answer ends, at a decode-step end (``slo.ttft_at_step_ends_s`` at the others' ``X (C - 1) / C``).
 
     ``X (R(X) + Z)`` rises with X, so the root is the largest ``X <= ceiling`` with ``X (R(X) + Z) <= C``
     (``solve.largest_rate_meeting``). Where even the ceiling leaves users over (``C > X_c (R(X_c) + Z)``: more
@@ -607,8 +611,7 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     ``model``: one replica (one row) or one row per user count; ``prefill``: ``prefill_stage``; ``output_tokens``
     A [tokens]; ``batch_max`` [requests]; ``ceiling_rps`` (``roofline.ceiling_rps``) [requests/s]; ``users`` C
     [users] (0: no closed loop, NaN latencies); ``think_time_s`` Z [s]; ``trace`` (one row): the root solve's
-    ``solve.SolveTrace``. Checked against the simulator run
-    closed-loop (``tests/model/test_closed_loop.py``).
+    ``solve.SolveTrace``. Checked against the simulator run closed-loop (``tests/model/test_closed_loop.py``).
     Example, essay 001 (B_max 328, ceiling 6.92 requests/s), 100 users, no think time: X = 6.08 requests/s,
     TPOT 54.5 ms, TTFT 144.7 ms, 99.5 decoding; the simulator run so: 6.10 requests/s, 54.6 ms, 144.2 ms.
     """
