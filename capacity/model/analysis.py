@@ -629,6 +629,8 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
         (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``). A user's
         decode is paused by the other C - 1 users' prefills, not its own: their GPU time ``t_p (C - 1) / C``."""
         others = np.maximum(c_ - 1.0, 0.0) / np.maximum(c_, 1.0)
+        # At the ceiling every slot runs (B_max, the limit from below): the TPOT there, however many users.
+        others = select(ceiling_limit(lam, ceil_), 1.0, others)
         point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1).astype(np.intp)) if rows > 1 else model,
                                    PrefillStage(p_tokens, p_ttft, p_gpu * others, p_compute), a_, b_, ceil_, lam)
         return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam * others, p_ttft, p_compute,
@@ -650,8 +652,10 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     tpot, ttft_queue = (v.reshape(shape) for v in at(x.reshape(-1), *flat_args))
     with np.errstate(invalid="ignore", divide="ignore"):
         response = select(x > 0, c_users / x - think, np.nan)  # the response time law
-        wait = np.maximum(response - ttft_queue - (a - 1.0) * tpot, 0.0)
-        wait = select(x >= hi * (1 - 1e-12), wait, 0.0)  # below the ceiling the root is the law: nobody waits
+        wait = response - ttft_queue - (a - 1.0) * tpot
+        # Below the ceiling the root is the law (to the solve's tolerance): nobody waits. At the ceiling (or in the
+        # step where the TPOT there starts counting every slot) the users the loop leaves over wait for a slot.
+        wait = select(wait > 1e-9 * np.abs(response), wait, 0.0)
         nan = ~served
         return ClosedLoopPoint(select(nan, 0.0, x), select(nan, np.nan, tpot), select(nan, np.nan, ttft_queue + wait),
                                select(nan, np.nan, wait), select(nan, 0.0, np.minimum(x * a * tpot, b_max)))

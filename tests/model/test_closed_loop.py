@@ -60,8 +60,8 @@ def test_response_time_law_holds_everywhere_and_the_ceiling_is_a_wall():
         assert np.all(np.diff(x) >= 0) and np.all(x <= ceiling * (1 + 1e-12))
         assert np.all(np.diff(point.ttft_s) >= -1e-12) and np.all(np.diff(point.tpot_s) >= -1e-12)
         # Users beyond the ceiling wait for a slot; below it nobody does.
-        assert np.all(x[point.slot_wait_s > 0] >= ceiling * (1 - 1e-12))
-        assert np.all(point.slot_wait_s[x < ceiling * (1 - 1e-9)] == 0)
+        assert np.all(x[point.slot_wait_s > 0] >= ceiling * (1 - 1e-6))
+        assert np.all(point.slot_wait_s[x < ceiling * (1 - 1e-6)] == 0)
         assert np.all(point.batch <= 328)
     # 2,000 users on a replica that runs 328 at once: 2,000 / 6.92 requests/s = 289 s a cycle, most of it waiting.
     point, ceiling = loop_of(essay001(), 2000.0)
