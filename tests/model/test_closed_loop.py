@@ -197,3 +197,33 @@ def test_a_sweep_of_users_and_shapes_equals_each_alone():
         for key in CLOSED_LOOP_RESULTS:
             np.testing.assert_allclose(together[key][i], alone[key], rtol=1e-9, err_msg=key)
     assert math.isnan(together["closed_loop_tpot_s"][3])
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_identical_requests_move_in_lockstep_as_simulated(shape):
+    """Fixed prompt and answer lengths, no think time: the users arrive, prefill, decode and finish together, waves
+    that ``closed_loop_lockstep`` adds up pass by pass; the simulator's means agree within 2% (its throughput taken
+    as C over the mean request time, the length of a wave)."""
+    pytest.importorskip("capacity.simulator")
+    from capacity.model.analysis import closed_loop_lockstep
+    from capacity.planning.simulated_percentiles import ANALYTIC_ENGINE
+    from capacity.simulator import simulate
+
+    scenario = essay001(**SHAPES[shape])
+    model, mem, prefill, _ = replica_stages(scenario.inputs())
+    for users in (10, 30):
+        point = closed_loop_lockstep(model, prefill.tokens, scenario.workload.output_tokens, mem.batch_max, 8192,
+                                     float(users))
+        frame = simulate(scenario, **{**ANALYTIC_ENGINE, "arrival": "closed"}, concurrency=users,
+                         requests=40 * users).requests
+        steady = frame[frame["arrival_s"] >= 0.3 * frame["arrival_s"].max()]
+        assert float(point.ttft_s) == pytest.approx(steady["ttft_s"].mean(), rel=0.02)
+        assert float(point.tpot_s) == pytest.approx(steady["tpot_s"].mean(), rel=0.02)
+        assert float(point.throughput_rps) == pytest.approx(users / steady["e2e_s"].mean(), rel=0.02)
+    # Essay 001, 30 users: passes of 8 prompts (8,000 of 8,192 tokens), 856.3 ms each and 643.0 ms for the last 6:
+    # TTFT = (8 x 0.8563 x (1 + 2 + 3) + 6 x (3 x 0.8563 + 0.6430)) / 30 = 2.013 s, where spread phases give 0.12 s.
+    if shape == "essay 001":
+        full, last = 8 * (T_P - 0.003) + 0.003, 6 * (T_P - 0.003) + 0.003
+        point = closed_loop_lockstep(model, prefill.tokens, 300, mem.batch_max, 8192, 30.0)
+        assert float(point.ttft_s) == pytest.approx((8 * full * 6 + 6 * (3 * full + last)) / 30, rel=1e-12)
+        assert float(point.ttft_s) == pytest.approx(2.0125, abs=1e-4)
