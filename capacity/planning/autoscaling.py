@@ -151,7 +151,10 @@ class AutoscalePlan:
                      "extra_cost_per_month": _sub(chosen.figures["cost_per_month"],
                                                   cheapest.figures["cost_per_month"])}
         s = self.replica.sizing
-        return {"requests": self.requests, "mode": s.mode, "tensor_parallel": s.tensor_parallel,
+        peak_cheaper = bool(self.peak.figures["keeps_promises"] and (
+            chosen is None or self.peak.figures["gpu_hours_per_day"] < chosen.figures["gpu_hours_per_day"]))
+        return {"requests": self.requests, "peak_is_cheaper": peak_cheaper, "mode": s.mode,
+                "tensor_parallel": s.tensor_parallel,
                 "gpus_per_replica": s.gpus_per_replica, "replica_goodput_rps": self.replica.model.goodput_rps,
                 "replica_ceiling_rps": self.replica.model.ceiling_rps, "goodput_basis": s.goodput_basis,
                 "price_per_gpu_hour": s.price_per_gpu_hour, "price_source": s.price_source,

@@ -406,7 +406,6 @@ def simulate_day(scenario, config, table, schedule: Schedule, replica: ReplicaMo
     from capacity.runtime import budget
     from capacity.simulator import _simulate_one
     from capacity.simulator.cost_models import cost_model_for
-
     from capacity.simulator.scheduler import AUTO_MIN_REQUESTS
 
     if event_loop == "auto" and len(table) >= AUTO_MIN_REQUESTS:
