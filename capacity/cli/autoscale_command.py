@@ -146,7 +146,8 @@ def plan_of(args: argparse.Namespace) -> Any:
 COLUMNS = (("policy", "policy", "{}"), ("gpu_hours_per_day", "GPU-h/day", "{:,.1f}"),
            ("cost_per_month", "$/month", "{:,.0f}"), ("share_ttft", "TTFT kept", "{:.2%}"),
            ("share_tpot", "TPOT kept", "{:.2%}"), ("p99_ttft_s", "p99 TTFT s", "{:,.3g}"),
-           ("max_ttft_s", "max TTFT s", "{:,.3g}"), ("min_replicas", "min", "{}"), ("max_replicas", "max", "{}"),
+           ("max_ttft_s", "max TTFT s", "{:,.3g}"), ("worst_window_share", "worst 15 min", "{:.1%}"),
+           ("min_replicas", "min", "{}"), ("max_replicas", "max", "{}"),
            ("keeps_promises", "keeps", "{}"))
 
 

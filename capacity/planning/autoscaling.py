@@ -9,6 +9,7 @@ rate: its goodput at the promises' percentile, its ceiling, its GPUs). Per polic
     GPU-hours per day  = Σ replicas' paid time x GPUs per replica / 3600               [GPU h]
     cost per month     = GPU-hours per day x price x 730 / L                           [$]   (L: the day's hours)
     share keeping each promise = requests within the promise / requests                 [-]
+    worst window = the lowest share keeping every promise over the 15-minute windows of the day  [-]
 
 beside provisioning for the peak (the fleet ``ceil(peak λ / λ_r)`` all day, simulated the same way). A policy keeps
 the promises when the share of requests keeping each is at least the promise's percentile (``slo.percentile``;
@@ -38,6 +39,9 @@ from capacity.model.scenario import Scenario
 from capacity.planning.sizing import HOURS_PER_MONTH, Sizing, latency_curve, mode_rates, replicas_for, size
 from capacity.simulator.autoscale import DayResult, Delays, Policy, ReplicaModel, control, simulate_day
 from capacity.simulator.traffic import HOUR_S, Burst, Mmpp, arrivals, day_table, per_second, rate_segments
+
+#: The window whose worst share of requests keeping every promise is reported beside the day's [s].
+WORST_WINDOW_S = 900.0
 
 #: Target utilisations tried for each policy kind when none are stated (load per replica over its goodput).
 DEFAULT_UTILIZATIONS = (1.0, 0.8, 0.6)
@@ -188,10 +192,12 @@ def _figures(name: str, day: DayResult, scenario: Scenario, price: float | None)
             (slo.tpot_s is None or tpot.size == 0 or float(tpot.mean()) <= slo.tpot_s)
     paid = day.paid_replicas()
     month = HOURS_PER_MONTH / hours
+    bins = day.timeline(WORST_WINDOW_S, slo.tpot_s, slo.ttft_s)["share_kept"]
     return {"policy": name, "gpu_hours_per_day": gpu_hours,
             "cost_per_day": gpu_hours * price if price is not None else None,
             "cost_per_month": gpu_hours * price * month if price is not None else None,
             **shares, "keeps_promises": keeps,
+            "worst_window_share": float(np.nanmin(bins)) if np.isfinite(bins).any() else None,
             "mean_ttft_s": float(ttft.mean()) if ttft.size else None,
             "p99_ttft_s": float(np.percentile(ttft, 99)) if ttft.size else None,
             "max_ttft_s": float(ttft.max()) if ttft.size else None,
@@ -288,5 +294,5 @@ def _assumptions(delays: Delays, ratio: float, price: float | None) -> list[str]
     return out
 
 
-__all__ = ["AutoscalePlan", "DEFAULT_UTILIZATIONS", "DayReplica", "DaySpec", "PolicyOutcome", "day_replica",
-           "plan_autoscaling", "policy_grid", "reserved_split"]
+__all__ = ["AutoscalePlan", "DEFAULT_UTILIZATIONS", "DayReplica", "DaySpec", "PolicyOutcome", "WORST_WINDOW_S",
+           "day_replica", "plan_autoscaling", "policy_grid", "reserved_split"]

@@ -6,7 +6,7 @@ Two passes, because the engine simulator runs a replica's requests to the end an
    up to ``n μ`` requests/s (μ: one replica's throughput ceiling at its largest batch, ``ceiling_rps``), the rest
    queue (a shared FIFO backlog ``Q``: ``Q ← max(0, Q + a_k − n μ)``, ``a_k`` the arrivals of second k); an arrival
    waits ``Q / (n μ)``. Every ``interval_s`` the policy reads what a metrics pipeline reads over the last interval
-   (arrival rate, backlog, the worst TTFT of a cohort ``wait + ttft_at(load per replica)``) and sets the desired
+   (arrival rate, backlog, the worst TTFT of a cohort ``wait + mean TTFT at the load per replica``) and sets the desired
    replicas with the Kubernetes Horizontal Pod Autoscaler's rule
    (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details)::
 
@@ -132,16 +132,6 @@ class ReplicaModel:
     ttft_s: np.ndarray
     ttft_promise_s: float | None = None
 
-    def ttft_at(self, load_rps: float) -> float:
-        """Mean TTFT at ``load_rps`` per replica [s], interpolated on the curve (its last value beyond it); the
-        curve's rates are evenly spaced from 0 (``numpy.interp``'s result, without its per-call cost)."""
-        last = len(self.rates_rps) - 1
-        x = load_rps / self.rates_rps[last] * last if self.rates_rps[last] > 0 else 0.0
-        if x >= last:
-            return float(self.ttft_s[last])
-        i = int(x)
-        return float(self.ttft_s[i] + (x - i) * (self.ttft_s[i + 1] - self.ttft_s[i]))
-
 
 @dataclass(slots=True)
 class Schedule:
@@ -192,7 +182,6 @@ def control(arrivals_per_s: np.ndarray, policy: Policy, delays: Delays, replica:
     ready = np.zeros(length)
     alive = np.zeros(length)
     backlog = np.zeros(length)
-    ttft = np.zeros(length)
     history: deque[tuple[float, int]] = deque()
     decisions: list[tuple[float, int, int]] = []
     q = 0.0
@@ -217,7 +206,8 @@ def control(arrivals_per_s: np.ndarray, policy: Policy, delays: Delays, replica:
             if policy.kind == "ttft" and not pending:  # it waits for the replicas already starting
                 target = policy.ttft_target_s or replica.ttft_promise_s
                 if target:
-                    proposals.append(_proposal(current, float(ttft[window].max()) / target, policy.tolerance))
+                    worst = float(fluid_ttft(a[window], ready[window], backlog[window], replica).max())
+                    proposals.append(_proposal(current, worst / target, policy.tolerance))
             desired = min(max(proposals), max(2 * current, current + HPA_SCALE_UP_PODS))  # HPA's scale-up limit
             desired = min(max(desired, policy.min_replicas), policy.max_replicas)
             history.append((t, desired))
@@ -245,14 +235,20 @@ def control(arrivals_per_s: np.ndarray, policy: Policy, delays: Delays, replica:
                     removed[i] = t
                 decisions.append((t, current, desired))
         ready[k], alive[k] = n_ready, len(live)
-        capacity = n_ready * mu
-        wait = q / capacity if capacity > 0 else math.inf
-        load = a[k] / n_ready if n_ready else math.inf
-        ttft[k] = wait + replica.ttft_at(min(load, replica.ceiling_rps))
         backlog[k] = q
-        q = max(0.0, q + a[k] - capacity)
-    return Schedule(np.array(requested), np.array(ready_at), np.array(removed), ready, alive, backlog, ttft,
-                    decisions)
+        q = max(0.0, q + a[k] - n_ready * mu)
+    return Schedule(np.array(requested), np.array(ready_at), np.array(removed), ready, alive, backlog,
+                    fluid_ttft(a, ready, backlog, replica), decisions)
+
+
+def fluid_ttft(arrivals_per_s: np.ndarray, ready: np.ndarray, backlog: np.ndarray, replica: ReplicaModel
+               ) -> np.ndarray:
+    """The fluid model's TTFT of each second's arrivals [s]: the wait for the backlog at the fleet's ceiling plus
+    the mean TTFT at the load per replica, ``Q / (n μ) + ttft(min(a / n, μ))`` (inf with no replica ready)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wait = np.where(ready > 0, backlog / (ready * replica.ceiling_rps), np.inf)
+        load = np.where(ready > 0, np.minimum(arrivals_per_s / ready, replica.ceiling_rps), replica.ceiling_rps)
+    return wait + np.interp(load, replica.rates_rps, replica.ttft_s)
 
 
 @numba.njit(cache=True)
@@ -431,4 +427,5 @@ def simulate_day(scenario, config, table, schedule: Schedule, replica: ReplicaMo
 
 
 __all__ = ["DayResult", "Delays", "HPA_INTERVAL_S", "HPA_SCALE_DOWN_S", "HPA_SCALE_UP_PODS", "HPA_TOLERANCE",
-           "POLICY_KINDS", "Policy", "ReplicaModel", "Schedule", "control", "initial_replicas", "route", "simulate_day"]
+           "POLICY_KINDS", "Policy", "ReplicaModel", "Schedule", "control", "fluid_ttft", "initial_replicas", "route",
+           "simulate_day"]
