@@ -51,6 +51,8 @@ def add_autoscale_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--utilizations", default="1,0.8,0.6", help="target utilisations (load over goodput) to try")
     p.add_argument("--price-ratio", type=float, default=1.0, help="on-demand over reserved price (default 1: no "
                                                                   "discount)")
+    p.add_argument("--every-window", action="store_true", help="keep the promises' percentile in every 15-minute "
+                                                               "window too, not only over the day")
     p.add_argument("--bin", default="15 min", help="json: the day's timeline in bins of this length")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
@@ -140,7 +142,8 @@ def plan_of(args: argparse.Namespace) -> Any:
         from capacity.simulator.workloads import read_trace
 
         table = read_trace(args.trace, scenario.serving.max_model_len, Path(args.scenario).parent)
-    return plan_autoscaling(scenario, day, delays, policies, args.price_ratio, table=table)
+    return plan_autoscaling(scenario, day, delays, policies, args.price_ratio, table=table,
+                            every_window=args.every_window)
 
 
 COLUMNS = (("policy", "policy", "{}"), ("gpu_hours_per_day", "GPU-h/day", "{:,.1f}"),
