@@ -140,3 +140,21 @@ def test_every_window_refuses_a_day_whose_p99_hides_a_burst():
     day_only, strict = _figures("x", day, s, 2.0), _figures("x", day, s, 2.0, every_window=True)
     assert day_only["share_ttft"] == pytest.approx(0.9925) and day_only["keeps_promises"]
     assert strict["worst_window_share"] == pytest.approx(0.85) and not strict["keeps_promises"]
+
+
+def test_a_trace_sets_the_days_arrivals_and_its_peak(tmp_path, capsys):
+    """A trace of 3,000 requests, 2 a second for 10 minutes then 8 a second for 5: the replica is sized at the
+    trace's peak minute (8 requests/s) and every request of the trace is simulated."""
+    times = np.concatenate([np.arange(1200) * 0.5, 600 + np.arange(2400) * 0.125])[:3000]
+    rows = "\n".join(f"{t:.3f},1000,300" for t in times)
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows + "\n")
+    path = tmp_path / "s.yaml"
+    data = copy.deepcopy(ESSAY_001)
+    data.update(BURST)
+    path.write_text(yaml.safe_dump(data))
+    assert main(["autoscale", str(path), "--trace", str(trace), "--policies", "throughput", "--utilizations", "1",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["requests"] == 3000
+    assert out["rows"][-1]["max_replicas"] == int(np.ceil(8 / out["summary"]["replica_goodput_rps"]))
