@@ -122,6 +122,10 @@ def test_cli_prints_the_table_and_json_with_the_day(tmp_path, capsys):
     if data["summary"]["chosen_policy"] is not None:
         assert len(data["timeline"]["start_s"]) == 6 and "p99_ttft_s" in data["timeline"]
     assert main(["autoscale", str(path), "--profile", "6", "--burst", "1:2"]) == 2
+    capsys.readouterr()
+    assert main(["autoscale", str(path), "--profile", "6,6", "--step", "10 min", "--mmpp", "3:1 min:4 min",
+                 "--policies", "queue", "--utilizations", "0.8", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["policy"] == "queue @ 80%"
 
 
 def test_every_window_refuses_a_day_whose_p99_hides_a_burst():
