@@ -61,6 +61,14 @@ INPUTS: dict[str, tuple[str, str]] = {
     "allreduce_latency_s": ("s", "fixed time of one all-reduce"),
     "reserved_bytes": ("B", "memory per GPU the engine holds outside the KV pool (activations, CUDA graphs)"),
     "replicas": ("replicas", "data-parallel replicas"),
+    # MoE parallelism (issue 29): attention data parallelism and expert parallelism inside one replica.
+    "attention_data_parallel": ("ranks", "attention data-parallel ranks per replica (each tp GPUs; KV split by "
+                                         "request); GPUs per replica = tp x ranks x pp"),
+    "expert_parallel": ("GPUs", "expert-parallel GPUs the routed experts are spread over (1: none)"),
+    "expert_load_imbalance": ("-", "busiest expert-parallel GPU's routed tokens over the mean (1: balanced)"),
+    "moe_layers": ("layers", "MoE layers, for the expert all-to-all (nan: layers)"),
+    "nvlink_domain": ("GPUs", "GPUs one NVLink domain joins (inf: unknown, all on NVLink)"),
+    "network_bandwidth": ("B/s", "per-GPU link one way beyond the NVLink domain (inf: unknown)"),
     # Serving options the analytic model compares (chunked prefill, prefill/decode pools).
     "max_batched_tokens": ("tokens", "token budget of one chunked-prefill iteration (decodes + prompt chunks)"),
     "kv_transfer_bandwidth": ("B/s", "link from a prefill to a decode replica for the KV cache (inf: free)"),
@@ -79,6 +87,8 @@ INPUT_DEFAULTS: dict[str, float] = {
     "kv_latent_dim": 0.0, "sliding_window": np.inf, "local_layer_fraction": 0.0, "active_params": np.nan,
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
+    "attention_data_parallel": 1.0, "expert_parallel": 1.0, "expert_load_imbalance": 1.0, "moe_layers": np.nan,
+    "nvlink_domain": np.inf, "network_bandwidth": np.inf,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
     "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
 }
@@ -227,6 +237,7 @@ def complete_inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
     and ``active_params`` = ``params`` where it is NaN (a dense model)."""
     x = {name: np.asarray(inputs[name] if name in inputs else INPUT_DEFAULTS[name], dtype=float) for name in INPUTS}
     x["active_params"] = select(np.isnan(x["active_params"]), x["params"], x["active_params"])
+    x["moe_layers"] = select(np.isnan(x["moe_layers"]), x["layers"], x["moe_layers"])
     return x
 
 
@@ -242,6 +253,13 @@ class StepModel:
     (MoE: the experts the batch touches), the KV of its stage's layers for every sequence, does
     2 N_a / (tp pp) FLOPs per sequence, two all-reduces per layer, and pays the overhead per stage.
     ``decode_terms`` is the one decode step; ``pieces`` and the simulator's ``RooflineCost`` take its terms.
+
+    MoE parallelism (``step_model``): ``tensor_parallel`` is then every GPU of a stage, ``g = tp x dp`` (dp
+    attention data-parallel ranks; the experts split over ``moe_tp x ep = g``); each GPU also reads its rank's
+    copy of the dense weights, ``replicated_bytes = (dp - 1) W_d`` over the g GPUs; ``kv_gpu`` is per sequence
+    of the replica (a rank holds 1/dp of the sequences); the busiest GPU's routed tokens are ``imbalance`` times
+    the mean, adding ``imbalance_params = (imbalance - 1) k p_e`` to each token's arithmetic; the all-to-all of
+    expert parallelism is in ``comm_fixed`` and ``comm_per_token`` beside the tp all-reduce.
     """
 
     weight_bytes: np.ndarray      # whole model [B]
@@ -260,6 +278,8 @@ class StepModel:
     comm_per_token: np.ndarray    # all-reduce time per token in the step [s]
     half_bytes: np.ndarray        # bandwidth curve: bytes per pass at half the plateau, all layers [B]
     half_tokens: np.ndarray       # FLOP/s curve: tokens per pass at half the plateau [tokens]
+    replicated_bytes: np.ndarray = 0.0  # dense weights the other attention-DP ranks hold again, (dp - 1) W_d [B]
+    imbalance_params: np.ndarray = 0.0  # extra expert params per token on the busiest GPU, (imbalance - 1) k p_e
     all_dense: bool = False       # no row is MoE: every pass reads all weights
     read_terms: tuple | None = None  # memory.moe_read_terms of the rows, where computed once for many step times
 
@@ -269,20 +289,22 @@ class StepModel:
 
     @property
     def decode_params_per_gpu(self) -> np.ndarray:
-        """Active parameters one GPU multiplies per sequence in a decode step: ``N_a / (tp pp)`` [params]."""
-        return self.active_params / (self.tensor_parallel * self.pipeline_parallel)
+        """Active parameters one GPU multiplies per sequence in a decode step: ``N_a / (tp pp)`` [params] (with
+        expert load imbalance, the busiest GPU's: ``(N_a + imbalance_params) / (tp pp)``)."""
+        return (self.active_params + self.imbalance_params) / (self.tensor_parallel * self.pipeline_parallel)
 
     @property
     def prefill_params_per_gpu(self) -> np.ndarray:
         """Active parameters one GPU multiplies per prompt token, the stages in turn: ``N_a / tp`` [params]."""
-        return self.active_params / self.tensor_parallel
+        return (self.active_params + self.imbalance_params) / self.tensor_parallel
 
     def weights_read(self, tokens: ArrayLike) -> np.ndarray:
         """Weight bytes per GPU-group read by a pass over ``tokens`` tokens [B]."""
         if self.all_dense:
-            return self.weight_bytes / self.tensor_parallel
-        return memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
-                                        self.experts_per_token, tokens, self.read_terms) / self.tensor_parallel
+            return (self.weight_bytes + self.replicated_bytes) / self.tensor_parallel
+        return (memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
+                                         self.experts_per_token, tokens, self.read_terms)
+                + self.replicated_bytes) / self.tensor_parallel
 
     def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
         """All-reduce time of a pass over ``tokens`` tokens: latency + tokens x time per token [s]."""
@@ -378,7 +400,7 @@ class StepModel:
         the intercepts are its terms at B = 0 plus the fixed costs, the slopes its terms of one sequence without
         weights plus the all-reduce per sequence.
         """
-        mem0, comp0 = self.terms(self.weight_bytes / self.tensor_parallel, 0.0)
+        mem0, comp0 = self.terms((self.weight_bytes + self.replicated_bytes) / self.tensor_parallel, 0.0)
         mem1, comp1 = self.terms(0.0, 1.0)
         if np.any(self.half_bytes) or np.any(self.half_tokens):  # the curves' fixed parts belong to the intercept
             mem_fixed, comp_fixed = self.terms(0.0, 0.0)
@@ -393,21 +415,62 @@ class StepModel:
 _ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name not in ("all_dense", "read_terms"))
 
 
+def stage_gpus(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """GPUs of one pipeline stage: ``tp x dp`` (attention tensor x data parallel) [GPUs]."""
+    return x["gpu_count"] * x["attention_data_parallel"]
+
+
+def replica_gpus(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """GPUs of one replica: ``tp x dp x pp`` [GPUs]."""
+    return stage_gpus(x) * x["pipeline_parallel"]
+
+
+def dense_bytes(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Weight bytes outside the routed experts, ``memory.dense_weight_bytes`` of the flat inputs [B]."""
+    return memory.dense_weight_bytes(x["weight_bytes"], x["params"], x["active_params"], x["experts"],
+                                     x["experts_per_token"])
+
+
+def weights_per_gpu(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Weights one GPU holds, ``memory.weight_bytes_per_gpu`` of the flat inputs [B]: ``W / (tp pp)`` without
+    attention data parallelism."""
+    if not np.any(np.asarray(x.get("attention_data_parallel", 1.0)) > 1):
+        return x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"])
+    return memory.weight_bytes_per_gpu(x["weight_bytes"], dense_bytes(x), x["gpu_count"],
+                                       x["attention_data_parallel"], x["pipeline_parallel"])
+
+
 def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
-    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``)."""
-    tp, pp = x["gpu_count"], x["pipeline_parallel"]
+    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``).
+
+    With attention data parallelism (dp ranks) and expert parallelism (ep): the stage's ``g = tp x dp`` GPUs
+    share each layer's work; a rank's tp all-reduce carries 1/dp of the batch; the experts' all-to-all
+    (``roofline.alltoall_s_per_token``) runs on NVLink within the NVLink domain, else on the network
+    (``roofline.expert_link_bandwidth``); the busiest GPU does ``expert_load_imbalance`` times the mean routed
+    work."""
+    tp, pp, dp, ep = x["gpu_count"], x["pipeline_parallel"], x["attention_data_parallel"], x["expert_parallel"]
+    g = stage_gpus(x)
     kv_gpu = memory.kv_bytes_per_token_per_gpu(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
                                                x["kv_latent_dim"], tp, pp)
     ring = roofline.ring_factor(tp, x["hidden_size"])
+    link = roofline.expert_link_bandwidth(g * pp, x["nvlink_domain"], x["interconnect_bandwidth"],
+                                          x["network_bandwidth"])
+    routed_active = x["experts_per_token"] * memory.expert_params(x["params"], x["active_params"], x["experts"],
+                                                                  x["experts_per_token"])
     model = StepModel(
         weight_bytes=x["weight_bytes"], params=x["params"], active_params=x["active_params"], experts=x["experts"],
-        experts_per_token=x["experts_per_token"], tensor_parallel=tp, pipeline_parallel=pp, kv_gpu=kv_gpu,
+        experts_per_token=x["experts_per_token"], tensor_parallel=g, pipeline_parallel=pp, kv_gpu=kv_gpu / dp,
         context=memory.windowed_tokens(context_tokens, x["sliding_window"], x["local_layer_fraction"]),
         bandwidth=x["bandwidth"], flops=x["flops"], overhead=x["step_overhead_s"] * pp,
-        comm_fixed=roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"]),
-        comm_per_token=roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
-                                                      x["interconnect_bandwidth"]),
+        comm_fixed=(roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"])
+                    + roofline.alltoall_fixed_s(x["moe_layers"], ep, x["allreduce_latency_s"])),
+        comm_per_token=(roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
+                                                       x["interconnect_bandwidth"]) / dp
+                        + roofline.alltoall_s_per_token(x["moe_layers"], x["experts_per_token"], x["hidden_size"],
+                                                        ACTIVATION_BYTES, ep, g, link)),
         half_bytes=x["layers"] * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
+        replicated_bytes=(dp - 1.0) * dense_bytes(x),
+        imbalance_params=(x["expert_load_imbalance"] - 1.0) * routed_active,
         all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])))
     return model, kv_gpu
 
@@ -420,7 +483,7 @@ def kv_pool_bytes(x: Mapping[str, np.ndarray]) -> np.ndarray:
     ``x``: flat inputs (``complete_inputs``; ``gpu_memory_bytes``, ``memory_utilization``, ``weight_bytes``,
     ``gpu_count``, ``pipeline_parallel``, ``reserved_bytes`` and ``kv_free_fraction`` are read).
     """
-    used = x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]) + x["reserved_bytes"]
+    used = weights_per_gpu(x) + x["reserved_bytes"]
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], used)
     if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
         pool = select(x["kv_free_fraction"] > 0,
@@ -452,6 +515,8 @@ class MemoryStage:
 def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLike) -> MemoryStage:
     """The pool (``kv_pool_bytes``), its blocks and the requests of ``tokens`` tokens it holds (paged, contiguous,
     with the shared prefix ``x["shared_prefix_tokens"]`` stored once), and the batch limit (``running_batch``).
+    With attention data parallelism each of the dp ranks holds its own requests in its own pools: the replica
+    holds dp times a rank's requests (and dp times a rank's ``max_num_seqs``).
 
     ``kv_gpu`` [B] KV per token one GPU holds (``step_model``); ``tokens`` [tokens] prompt + answer per request.
     """
@@ -466,8 +531,9 @@ def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLi
     private = memory.request_blocks(tokens - shared_count * bs, bs, window, local)
     shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local,
                                                private_blocks=private, paged=paged)
-    return MemoryStage(x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]), pool, blocks, per_request,
-                       contiguous, paged, shared_count, private, shared, running_batch(shared, x))
+    dp = x["attention_data_parallel"]
+    return MemoryStage(weights_per_gpu(x), pool, blocks, per_request, contiguous * dp, paged * dp, shared_count,
+                       private, shared * dp, running_batch(shared, x) * dp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -723,7 +789,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
                                                           tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot_goodput >= tpot_ceiling), batch,
                          slo.in_flight(goodput, a_tokens, tpot_goodput))
-    gpus = tp * pp
+    gpus = replica_gpus(x)
     price_replica = x["price_per_hour"] * gpus
 
     chunk_trace = None if trace is None else {}
@@ -758,7 +824,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "params_per_gpu": x["active_params"] / gpus,
             "gpus_per_replica": gpus,
             "allreduce_per_step_s": model.comm_fixed + batch * model.comm_per_token,
-            "weight_bytes_read_per_step": read * tp,
+            "weight_bytes_read_per_step": read * model.tensor_parallel,
             "goodput_per_gpu_rps": goodput / gpus,
             "fleet_goodput_rps": goodput * x["replicas"],
             "batch_max": batch,
@@ -766,7 +832,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "prefill_tokens": prefill_tokens,
             "shared_blocks": shared_count,
             "private_blocks": mem.private_blocks,
-            "critical_batch": roofline.critical_batch(x["weight_bytes"] / tp, x["active_params"] / (tp * pp),
+            "critical_batch": roofline.critical_batch(w_gpu * pp, model.decode_params_per_gpu,
                                                       x["bandwidth"], x["flops"]),
             "gpu_time_per_request_s": roofline.gpu_time_per_request_s(t_prefill_gpu, t_step, batch, a_tokens),
             "output_tokens_per_s_at_ceiling": tokens_ceiling,
@@ -782,7 +848,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "load_fraction": load_fraction,
             "cost_per_million_tokens_at_ceiling": slo.cost_per_million_tokens(price_replica, 1.0, ceiling, a_tokens),
             "decode_bound": np.asarray(t_comp > t_mem).astype(np.intp),
-            "batch_limit": np.asarray(x["max_num_seqs"] < shared).astype(np.intp),
+            "batch_limit": np.asarray(x["max_num_seqs"] * x["attention_data_parallel"] < shared).astype(np.intp),
             "goodput_limit": limit,
             **options,
         }

@@ -49,7 +49,7 @@ from capacity.model.checks import input_problems
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
 
 TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation", "workloads",
-             "fleet", "sources"}
+             "fleet", "sources", "pools"}
 
 
 def declared_sources(data: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, str]:
@@ -123,6 +123,7 @@ class Scenario:
             raise ScenarioError(*problems)
         assert model is not None and gpu is not None
         e: dict[str, Any] = {}  # what the engine profile supplies for the keys the scenario leaves out
+        gpu = _moe_layout(gpu, s, model)
         if s.get("engine"):
             gpu, e, lines = _engine_serving(s, data, model, gpu, w)
             engine_lines += lines
@@ -147,6 +148,10 @@ class Scenario:
                        name=text(name, "name"), units=units,
                        raw=dict(data), fleet=FleetPlan(**f))
         scenario.check()
+        if data.get("pools") is not None:  # each pool must be a scenario of its own (capacity/split_pools.py)
+            from capacity.model.split_pools import pool_scenarios
+
+            pool_scenarios(data)
         return scenario
 
     def check(self) -> None:
@@ -187,6 +192,10 @@ class Scenario:
             "replicas": g.replicas, "kv_free_fraction": s.kv_free_fraction,
             "batched_prefill": float(s.batched_prefill),
             "bandwidth_half_bytes": g.bandwidth_half_bytes, "flops_half_tokens": g.flops_half_tokens,
+            "attention_data_parallel": g.attention_data_parallel, "expert_parallel": g.expert_parallel,
+            "expert_load_imbalance": g.expert_load_imbalance,
+            "moe_layers": m.moe_layers if m.moe_layers else math.nan,
+            "nvlink_domain": g.nvlink_domain or inf, "network_bandwidth": g.network_bandwidth or inf,
         }
 
     def evaluate(self) -> Results:
@@ -200,6 +209,22 @@ class Scenario:
         new = replace(self, **parts)
         new.check()
         return new
+
+
+def _moe_layout(gpu: Gpu, s: Mapping[str, Any], model: Model) -> Gpu:
+    """The GPU layout with the serving section's MoE parallelism: ``attention_data_parallel`` ranks of gpu.count
+    GPUs, ``expert_parallel`` GPUs for the routed experts (``moe_tensor_parallel``, where given, must be the rest:
+    moe_tp x ep = tp x dp), ``expert_load_imbalance``. ScenarioError where the sizes do not compose."""
+    dp, ep = s.get("attention_data_parallel", 1), s.get("expert_parallel", 1)
+    stage = gpu.count * dp
+    if "moe_tensor_parallel" in s and s["moe_tensor_parallel"] * ep != stage:
+        raise ScenarioError(f"serving.moe_tensor_parallel ({s['moe_tensor_parallel']}) x serving.expert_parallel "
+                            f"({ep}) must equal the GPUs of a stage, gpu.count x serving.attention_data_parallel "
+                            f"= {stage}")
+    if dp == 1 and ep == 1 and "expert_load_imbalance" not in s:
+        return gpu
+    return replace(gpu, attention_data_parallel=dp, expert_parallel=ep,
+                   expert_load_imbalance=s.get("expert_load_imbalance", 1.0))
 
 
 def _engine_model(model: Model, raw: Any, engine: str, version: str | None) -> tuple[Model, list[str]]:

@@ -6,6 +6,8 @@ import math
 
 from capacity.inputs.units import format_bytes, format_time
 from capacity.model.analysis import RESULTS
+from capacity.model.speculative import SPEC_RESULTS
+from capacity.model.split_pools import SPLIT_RESULTS
 from capacity.planning.sizing import SIZING_RESULTS
 
 
@@ -18,7 +20,8 @@ def format_value(key: str, value: float | str | bool | None, binary: bool = Fals
         return "yes" if value else "no"
     if value is None or not math.isfinite(value):
         return "n/a"
-    unit = (RESULTS.get(key) or SIZING_RESULTS.get(key) or ("",))[0]
+    unit = (RESULTS.get(key) or SIZING_RESULTS.get(key) or SPLIT_RESULTS.get(key) or SPEC_RESULTS.get(key)
+            or ("",))[0]
     if unit in ("GPUs", "replicas"):
         return f"{value:,.0f} {unit}"
     if unit in ("$/h", "$/month"):
