@@ -69,7 +69,7 @@ def commands(path: str, bench: str) -> dict[str, list[str]]:
         "curve": ["curve", path, "--kind", "classes", "--format", "json"],
         "report": ["report", path],
         "flags": ["flags", path, "--engine", "all", "--format", "json"],
-        "autoscale": ["autoscale", path, "--peak-rps", "10"],
+        "autoscale": ["autoscale", path, "--profile", "2,2", "--step", "1 min"],  # a short day: bounded work
     }
 
 
