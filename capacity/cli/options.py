@@ -142,7 +142,7 @@ def choice_list(choices: Sequence[str]) -> Callable[[str], list[str]]:
     allowed = f"a comma-separated list of {', '.join(choices)}"
 
     def read(text: str) -> list[str]:
-        parts = _parts(text, len(choices) * 4, "choices")
+        parts = _parts(text, len(choices) * 4, f"choices ({', '.join(choices)})")
         unknown = [p for p in parts if p not in choices]
         if unknown:
             raise ScenarioError(f"{show(unknown[0])} is not one of {', '.join(choices)}")

@@ -267,14 +267,14 @@ def test_sweep_refuses_grids_before_allocating_them(tmp_path, vary, fmt, expecte
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--target-rps", "nan"], "--target-rps must be a finite number"),
-    (["--target-rps", "inf"], "--target-rps must be a finite number"),
-    (["--target-rps", "-1"], "--target-rps must be a finite number"),
-    (["--tokens-per-day", "1e999"], "--tokens-per-day must be a finite number"),
+    (["--target-rps", "nan"], "--target-rps: must be a finite number"),
+    (["--target-rps", "inf"], "--target-rps: must be a finite number"),
+    (["--target-rps", "-1"], "--target-rps: must be a finite number"),
+    (["--tokens-per-day", "1e999"], "--tokens-per-day: must be a finite number"),
     (["--target-rps", "10", "--peak", "0"], "--peak"),
     (["--target-rps", "10", "--headroom", "1"], "--headroom"),
-    (["--target-rps", "10", "--tp", "1,x"], "--tp 'x'"),
-    (["--target-rps", "10", "--tp", ",".join(map(str, range(1, 40)))], "--tp must list 1 to 16"),
+    (["--target-rps", "10", "--tp", "1,x"], "--tp: 'x' is not one of the whole numbers"),
+    (["--target-rps", "10", "--tp", ",".join(map(str, range(1, 40)))], "--tp: must list at most 16"),
 ])
 def test_fleet_numbers_are_checked(tmp_path, args, expected):
     path = tmp_path / "s.yaml"
