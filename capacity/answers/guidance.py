@@ -81,6 +81,8 @@ def inspect_first(scenario: Any, rate_rps: float | None = None, ttft_s: float | 
     else 80% of the ceiling). Columns: symptom, inspect_first, mechanism, expected (the values to compare)."""
     mix = mix_model(scenario)
     lam = rate_rps if rate_rps is not None else scenario.workload.arrival_rate or 0.8 * mix.ceiling_rps
+    if not 0 <= lam < math.inf:  # NaN too: "at nan requests/s" is no guidance
+        raise ValueError(f"the load must be a finite number >= 0 requests/s, got {lam}")
     tpot, ttft = float(mix.tpot_s(lam)), float(mix.ttft_s(lam))
     batch = float(mix.in_flight(lam))
     wait = ttft - mix.prefill_s

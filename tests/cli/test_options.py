@@ -1,0 +1,119 @@
+"""Every option of every subcommand is read by a typed, bounded reader (issue 32): NaN, infinity, huge numbers,
+digits of other scripts and empty lists are refused by the parser with exit 2 and one line naming the option.
+
+The options are found from the parsers themselves, so an option added tomorrow is covered the day it is added:
+one without a typed reader (``capacity.cli.options``) or choices fails ``test_every_option_has_a_typed_reader``
+until it gets one (or joins ``FREE_TEXT`` with the test that covers it).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from capacity.cli import COMMANDS, _parser, main
+from capacity.cli import options as opt
+
+#: Values a user may type by mistake or on purpose, per kind of reader: each must be refused.
+HOSTILE: dict[str, list[str]] = {
+    "number": ["nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1e999", "", " ", "٣", "١٢", "²", "1_000", "0x10",
+               "9" * 5000, "1e", "--", "\x00", "1,5"],
+    "whole": ["nan", "inf", "1e999", "", "٣", "²", "9" * 5000, "1.5", "-1", "0x10", "1_000", "\x00"],
+    "whole-list": ["", ",", "1,,2", "nan", "inf", "٣", "²", "1.5", "-1", "9" * 5000, ",".join(["1"] * 5000), "0"],
+    "number-list": ["", "1,2", ",".join(["nan"] * 24), ",".join(["inf"] * 24), ",".join(["٣"] * 24),
+                    ",".join(["1"] * 25), ",".join(["-1"] * 24)],
+    "names": ["", ",", "a,,b", "\x1b[2J", "a b", "../../etc/passwd", "x" * 500, ",".join(["h100"] * 5000)],
+    "choice-list": ["", ",", "nope", "a,,b"],
+    "path": ["", "a\x00b", "x" * 5000],
+    "name": ["", "a b", "\x1b[2J", "x" * 500, "../x"],
+    "quantity": ["0 s", "0", "-1 s", "nan s", "inf s", "1e999 s", "٣ s", "2 parsecs", "", "x" * 500, "1e9 s"],
+    "address": ["http://x:1", "::::", "", "tcp://", "tcp://x:0", "tcp://x:65536", "tcp://x:٣", "x" * 500,
+                "tcp://a b:1", "file:///etc/passwd", "tcp://x:" + "9" * 5000],
+}
+#: Options read as free text on purpose, with the test that covers their hostile values.
+FREE_TEXT = {
+    ("sweep", "--vary"): "tests/cli/test_hostile.py::test_sweep_refuses_grids_before_allocating_them",
+    ("simulate", "--set"): "tests/cli/test_hostile.py::test_simulate_set_values_are_bounded",
+}
+
+
+def _options() -> list[tuple[str, argparse.Action]]:
+    """(subcommand, action) for every option and positional of every subcommand that takes a value."""
+    found = []
+    for command in COMMANDS:
+        parser = _parser(command)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        for action in sub.choices[command]._actions:
+            if action.nargs == 0 or isinstance(action, argparse._HelpAction):
+                continue
+            found.append((command, action))
+    return found
+
+
+def _name(action: argparse.Action) -> str:
+    return action.option_strings[-1] if action.option_strings else action.dest
+
+
+OPTIONS = _options()
+
+
+def test_every_option_has_a_typed_reader():
+    untyped = [f"{command} {_name(action)}" for command, action in OPTIONS
+               if action.choices is None and opt.kind_of(action) not in HOSTILE
+               and (command, _name(action)) not in FREE_TEXT]
+    assert not untyped, f"options without a typed reader (capacity.cli.options): {untyped}"
+    assert len(OPTIONS) > 60  # the enumeration found the subcommands' options, not an empty parser
+
+
+@pytest.mark.parametrize("command, action", [(c, a) for c, a in OPTIONS if opt.kind_of(a) in HOSTILE],
+                         ids=lambda v: v if isinstance(v, str) else _name(v))
+def test_every_typed_option_refuses_its_hostile_values(command, action):
+    kind = opt.kind_of(action)
+    accepted = []
+    for value in HOSTILE[kind]:
+        try:
+            action.type(value)
+        except argparse.ArgumentTypeError as exc:
+            message = str(exc)
+            assert message and "\n" not in message and len(message) < 300, (value, message)
+            assert message.isprintable(), message
+        else:
+            accepted.append(value[:40])
+    assert not accepted, f"{command} {_name(action)} accepted {accepted}"
+
+
+@pytest.mark.parametrize("command, action", [(c, a) for c, a in OPTIONS
+                                             if opt.kind_of(a) in ("number", "whole") and a.option_strings],
+                         ids=lambda v: v if isinstance(v, str) else _name(v))
+def test_nan_through_the_command_line_is_exit_2_and_one_line(command, action, tmp_path, capsys):
+    """The parser's own path: exit 2 and one line naming the option, before any file is read."""
+    argv = [command, str(tmp_path / "missing.yaml")]
+    if command == "calibrate":
+        argv.append(str(tmp_path / "missing.csv"))
+    if command == "fleet" and _name(action) not in ("--target-rps", "--tokens-per-day"):
+        argv += ["--target-rps", "1"]
+    if command == "curve":
+        argv += ["--kind", "daily"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, _name(action), "nan"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.count("\n") == 1 and err.startswith("capacity: error: argument ") and _name(action) in err, err
+    assert "'nan'" in err
+
+
+@pytest.mark.parametrize("kind, text, expected", [
+    ("number", "0.25", 0.25), ("number", " 1e3 ", 1000.0), ("whole", "2.0", 2), ("whole-list", "1,2,2,1", [1, 2]),
+    ("names", "h100-sxm,H100-SXM,h200", ["h100-sxm", "h200"]), ("address", "10.0.0.1:8786", "tcp://10.0.0.1:8786"),
+    ("address", "tcp://[::1]:8786", "tcp://[::1]:8786"), ("quantity", "2 s", 2.0), ("quantity", "500 ms", 0.5),
+])
+def test_typed_readers_accept_what_users_mean(kind, text, expected):
+    reader = {"number": opt.number(0, 1e6), "whole": opt.whole(1, 10), "whole-list": opt.whole_list(1, 10, 8),
+              "names": opt.names(8), "address": opt.address, "quantity": opt.quantity("time", 0, 3600)}[kind]
+    assert reader(text) == expected
+
+
+def test_duplicate_gpu_names_run_once():
+    """500 copies of one GPU name were 500 runs of the same layouts; now one."""
+    assert opt.names(64)(",".join(["h100-sxm"] * 64)) == ["h100-sxm"]
