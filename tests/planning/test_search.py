@@ -96,9 +96,11 @@ def test_cli_json_and_bad_input(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["cheapest"]["gpu"] == "h100-sxm" and data["cheapest"]["meets"]
     assert data["simulations_per_s"] > 0
-    assert main(["search", str(SCENARIO), "--tp", "0"]) == 2
-    assert "--tp: '0' is not a whole number >= 1" in capsys.readouterr().err
-    assert main(["search", str(SCENARIO), "--percentile", "0", "--workers", "1"]) == 2
+    for argv, message in ((["--tp", "0"], "--tp: '0' is not one of the whole numbers in [1, 1,024]"),
+                          (["--percentile", "0", "--workers", "1"], "--percentile: must be a finite number")):
+        with pytest.raises(SystemExit) as exit_:  # refused by the option's reader, before any work
+            main(["search", str(SCENARIO), *argv])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_search_results_are_the_same_with_either_event_loop(inline):
