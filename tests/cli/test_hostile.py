@@ -624,3 +624,20 @@ def test_a_hangup_during_a_sweep_leaves_no_temporary_file(tmp_path):
     assert child.returncode == 128 + signal.SIGHUP, err
     assert err.strip() == "capacity: interrupted (SIGHUP)"
     assert list(out.parent.iterdir()) == []
+
+
+def test_warnings_never_reach_the_user(monkeypatch, capsys):
+    """numpy's RuntimeWarnings printed install paths before the one error line (calibrate) and on valid sweeps."""
+    import numpy as np
+
+    from capacity import cli
+
+    def warns(_args):
+        np.log(np.zeros(3))  # RuntimeWarning: divide by zero encountered in log
+        return "ok\n"
+
+    monkeypatch.setattr(cli, "_runner", lambda _command: warns)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    assert cli.main(["evaluate", "x.yaml"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "ok\n" and err == ""

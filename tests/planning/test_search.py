@@ -205,3 +205,12 @@ def test_without_a_disk_cache_one_worker_at_a_time_loads(monkeypatch):
     events.clear()
     start_worker("python", Lock())
     assert events == []
+
+
+def test_a_dask_scheduler_passes_the_handshake_probe():
+    """The probe that tells a silent or foreign port apart (issue 32) accepts a real scheduler's handshake."""
+    distributed = pytest.importorskip("distributed")
+    from capacity.planning.search import probe_scheduler
+
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster:
+        probe_scheduler(cluster.scheduler_address, timeout_s=5.0)  # no error
