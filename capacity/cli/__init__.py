@@ -111,22 +111,29 @@ def _one_blas_thread() -> None:
 INPUTS = ("scenario", "benchmark", "since")
 
 
+#: Argument names that hold files a command writes: ``-o`` and the profile catalog ``calibrate --save`` updates.
+OUTPUTS = (("output", "-o"), ("profiles", "--profiles"))
+
+
 def _refuse_output_over_input(args: argparse.Namespace) -> None:
-    """ScenarioError when ``-o`` names a file the command reads (``evaluate s.yaml -o s.yaml`` would replace the
-    scenario with its own report), however it is spelled (links, ``./``)."""
-    output = getattr(args, "output", None)
-    if not output or not os.path.isfile(output):
-        return
-    for name in INPUTS:
-        values = getattr(args, name, None)
-        for value in [values] if isinstance(values, str) else (values or []):
-            try:
-                same = os.path.isfile(value) and os.path.samefile(output, value)
-            except (OSError, ValueError):
-                same = False
-            if same:
-                raise ScenarioError(f"-o {clean_line(output, 120)} is the {name} file this command reads; write the "
-                                    f"output to another file")
+    """ScenarioError when a file the command writes (``-o``, ``--profiles``) is one it reads (``evaluate s.yaml
+    -o s.yaml`` would replace the scenario with its own report), however it is spelled (links, ``./``)."""
+    for attribute, flag in OUTPUTS:
+        output = getattr(args, attribute, None)
+        if not isinstance(output, str) or not os.path.isfile(output):
+            continue
+        if attribute == "profiles" and not getattr(args, "save", None):
+            continue  # read, not written
+        for name in INPUTS:
+            values = getattr(args, name, None)
+            for value in [values] if isinstance(values, str) else (values or []):
+                try:
+                    same = os.path.isfile(value) and os.path.samefile(output, value)
+                except (OSError, ValueError):
+                    same = False
+                if same:
+                    raise ScenarioError(f"{flag} {clean_line(output, 120)} is the {name} file this command reads; "
+                                        f"write to another file")
 
 
 def _quiet_warnings() -> None:

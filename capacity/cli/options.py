@@ -48,16 +48,20 @@ def number(low: float, high: float, *, open_low: bool = False, open_high: bool =
            unit: str = "") -> Callable[[str], float]:
     """A finite number in the interval, e.g. ``number(0, 1, open_high=True)`` for a headroom in [0, 1)."""
     def read(text: str) -> float:
-        return parse_number(text, "", low, high, open_low=open_low, open_high=open_high, unit=unit).__float__()
+        return parse_number(text, "", low, high, open_low=open_low, open_high=open_high, unit=unit)
 
     allowed = f"a finite number{f' ({unit})' if unit else ''} in {_interval(low, high, open_low, open_high)}"
-    return _typed("number", _fieldless(read), allowed)
+    parse = _typed("number", _fieldless(read), allowed)
+    parse.bounds = (low, high, open_low, open_high)  # type: ignore[attr-defined]
+    return parse
 
 
 def whole(low: int, high: int) -> Callable[[str], int]:
     """A whole number in [low, high], ASCII digits."""
-    return _typed("whole", _fieldless(lambda text: parse_whole(text, "", low, high)),
-                  f"a whole number in [{low:,}, {high:,}]")
+    parse = _typed("whole", _fieldless(lambda text: parse_whole(text, "", low, high)),
+                   f"a whole number in [{low:,}, {high:,}]")
+    parse.bounds = (low, high, False, False)  # type: ignore[attr-defined]
+    return parse
 
 
 def _fieldless(read: Callable[[str], Any]) -> Callable[[str], Any]:

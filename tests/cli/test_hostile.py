@@ -594,6 +594,8 @@ def test_output_over_the_input_scenario_is_refused(tmp_path):
     bench = tmp_path / "bench.csv"
     bench.write_text(BENCH)
     assert_refused(run_forked(["calibrate", path, str(bench), "-o", str(bench)]), "is the benchmark file")
+    assert_refused(run_forked(["calibrate", path, str(bench), "--save", "p", "--profiles", path]),
+                   "--profiles", "is the scenario file")
     assert Path(path).read_text() == before and bench.read_text() == BENCH
 
 

@@ -117,3 +117,47 @@ def test_typed_readers_accept_what_users_mean(kind, text, expected):
 def test_duplicate_gpu_names_run_once():
     """500 copies of one GPU name were 500 runs of the same layouts; now one."""
     assert opt.names(64)(",".join(["h100-sxm"] * 64)) == ["h100-sxm"]
+
+
+def _extremes(action: argparse.Action) -> list[str]:
+    """The smallest and largest values a number option accepts (just inside an open end)."""
+    low, high, open_low, open_high = action.type.bounds
+    lows = low * (1 + 1e-9) + 1e-300 if open_low else low
+    highs = high * (1 - 1e-9) if open_high else high
+    return [repr(float(lows)) if opt.kind_of(action) == "number" else str(lows),
+            repr(float(highs)) if opt.kind_of(action) == "number" else str(highs)]
+
+
+#: How each cheap command is run around an option at its extremes (search and report take seconds a run).
+EXTREME_RUNS = {
+    "curve": {"--points": ["--kind", "knee"], "--rate": ["--kind", "guidance"], "--ttft": ["--kind", "guidance"],
+              "--peak-rps": ["--kind", "daily"], "--peak-factor": ["--kind", "daily", "--peak-rps", "50"],
+              "--peak-hour": ["--kind", "daily", "--peak-rps", "50"],
+              "--headroom": ["--kind", "daily", "--peak-rps", "50"]},
+    "fleet": {"--target-rps": [], "--tokens-per-day": [], "--peak": ["--target-rps", "1e9"],
+              "--headroom": ["--target-rps", "1e9"]},
+}
+
+
+@pytest.mark.parametrize("command, action", [(c, a) for c, a in OPTIONS if c in EXTREME_RUNS
+                                             and _name(a) in EXTREME_RUNS[c]],
+                         ids=lambda v: v if isinstance(v, str) else _name(v))
+def test_no_successful_run_prints_nan_or_infinity_at_an_options_extremes(command, action, tmp_path):
+    """Before: --headroom 1 printed infinite replicas, --rate past the ceiling 'mean wait inf ms'."""
+    import re
+
+    from tests.cli.test_hostile import base_text
+    from tests.limits import run_forked
+
+    path = tmp_path / "s.yaml"
+    path.write_text(base_text())
+    values = ["1 us", "3600 s"] if opt.kind_of(action) == "quantity" else _extremes(action)
+    for value in values:
+        for fmt in ("table", "json"):
+            argv = [command, str(path), *EXTREME_RUNS[command][_name(action)], _name(action), value, "--format", fmt]
+            outcome = run_forked(argv, wall_s=60)
+            assert outcome.code in (0, 2), (argv, outcome.describe())
+            if outcome.code == 0:
+                assert not re.search(r"(?i)\b(nan|-?inf(inity)?)\b", outcome.stdout), (argv, outcome.stdout[:500])
+            else:  # a refusal is one line saying why (no layout holds the load, say), not a crash
+                assert outcome.stderr.startswith("capacity: error: "), (argv, outcome.describe())
