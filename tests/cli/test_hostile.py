@@ -257,6 +257,7 @@ def test_simulate_set_values_are_bounded(tmp_path):
     ("serving.memory_utilization=0.1:0.9:1000000", "json", "--format json is limited to 20,000 rows"),
     ("serving.memory_utilization=0.1:0.9:1000000", "xlsx", "--format xlsx is limited to 20,000 rows"),
     ("serving.memory_utilization=nan:0.9:3", "csv", "serving.memory_utilization"),
+    ("workload.prompt_tokens=100:1000:٣", "csv", "STEPS must be a whole number"),
 ])
 def test_sweep_refuses_grids_before_allocating_them(tmp_path, vary, fmt, expected):
     path = tmp_path / "s.yaml"
