@@ -15,9 +15,17 @@ from capacity.model.scenario import Results
 
 
 def _csv(results: Results) -> str:
+    """The report in the units the page shows (GB or GiB as chosen, ms, 4 significant digits, unit per row)."""
     from capacity.render.report import report_for, to_csv
 
-    return to_csv(report_for(results))
+    return to_csv(report_for(results), "human")
+
+
+def _csv_base(results: Results) -> str:
+    """The report in base units at full precision (B, s, requests/s), for analysts' own arithmetic."""
+    from capacity.render.report import report_for, to_csv
+
+    return to_csv(report_for(results), "base")
 
 
 def _xlsx(results: Results) -> bytes:
@@ -41,19 +49,40 @@ def _customer_report(results: Results) -> str:
     return customer_report_html(results, peak_factor=plan.peak_factor, headroom=plan.headroom)
 
 
+def _customer_pdf(results: Results) -> bytes:
+    """The customer report printed to PDF (A4) by headless Chromium, as ``capacity report -o FILE.pdf`` does."""
+    from capacity.render.customer_report import html_to_pdf
+
+    return html_to_pdf(_customer_report(results))
+
+
+def pdf_available() -> bool:
+    """Whether this server can print the report to PDF: the playwright package and a Chromium are installed."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    return importlib.util.find_spec("playwright") is not None and bool(
+        shutil.which("chromium") or Path("/usr/bin/chromium").exists())
+
+
 #: label -> (results -> file content, suffix, MIME type)
 EXPORTS: dict[str, tuple[Callable[[Results], Any], str, str]] = {
     "Report (CSV)": (_csv, ".csv", "text/csv"),
+    "Report (CSV, base units)": (_csv_base, ".base.csv", "text/csv"),
     "Report (XLSX, live formulas)": (_xlsx, ".xlsx",
                                      "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
     "Report (JSON)": (_json, ".json", "application/json"),
     "Customer report (HTML)": (_customer_report, ".html", "text/html"),
+    "Customer report (PDF)": (_customer_pdf, ".pdf", "application/pdf"),
 }
 
 
 def render_downloads(where: Any, results: Results, name: str) -> None:
-    """One button per format, each file named after the scenario's name."""
+    """One button per format, each file named after the scenario's name (PDF where this server can print it)."""
     row = where.container(horizontal=True, gap="small")  # one element (columns(n) would be n + 1)
     for label, (build, suffix, mime) in EXPORTS.items():
+        if suffix == ".pdf" and not pdf_available():
+            continue
         row.download_button(label, lambda build=build: build(results), safe_filename(name, suffix), mime=mime,
                             key=f"export_{suffix}", width="stretch")

@@ -29,7 +29,8 @@ def add_evaluate_command(subparsers: Any) -> argparse.ArgumentParser:
 def run_evaluate(args: argparse.Namespace) -> str | bytes:
     """What ``capacity evaluate`` writes; ScenarioError on a bad file or option."""
     if FORMATS[args.format].binary and not args.output:
-        raise ScenarioError(f"--format {args.format} writes a binary file: give -o FILE.{args.format}")
+        kind = "workbook" if args.format == "xlsx" else "file"
+        raise ScenarioError(f"--format {args.format} writes a binary {kind}: give -o FILE.{args.format}")
     if args.units == "human" and args.format != "csv":
         raise ScenarioError(f"--units human is for --format csv; {args.format} keeps its own units")
     from capacity.model.scenario import load_scenario

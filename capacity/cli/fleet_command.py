@@ -1,4 +1,5 @@
-"""``capacity fleet SCENARIO.yaml --target-rps 100 [--peak 10] [--headroom 0.2] [--gpus h100-sxm,h200 ...]``.
+"""``capacity fleet SCENARIO.yaml --target-rps 100 | --tokens-per-day N | --users N [--peak 10] [--headroom 0.2]
+[--gpus h100-sxm,h200 ...]``.
 
 ``--peak`` and ``--headroom`` default to the scenario's ``fleet: {peak_factor, headroom}`` (what the app saves).
 
@@ -29,6 +30,9 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
                       help="target load in requests/s")
     load.add_argument("--tokens-per-day", type=options.number(0, 1e18, unit="tokens/day"),
                       help="target load in (input + output) tokens per day")
+    load.add_argument("--users", type=options.number(0, 1e9, open_low=True, unit="users"),
+                      help="target load in concurrent users (a closed loop; the scenario's workload.think_time "
+                           "applies)")
     p.add_argument("--peak", type=options.number(0, 1e6, open_low=True),
                    help="peak factor on the target (a sale day: 10); default: the scenario's fleet.peak_factor, "
                         "else 1")
@@ -69,7 +73,7 @@ def run_fleet(args: argparse.Namespace) -> str:
     if max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
         raise ScenarioError(f"--gpus x --tp gives {max(len(gpus), 1) * len(sizes):,} layouts; the limit is "
                             f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
-    target, per_day = args.target_rps, args.tokens_per_day
+    target, per_day, users = args.target_rps, args.tokens_per_day, getattr(args, "users", None)
     plan = _plan(mapping)
     peak = args.peak if args.peak is not None else plan.peak_factor
     headroom = args.headroom if args.headroom is not None else plan.headroom
@@ -78,7 +82,7 @@ def run_fleet(args: argparse.Namespace) -> str:
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,
-                              tensor_parallel=sizes, modes=args.modes)
+                              tensor_parallel=sizes, modes=args.modes, users=users)
     except ScenarioError:
         raise
     except ValueError as exc:

@@ -107,14 +107,20 @@ def whole_list(low: int, high: int, most: int, none: bool = False) -> Callable[[
     return _typed("whole-list", read, f"a comma-separated list of at most {most:,} {what}")
 
 
-def number_list(low: float, high: float, count: int) -> Callable[[str], list[float]]:
-    """Exactly ``count`` comma-separated finite numbers in [low, high] (a day's 24 hourly rates)."""
-    what = f"{count} comma-separated finite numbers in [{low:g}, {high:g}]"
+def number_list(low: float, high: float, count: int | None = None, most: int | None = None, *,
+                open_low: bool = False) -> Callable[[str], list[float]]:
+    """Exactly ``count`` (or 1 to ``most``) comma-separated finite numbers in [low, high] (``open_low``: (low,
+    high]): a day's 24 hourly rates, target utilisations."""
+    ends = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+    what = (f"{count} comma-separated finite numbers in {ends}" if count is not None
+            else f"1 to {most:,} comma-separated finite numbers in {ends}")
 
     def read(text: str) -> list[float]:
-        parts = _parts(text, count, "numbers")
-        if len(parts) != count:
+        parts = _parts(text, count if count is not None else most or 1, "numbers")
+        if count is not None and len(parts) != count:
             raise ScenarioError(f"must be {what}, got {len(parts)}")
+        if open_low and any(parse_number(p, "", low, high) == low for p in parts):
+            raise ScenarioError(f"must be {what}, got {show(text)}")
         try:
             return [parse_number(p, "", low, high) for p in parts]
         except ScenarioError:
@@ -192,6 +198,67 @@ def quantity(kind: str, low: float, high: float) -> Callable[[str], float]:
     return _typed("quantity", _fieldless(read), f"a {kind} in ({low:g}, {high:g}]")
 
 
+def _seconds(text: str, low: float, high: float) -> float:
+    """A duration: seconds as a plain number, or a time with its unit ("90 s", "15 min"), in [low, high]."""
+    from capacity.inputs.units import parse_quantity
+
+    if len(text) > 60:
+        raise ScenarioError(f"must be a time like '15 s' or '2 min', got {show(text)}")
+    try:
+        value = parse_number(text, "") if _PLAIN.fullmatch(text.strip()) else parse_quantity(text, "time", "")
+    except ScenarioError:
+        raise ScenarioError(f"must be a time like '15 s' or '2 min' in [{low:g}, {high:g}] s, got {show(text)}") \
+            from None
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ScenarioError(f"must be a time in [{low:g}, {high:g}] s, got {show(text)}")
+    return value
+
+
+_PLAIN = re.compile(r"[-+0-9.eE]+")
+
+
+def duration(low: float, high: float) -> Callable[[str], str]:
+    """A duration in [low, high] seconds (a plain number is seconds); the text is returned as given, for a command
+    that reads it itself."""
+    def read(text: str) -> str:
+        _seconds(text, low, high)
+        return text
+
+    return _typed("duration", read, f"a time in [{low:g}, {high:g}] s")
+
+
+def quantity_text(kind: str, example: str) -> Callable[[str], str]:
+    """A positive finite quantity of ``kind`` with its unit (``"2 GB/s"``); the text is returned as given."""
+    from capacity.inputs.units import parse_quantity
+
+    def read(text: str) -> str:
+        if len(text) > 60:
+            raise ScenarioError(f"must be a {kind} like '{example}', got {show(text)}")
+        value = parse_quantity(text, kind, "")
+        if not 0 < value < math.inf:
+            raise ScenarioError(f"must be a {kind} > 0 like '{example}', got {show(text)}")
+        return text
+
+    return _typed("quantity-text", _fieldless(read), f"a {kind} like '{example}'")
+
+
+def triple(*readers: Callable[[str], Any], shape: str) -> Callable[[str], str]:
+    """``A:B:C`` whose parts each pass their reader (``shape`` names them, e.g. START:DURATION:FACTOR); the text
+    is returned as given."""
+    def read(text: str) -> str:
+        parts = text.split(":")
+        if len(text) > 200 or len(parts) != len(readers):
+            raise ScenarioError(f"must be {shape} ({len(readers)} values separated by ':'), got {show(text)}")
+        for part, reader, name in zip(parts, readers, shape.split(":"), strict=True):
+            try:
+                reader(part)
+            except argparse.ArgumentTypeError as exc:
+                raise ScenarioError(f"{name} {exc}") from None
+        return text
+
+    return _typed("triple", read, shape)
+
+
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\]")
 
 
@@ -219,5 +286,5 @@ def kind_of(action: argparse.Action) -> str | None:
     return getattr(action.type, "kind", None)
 
 
-__all__ = ["MAX_NAME", "MAX_PATH", "address", "choice_list", "kind_of", "name", "names", "number", "number_list",
-           "path", "quantity", "whole", "whole_list"]
+__all__ = ["MAX_NAME", "MAX_PATH", "address", "choice_list", "duration", "kind_of", "name", "names", "number",
+           "number_list", "path", "quantity", "quantity_text", "triple", "whole", "whole_list"]

@@ -329,6 +329,40 @@ def expert_params(params: ArrayLike, active_params: ArrayLike, experts: ArrayLik
         return select(is_moe(e, k), (n - na) / (e - k), 0.0)
 
 
+def routed_expert_params(params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
+                         experts_per_token: ArrayLike) -> np.ndarray:
+    """Parameters of all routed experts: ``E p_e`` with ``p_e = (N - N_a) / (E - k)`` (``expert_params``); 0 for a
+    dense model [params]. DeepSeek-V3: 256 x (671.0e9 - 37.6e9) / 248 = 654e9 (58 layers x 256 x 3 x 7168 x 2048)."""
+    e = np.asarray(experts, float)
+    return np.where(is_moe(e, experts_per_token), e * expert_params(params, active_params, experts,
+                                                                    experts_per_token), 0.0)
+
+
+def dense_weight_bytes(weight_bytes: ArrayLike, params: ArrayLike, active_params: ArrayLike, experts: ArrayLike,
+                       experts_per_token: ArrayLike) -> np.ndarray:
+    """Weight bytes outside the routed experts (attention, dense and shared MLPs, embeddings):
+    ``W_d = W (1 - E p_e / N)`` [B], the weights split in proportion to parameters (as ``weight_bytes_read``);
+    ``W`` for a dense model. What attention data parallelism replicates on every rank."""
+    n = np.asarray(params, float)
+    return np.asarray(weight_bytes, float) * (1.0 - routed_expert_params(n, active_params, experts,
+                                                                           experts_per_token) / n)
+
+
+def weight_bytes_per_gpu(weight_bytes: ArrayLike, dense_bytes: ArrayLike, tensor_parallel: ArrayLike,
+                         attention_data_parallel: ArrayLike, pipeline_parallel: ArrayLike) -> np.ndarray:
+    """Weights one GPU holds: ``(W + (dp - 1) W_d) / (tp dp pp)`` [B].
+
+    A stage's ``tp x dp`` GPUs split the routed experts (expert and MoE tensor parallelism: ``moe_tp x ep =
+    tp x dp``) and each of the ``dp`` attention data-parallel ranks holds the rest ``W_d`` split over its ``tp``
+    GPUs: ``W_d / tp + (W - W_d) / (tp dp)``. Without attention data parallelism (dp = 1) it is ``W / (tp pp)``
+    (essay 000: 16 GiB on one GPU). DeepSeek-R1 at 1 B per weight (W = 671.0e9 B, W_d = 17.1e9 B outside its
+    653.9e9 routed-expert weights) on tp 1 x dp 8: (671.0e9 + 7 x 17.1e9) / 8 = 98.8e9 B, where tp 8 holds
+    83.9e9 B (tests/model/test_moe_parallel.py)."""
+    dp = np.asarray(attention_data_parallel, float)
+    gpus = np.asarray(tensor_parallel, float) * dp * np.asarray(pipeline_parallel, float)
+    return (np.asarray(weight_bytes, float) + (dp - 1.0) * np.asarray(dense_bytes, float)) / gpus
+
+
 def max_requests_mix(pool_blocks: float, residence: ArrayLike, tokens_per_request: ArrayLike,
                      prefix_tokens: ArrayLike, prefix_group: ArrayLike, block_size: float,
                      sliding_window: float = np.inf, local_fraction: float = 0.0) -> float:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from capacity.formulas.memory import routed_expert_params  # noqa: F401  (re-exported: specs)
+
 #: Bytes of one 16-bit weight (embeddings and lm_head of a quantised checkpoint).
 SIXTEEN_BIT = 2.0
 
@@ -42,6 +44,7 @@ class Scheme:
     fallback_flops_key: str   # where the GPU lacks ``flops_key`` (e.g. fp8 on A100: W8A16 on bf16 cores)
     storage_dtype: str        # the dtype name that describes it (for display and the KV default)
     description: str
+    experts_only: bool = False  # only the routed experts quantised; attention, shared experts, dense MLPs 16 bit
 
 
 def _group(bits: float, group: int, scale_bytes: float) -> float:
@@ -63,6 +66,12 @@ SCHEMES: dict[str, Scheme] = {s.key: s for s in (
            "NVFP4: E2M1 + FP8 scale per 16 values; fp4 tensor cores on Blackwell, else W4A16"),
     Scheme("mxfp4", _group(4, 32, 1.0), "flops_fp4", "flops_bf16", "fp4",
            "MXFP4: E2M1 + E8M0 scale per 32 values; fp4 tensor cores on Blackwell, else W4A16"),
+    # Kimi K2 / K2.5 as released: compressed-tensors pack-quantized, int4 symmetric (no zero point), one bf16
+    # scale per group of 32, on the routed experts only (quantization_config ignores lm_head, self_attn,
+    # shared_experts and the dense MLP): 0.5 + 2/32 B per expert weight, bf16 matmuls (Marlin MoE kernels).
+    Scheme("w4a16-int4-g32", _group(4, 32, 2.0), "flops_bf16", "flops_bf16", "int4",
+           "int4 weight-only, group 32, symmetric (Kimi K2/K2.5): routed experts only, the rest bf16; bf16 matmuls",
+           experts_only=True),
 )}
 
 #: The scheme an engine profile reads a plain ``weight_dtype`` as (a checkpoint of that dtype as engines load it).

@@ -116,6 +116,40 @@ def allreduce_s_per_token(layers: ArrayLike, ring: ArrayLike, hidden_size: Array
                         / _f(link_bandwidth), 0.0)
 
 
+def alltoall_s_per_token(moe_layers: ArrayLike, experts_per_token: ArrayLike, hidden_size: ArrayLike,
+                         activation_bytes: ArrayLike, expert_parallel: ArrayLike, gpus: ArrayLike,
+                         link_bandwidth: ArrayLike) -> np.ndarray:
+    """Expert-parallel all-to-all time per token of a pass, on one GPU: ``2 L_moe k H a (ep - 1) / (ep g BW)`` [s].
+
+    Each MoE layer dispatches every token's hidden vector (H values of a bytes) to the ranks of its k experts and
+    combines the k results back (2 transfers); (ep - 1)/ep of them leave the GPU, and the g GPUs of a stage send
+    their share of the batch's tokens at once over their own links (one way, ``BW``). 0 without expert
+    parallelism (ep <= 1) or without a hidden size. DeepEP's normal/low-latency kernels (DeepSeek-V3 report, section
+    3.2: dispatch then combine per MoE layer). DeepSeek-V3 on ep 8, 8 GPUs, bf16, 450 GB/s one way: 58 x 2 x 8 x
+    7168 x 2 x 7/8 / (8 x 450e9) = 3.2 us per token. Each token's load on the busiest GPU: ``expert_load_imbalance``
+    (``StepModel``), not this transfer.
+    """
+    ep = _f(expert_parallel)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per = (2.0 * _f(moe_layers) * _f(experts_per_token) * _f(hidden_size) * _f(activation_bytes)
+               * (ep - 1.0) / ep / (_f(gpus) * _f(link_bandwidth)))
+    return select((ep > 1) & (_f(hidden_size) > 0), per, 0.0)
+
+
+def alltoall_fixed_s(moe_layers: ArrayLike, expert_parallel: ArrayLike, latency_s: ArrayLike) -> np.ndarray:
+    """All-to-all latency of one pass: ``2 L_moe x latency`` (dispatch and combine per MoE layer) where ep > 1 [s]."""
+    return select(_f(expert_parallel) > 1, 2.0 * _f(moe_layers) * _f(latency_s), 0.0)
+
+
+def expert_link_bandwidth(gpus: ArrayLike, nvlink_domain: ArrayLike, interconnect_bandwidth: ArrayLike,
+                          network_bandwidth: ArrayLike) -> np.ndarray:
+    """The link an expert-parallel group's all-to-all runs on, one way per GPU [B/s]: the NVLink interconnect where
+    the group's ``gpus`` fit in one NVLink domain (8 on HGX, 72 on NVL72), else the scale-out network where it is
+    known (GB300: ConnectX-8, 100 GB/s), else the interconnect (an optimistic bound, stated on the answer)."""
+    crosses = (_f(gpus) > _f(nvlink_domain)) & np.isfinite(_f(network_bandwidth))
+    return select(crosses, network_bandwidth, interconnect_bandwidth)
+
+
 def allreduce_s(fixed_s: ArrayLike, per_token_s: ArrayLike, tokens: ArrayLike) -> np.ndarray:
     """All-reduce time of a pass over ``tokens`` tokens: ``latency + tokens x time per token`` [s]."""
     return _f(fixed_s) + _f(tokens) * _f(per_token_s)

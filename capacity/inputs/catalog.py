@@ -48,6 +48,17 @@ def gpus() -> dict[str, dict[str, Any]]:
     return _load("gpu_catalog.yaml", "gpus")
 
 
+#: Catalog ``segment`` values shown to a customer by default; the rest (``consumer`` cards, ``export`` parts) only on
+#: request. An entry without a segment is a data-center part.
+CUSTOMER_SEGMENTS = ("datacenter",)
+
+
+def customer_gpus() -> list[str]:
+    """Catalog GPU keys a customer is offered by default: data-center parts (no consumer cards, no export-only
+    parts; each entry's ``segment`` and ``segment_source`` say why)."""
+    return [key for key, entry in gpus().items() if entry.get("segment", "datacenter") in CUSTOMER_SEGMENTS]
+
+
 def models() -> dict[str, dict[str, Any]]:
     """Every model entry of ``model_catalog.yaml``, by key."""
     return _load("model_catalog.yaml", "models")

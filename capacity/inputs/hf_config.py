@@ -37,11 +37,14 @@ COUNT_LIMITS = {
     "kv_lora_rank": 1_000_000, "q_lora_rank": 1_000_000, "qk_rope_head_dim": 100_000, "qk_nope_head_dim": 100_000,
     "v_head_dim": 100_000, "first_k_dense_replace": 10_000, "decoder_sparse_step": 10_000,
     "max_position_embeddings": 1_000_000_000, "sliding_window": 1_000_000_000, "sliding_window_pattern": 10_000,
+    "linear_num_key_heads": 100_000, "linear_num_value_heads": 100_000, "linear_key_head_dim": 100_000,
+    "linear_value_head_dim": 100_000, "linear_conv_kernel_dim": 10_000, "index_n_heads": 100_000,
+    "index_head_dim": 100_000, "interleave_moe_layer_step": 10_000, "full_attention_interval": 10_000,
 }
 
 
 _AT_LEAST_ONE = {"num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size", "head_dim",
-                 "num_key_value_heads", "sliding_window_pattern", "decoder_sparse_step"}
+                 "num_key_value_heads", "sliding_window_pattern", "decoder_sparse_step", "interleave_moe_layer_step"}
 
 
 def check_counts(config: dict[str, Any]) -> None:
@@ -98,6 +101,20 @@ def _experts(c: dict[str, Any]) -> tuple[int, int, int]:
     return int(routed), int(c.get("num_experts_per_tok") or 0), int(shared)
 
 
+def _linear_attention_params(c: dict[str, Any]) -> int:
+    """A Gated DeltaNet layer (Qwen3-Next, Qwen3.5 ``linear_attention``): projections to q, k (``linear_num_key_heads``
+    x ``linear_key_head_dim`` each), v and the output gate z (``linear_num_value_heads`` x ``linear_value_head_dim``
+    each), the per-head b and a (``2 n_v``), a depthwise causal conv over q, k, v (``kernel`` taps), ``dt_bias`` and
+    ``A_log`` (``n_v`` each), the gated norm (``d_v``) and the output projection (transformers
+    ``Qwen3NextGatedDeltaNet``)."""
+    h = c["hidden_size"]
+    n_k, n_v = c["linear_num_key_heads"], c["linear_num_value_heads"]
+    key_dim, value_dim = n_k * c["linear_key_head_dim"], n_v * c["linear_value_head_dim"]
+    projections = h * (2 * key_dim + 2 * value_dim) + h * 2 * n_v
+    conv = (2 * key_dim + value_dim) * c.get("linear_conv_kernel_dim", 4)
+    return projections + conv + 2 * n_v + c["linear_value_head_dim"] + value_dim * h
+
+
 def _attention_params(c: dict[str, Any]) -> int:
     h, nh = c["hidden_size"], c["num_attention_heads"]
     if c.get("kv_lora_rank"):  # MLA (DeepSeek-V2/V3)
@@ -105,13 +122,21 @@ def _attention_params(c: dict[str, Any]) -> int:
         q_rank, kv_rank = c.get("q_lora_rank"), c["kv_lora_rank"]
         q = h * q_rank + q_rank + q_rank * nh * (nope + rope) if q_rank else h * nh * (nope + rope)
         kv = h * (kv_rank + rope) + kv_rank + kv_rank * nh * (nope + v)
-        return q + kv + nh * v * h
+        # DeepSeek sparse attention's lightning indexer (GLM-5, DeepSeek-V3.2): wq_b from the query latent,
+        # wk and its LayerNorm (weight and bias), and per-head weights (transformers/vLLM ``Indexer``).
+        n_i, d_i = c.get("index_n_heads") or 0, c.get("index_head_dim") or 0
+        indexer = (q_rank * n_i * d_i + h * d_i + 2 * d_i + h * n_i) if n_i and d_i and q_rank else 0
+        return q + kv + nh * v * h + indexer
     hd, nkv = _head_dim(c), c.get("num_key_value_heads") or nh
-    weights = h * nh * hd + 2 * h * nkv * hd + nh * hd * h
+    # A gated output (Qwen3.5 ``attn_output_gate``): q_proj also yields a gate per query value.
+    weights = h * nh * hd * (2 if c.get("attn_output_gate") else 1) + 2 * h * nkv * hd + nh * hd * h
     qkv_bias = c.get("model_type") in ("qwen2", "qwen2_moe") or c.get("attention_bias")
     bias = (nh * hd + 2 * nkv * hd) if qkv_bias else 0
     bias += h if c.get("attention_bias") and c.get("model_type") not in ("qwen2", "qwen2_moe") else 0
-    qk_norm = 2 * hd if c.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3") else 0
+    qk_norm = 2 * hd if c.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3", "qwen3_5_moe_text",
+                                                "qwen3_next") else 0
+    if c.get("use_qk_norm") and c.get("qk_norm_type") == "per_layer":  # MiniMax-M2: one norm over all q, all k
+        qk_norm = nh * hd + nkv * hd
     return weights + bias + qk_norm
 
 
@@ -123,24 +148,39 @@ def _norms_per_layer(c: dict[str, Any]) -> int:
 def param_counts(config: dict[str, Any]) -> tuple[int, int]:
     """(total, active per token) parameters implied by a config.json."""
     c = config.get("text_config") or config
-    _need(c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
+    _need(c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     if c.get("kv_lora_rank"):
         _need(c, "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
     routed, top_k, shared = _experts(c)
-    # Llama 4's dense layers are intermediate_size_mlp wide; its experts intermediate_size.
-    dense_mlp = 3 * h * (c.get("intermediate_size_mlp") or c["intermediate_size"])
-    expert_width = c.get("moe_intermediate_size") or c["intermediate_size"]
-    shared_width = c.get("shared_expert_intermediate_size") or expert_width * max(shared, 0)
     first_dense = c.get("first_k_dense_replace", 0) or 0
     mlp_only = set(c.get("mlp_only_layers") or [])
     step = c.get("decoder_sparse_step") or c.get("interleave_moe_layer_step") or 1
+
+    def is_moe(i: int) -> bool:
+        return bool(routed) and i >= first_dense and i not in mlp_only and (i + 1) % step == 0
+
+    # A model whose every layer is MoE (MiniMax-M2, Qwen3.5) needs no dense width: its experts may be the
+    # ``moe_intermediate_size`` wide ones alone.
+    if not all(is_moe(i) for i in range(layers)):
+        _need(c, "intermediate_size")
+    else:
+        _need(c, "moe_intermediate_size" if c.get("intermediate_size") is None else "intermediate_size")
+    # Llama 4's dense layers are intermediate_size_mlp wide; its experts intermediate_size.
+    dense_mlp = 3 * h * (c.get("intermediate_size_mlp") or c.get("intermediate_size") or 0)
+    expert_width = c.get("moe_intermediate_size") or c["intermediate_size"]
+    shared_width = c.get("shared_expert_intermediate_size") or expert_width * max(shared, 0)
+    types = c.get("layer_types") or []
+    if "linear_attention" in types:
+        _need(c, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
     total = active = 0
     for i in range(layers):
-        base = _attention_params(c) + _norms_per_layer(c)
-        moe_layer = routed and i >= first_dense and i not in mlp_only and (i + 1) % step == 0
+        linear = i < len(types) and types[i] == "linear_attention"
+        base = (_linear_attention_params(c) if linear else _attention_params(c)) + _norms_per_layer(c)
+        moe_layer = is_moe(i)
         if moe_layer:
-            router = h * routed + (routed if c.get("topk_method") == "noaux_tc" else 0)
+            bias = c.get("topk_method") == "noaux_tc" or c.get("use_routing_bias")  # e_score_correction_bias
+            router = h * routed + (routed if bias else 0)
             shared_mlp = 3 * h * shared_width if shared else 0
             total += base + router + shared_mlp + routed * 3 * h * expert_width
             active += base + router + shared_mlp + top_k * 3 * h * expert_width
@@ -170,6 +210,9 @@ def model_from_config(config: dict[str, Any], name: str = "imported model") -> d
         model.update(kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"], head_dim=_head_dim(c))
     if c.get("max_position_embeddings"):
         model["max_position_embeddings"] = c["max_position_embeddings"]
+    types = c.get("layer_types") or []
+    if "linear_attention" in types:  # hybrid (Qwen3.5, Qwen3-Next): only the full-attention layers hold a KV cache
+        model["attention_layers"] = sum(t == "full_attention" for t in types)
     window = c.get("sliding_window")
     if _llama4(c) and c.get("attention_chunk_size"):
         # Chunked attention on the RoPE layers (no_rope_layers[i] == 1; by default 3 of every 4), global on the

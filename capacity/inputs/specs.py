@@ -15,12 +15,13 @@ from typing import Any
 
 from capacity.errors import ScenarioError, show
 from capacity.formulas.memory import BYTES_PER_VALUE
-from capacity.formulas.quantisation import SCHEMES, embedding_params
+from capacity.formulas.quantisation import SCHEMES, embedding_params, routed_expert_params
 from capacity.formulas.quantisation import flops_key as scheme_flops_key
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import catalog
 from capacity.inputs.engines import ALIASES, ENGINES
 from capacity.inputs.numbers import NUMBER
+from capacity.inputs.speculative import check_speculative
 from capacity.inputs.units import BASE_UNIT, parse_quantity
 
 #: Bytes per weight by weight dtype. int4 carries one fp16 scale per group of 128
@@ -50,6 +51,7 @@ class Model:
     sliding_window: int | None = None       # tokens kept by local layers
     local_layer_fraction: float = 0.0       # share of KV layers that are local (sliding window)
     experts: int = 0                        # routed experts per MoE layer; 0 = dense
+    moe_layers: int | None = None           # layers with routed experts (the all-to-all); None: layers
     experts_per_token: int = 0
     active_params: float | None = None      # params a token uses (MoE); None = params
     hidden_size: int | None = None
@@ -82,10 +84,19 @@ class Gpu:
     replicas: int = 1
     bandwidth_half_bytes: float = 0.0   # efficiency curve (engine profiles): bytes per layer at half the plateau
     flops_half_tokens: float = 0.0      # efficiency curve (engine profiles): tokens per pass at half the plateau
+    nvlink_domain: int | None = None    # GPUs one NVLink (scale-up) domain joins: 8 (HGX), 72 (NVL72); None: unknown
+    # MoE layout of a replica (scenario keys serving.attention_data_parallel, serving.expert_parallel,
+    # serving.expert_load_imbalance; docs/model.md "MoE parallelism"): attention ranks of ``count`` GPUs each, the
+    # routed experts spread over ``expert_parallel`` of the stage's ``count x attention_data_parallel`` GPUs.
+    attention_data_parallel: int = 1
+    expert_parallel: int = 1
+    expert_load_imbalance: float = 1.0
+    network_bandwidth: float | None = None  # per GPU, one way, beyond the NVLink domain (scale-out NIC) [B/s]
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.count * self.pipeline_parallel
+        """GPUs of one replica: tensor x attention data x pipeline parallel."""
+        return self.count * self.attention_data_parallel * self.pipeline_parallel
 
     @property
     def effective_bandwidth(self) -> float:
@@ -127,12 +138,18 @@ class Serving:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """One request shape and the offered load [requests/s]."""
+    """One request shape and the offered load: an open loop (``arrival_rate`` [requests/s]) or a closed one
+    (``concurrency`` users in flight, each sending its next request ``think_time_s`` after its answer)."""
 
     prompt_tokens: int
     output_tokens: int
     shared_prefix_tokens: int = 0
     arrival_rate: float | None = None
+    concurrency: float | None = None   # users in flight (closed loop) [users]; None: an open loop or no load
+    think_time_s: float = 0.0          # closed loop: a user's pause between an answer and the next request [s]
+    daily_users: float | None = None   # the arrival rate's origin where given as users a day [users]
+    requests_per_user_per_day: float | None = None  # [requests/user/day]
+    peak_hour_share: float | None = None  # share of a day's requests in its busiest hour [-]
 
     @property
     def tokens_per_request(self) -> int:
@@ -209,6 +226,14 @@ def _integer(value: Any, path: str, minimum: int) -> int:
     return int(number)
 
 
+def _at_least_one(value: Any, path: str) -> float:
+    number = as_number(value, path)
+    if not 1 <= number <= 100:
+        raise ScenarioError(f"{path} must be in [1, 100] (the busiest GPU's routed tokens over the mean), got "
+                            f"{show(value)}")
+    return number
+
+
 def positive_int(value: Any, path: str) -> int:
     return _integer(value, path, 1)
 
@@ -275,10 +300,11 @@ def _choice(value: Any, path: str, allowed: tuple[str, ...]) -> str:
 #: Fields a catalog entry may carry that the analytic core does not read (yet); accepted, not checked.
 _INFO = {"aliases", "source", "notes", "params_source", "hf_id", "key", "missing", "vendor", "memory_type",
          "interconnect", "price_source", "tdp_watts", "intermediate_size", "vocab_size",
-         "tie_word_embeddings", "num_shared_experts", "moe_intermediate_size", "first_dense_layers",
+         "tie_word_embeddings", "num_shared_experts", "moe_intermediate_size",
          "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "flops_bf16",
          "flops_fp8", "flops_int8", "flops_fp16", "memory_usable", "form_factor",
-         "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers"}
+         "flops_fp4", "efficiency_source", "architecture", "layer_types", "rope_theta", "num_attention_layers",
+         "segment", "segment_source", "network"}
 
 MODEL_FIELDS: dict[str, Check] = {
     "name": text, "layers": positive_int, "kv_heads": positive_int, "head_dim": positive_int,
@@ -289,6 +315,7 @@ MODEL_FIELDS: dict[str, Check] = {
     "sliding_window_layers": lambda v, p: _choice(v, p, ("all", "alternate", "none")),
     "local_layers": non_negative_int, "num_experts": non_negative_int, "experts_per_token": non_negative_int,
     "active_params": positive, "hidden_size": positive_int, "attention_layers": positive_int,
+    "first_dense_layers": non_negative_int,
     "quantization": lambda v, p: _choice(v, p, tuple(SCHEMES)),
 }
 GPU_FIELDS: dict[str, Check] = {
@@ -296,7 +323,7 @@ GPU_FIELDS: dict[str, Check] = {
     "count": positive_int, "bandwidth_efficiency": fraction, "flops_efficiency": fraction,
     "price_per_hour": non_negative, "interconnect_bandwidth": quantity("bandwidth"),
     "allreduce_latency": quantity("time", allow_zero=True), "pipeline_parallel": positive_int,
-    "replicas": positive_int,
+    "replicas": positive_int, "nvlink_domain": positive_int, "network_bandwidth": quantity("bandwidth"),
 }
 SERVING_FIELDS: dict[str, Check] = {
     "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
@@ -304,13 +331,43 @@ SERVING_FIELDS: dict[str, Check] = {
     "activation_memory": quantity("bytes", allow_zero=True), "cuda_graph_memory": quantity("bytes", allow_zero=True),
     "non_torch_memory": quantity("bytes", allow_zero=True), "max_batched_tokens": positive_int,
     "kv_transfer_bandwidth": quantity("bandwidth"),
+    "attention_data_parallel": positive_int, "expert_parallel": positive_int, "moe_tensor_parallel": positive_int,
+    "expert_load_imbalance": lambda v, p: _at_least_one(v, p),
+    "speculative": lambda v, p: check_speculative(v, p),
     "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + tuple(ALIASES))),
     "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
-    "arrival_rate": non_negative,
+    "arrival_rate": non_negative, "concurrency": positive_int, "think_time": quantity("time", allow_zero=True),
+    "daily_users": positive, "requests_per_user_per_day": positive, "peak_hour_share": fraction,
 }
+
+#: A load given as users a day: all three keys, converted to ``arrival_rate`` (``formulas.load.peak_hour_rate_rps``).
+DAILY_LOAD = ("daily_users", "requests_per_user_per_day", "peak_hour_share")
+
+
+def load_problems(workload: Mapping[str, Any]) -> list[str]:
+    """One load per scenario: an arrival rate (open loop) or users in flight (closed loop), not both; a think
+    time only with users in flight. ``workload``: the validated ``workload`` section."""
+    problems = []
+    if workload.get("arrival_rate") and workload.get("concurrency"):
+        problems.append(f"workload gives both arrival_rate ({workload['arrival_rate']:g} requests/s) and concurrency "
+                        f"({workload['concurrency']:g} users in flight); give one load: an open loop (arrival_rate) "
+                        f"or a closed loop (concurrency, with think_time)")
+    daily = [key for key in DAILY_LOAD if workload.get(key)]
+    if daily and len(daily) < len(DAILY_LOAD):
+        missing = ", ".join(k for k in DAILY_LOAD if k not in daily)
+        problems.append(f"workload gives {', '.join(daily)} but not {missing}: a load of daily users needs all three "
+                        f"(users x requests a day x the peak hour's share)")
+    if daily and (workload.get("arrival_rate") or workload.get("concurrency")):
+        other = "arrival_rate" if workload.get("arrival_rate") else "concurrency"
+        problems.append(f"workload gives daily users and {other}; give one load: requests/s, users in flight, or "
+                        f"daily users")
+    if workload.get("think_time") and not workload.get("concurrency"):
+        problems.append("workload.think_time is a closed loop's pause between an answer and the next request; it "
+                        "needs workload.concurrency (users in flight)")
+    return problems
 def percentile(value: Any, path: str) -> float:
     """A percentile in (0, 100): ``99`` or ``"p99"``; ScenarioError naming ``path`` otherwise."""
     raw = value[1:] if isinstance(value, str) and value.lower().startswith("p") else value
@@ -485,6 +542,9 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
     if scheme and "weights" not in f:  # a scheme: 16-bit embeddings/lm_head where the shapes are known
         vocab, width = _int_or_none(f.get("vocab_size")), f.get("hidden_size")
         sixteen = embedding_params(vocab, width, bool(f.get("tie_word_embeddings"))) if vocab and width else 0.0
+        if SCHEMES[scheme].experts_only and experts and active is not None and 0 < top_k < experts:
+            # only the routed experts are quantised: everything else (embeddings included) stays 16 bit
+            sixteen = f["params"] - float(routed_expert_params(f["params"], active, experts, top_k))
         weights = float(scheme_weight_bytes(f["params"], SCHEMES[scheme].bytes_per_weight, sixteen))
     return Model(
         name=str(f.get("name", entry.get("key", "custom model"))), layers=layers, kv_heads=f.get("kv_heads", 1),
@@ -496,7 +556,8 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
         sliding_window=window, local_layer_fraction=local if window else 0.0, experts=experts,
         experts_per_token=top_k, active_params=active, hidden_size=f.get("hidden_size"),
         intermediate_size=_int_or_none(f.get("intermediate_size")), vocab_size=_int_or_none(f.get("vocab_size")),
-        tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme)
+        tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme,
+        moe_layers=(f["layers"] - int(f.get("first_dense_layers") or 0)) if experts else None)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -547,4 +608,5 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
                price_per_hour=f.get("price_per_hour"), source=str(entry.get("source", "user")) if entry else "user",
                interconnect_bandwidth=f.get("interconnect_bandwidth"),
                allreduce_latency_s=f.get("allreduce_latency", 0.0), pipeline_parallel=f.get("pipeline_parallel", 1),
-               replicas=f.get("replicas", 1))
+               replicas=f.get("replicas", 1), nvlink_domain=f.get("nvlink_domain"),
+               network_bandwidth=f.get("network_bandwidth"))

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 from capacity.formulas import memory, roofline, slo
 from capacity.formulas._numeric import as_float as _f
 from capacity.formulas._numeric import one_value_or, select
-from capacity.formulas.solve import SolveTrace
+from capacity.formulas.solve import SolveTrace, largest_rate_meeting
 from capacity.inputs import engines
 from capacity.inputs.specs import DEFAULT_MAX_BATCHED_TOKENS
 from capacity.model import serving_modes as options
@@ -61,6 +61,14 @@ INPUTS: dict[str, tuple[str, str]] = {
     "allreduce_latency_s": ("s", "fixed time of one all-reduce"),
     "reserved_bytes": ("B", "memory per GPU the engine holds outside the KV pool (activations, CUDA graphs)"),
     "replicas": ("replicas", "data-parallel replicas"),
+    # MoE parallelism (issue 29): attention data parallelism and expert parallelism inside one replica.
+    "attention_data_parallel": ("ranks", "attention data-parallel ranks per replica (each tp GPUs; KV split by "
+                                         "request); GPUs per replica = tp x ranks x pp"),
+    "expert_parallel": ("GPUs", "expert-parallel GPUs the routed experts are spread over (1: none)"),
+    "expert_load_imbalance": ("-", "busiest expert-parallel GPU's routed tokens over the mean (1: balanced)"),
+    "moe_layers": ("layers", "MoE layers, for the expert all-to-all (nan: layers)"),
+    "nvlink_domain": ("GPUs", "GPUs one NVLink domain joins (inf: unknown, all on NVLink)"),
+    "network_bandwidth": ("B/s", "per-GPU link one way beyond the NVLink domain (inf: unknown)"),
     # Serving options the analytic model compares (chunked prefill, prefill/decode pools).
     "max_batched_tokens": ("tokens", "token budget of one chunked-prefill iteration (decodes + prompt chunks)"),
     "kv_transfer_bandwidth": ("B/s", "link from a prefill to a decode replica for the KV cache (inf: free)"),
@@ -72,6 +80,9 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Efficiency curves (engine profiles, capacity.inputs.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
     "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
     "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
+    # Closed loop (workload.concurrency): the load as users in flight instead of an arrival rate.
+    "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
+    "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -79,8 +90,11 @@ INPUT_DEFAULTS: dict[str, float] = {
     "kv_latent_dim": 0.0, "sliding_window": np.inf, "local_layer_fraction": 0.0, "active_params": np.nan,
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
+    "attention_data_parallel": 1.0, "expert_parallel": 1.0, "expert_load_imbalance": 1.0, "moe_layers": np.nan,
+    "nvlink_domain": np.inf, "network_bandwidth": np.inf,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
     "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
+    "concurrency": 0.0, "think_time_s": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
@@ -130,6 +144,14 @@ RESULTS: dict[str, tuple[str, str]] = {
     "tpot_at_load_s": ("s", "TPOT at the workload's arrival rate"),
     "ttft_at_load_s": ("s", "TTFT at the workload's arrival rate"),
     "load_fraction": ("-", "arrival rate over the ceiling"),
+    # Closed loop (workload.concurrency): C users in flight, X = C / (TTFT + (A - 1) TPOT + think time).
+    "closed_loop_throughput_rps": ("requests/s", "closed loop: requests per second the users in flight get through"),
+    "closed_loop_tokens_per_s": ("tokens/s", "closed loop: output tokens per second"),
+    "closed_loop_tpot_s": ("s", "closed loop: mean time per output token at the users in flight"),
+    "closed_loop_ttft_s": ("s", "closed loop: mean time to first token, waits for a slot and for prefill included"),
+    "closed_loop_batch": ("requests", "closed loop: sequences decoding at once"),
+    "closed_loop_slot_wait_s": ("s", "closed loop: mean wait for a running slot (users beyond what fits)"),
+    "closed_loop_load_fraction": ("-", "closed loop: throughput over the ceiling"),
     "cost_per_million_tokens_at_ceiling": ("$", "cost of a million output tokens at the ceiling"),
     "decode_bound": ("", "which term sets the decode step at the largest batch: memory or compute"),
     "batch_limit": ("", "what caps the batch: kv_memory or max_num_seqs"),
@@ -153,6 +175,9 @@ RESULTS: dict[str, tuple[str, str]] = {
     "kv_transfer_s": ("s", "moving one prompt's KV cache between the pools"),
     "disagg_win_back": ("-", "share of the promises' capacity cost per GPU that separate pools win back"),
 }
+
+#: The closed-loop results (``workload.concurrency``), NaN where no concurrency is set.
+CLOSED_LOOP_RESULTS = tuple(key for key in RESULTS if key.startswith("closed_loop_"))
 
 
 #: Intermediates: what the results are built from, for renderers that show the working (the XLSX workbook's
@@ -227,6 +252,7 @@ def complete_inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
     and ``active_params`` = ``params`` where it is NaN (a dense model)."""
     x = {name: np.asarray(inputs[name] if name in inputs else INPUT_DEFAULTS[name], dtype=float) for name in INPUTS}
     x["active_params"] = select(np.isnan(x["active_params"]), x["params"], x["active_params"])
+    x["moe_layers"] = select(np.isnan(x["moe_layers"]), x["layers"], x["moe_layers"])
     return x
 
 
@@ -242,6 +268,13 @@ class StepModel:
     (MoE: the experts the batch touches), the KV of its stage's layers for every sequence, does
     2 N_a / (tp pp) FLOPs per sequence, two all-reduces per layer, and pays the overhead per stage.
     ``decode_terms`` is the one decode step; ``pieces`` and the simulator's ``RooflineCost`` take its terms.
+
+    MoE parallelism (``step_model``): ``tensor_parallel`` is then every GPU of a stage, ``g = tp x dp`` (dp
+    attention data-parallel ranks; the experts split over ``moe_tp x ep = g``); each GPU also reads its rank's
+    copy of the dense weights, ``replicated_bytes = (dp - 1) W_d`` over the g GPUs; ``kv_gpu`` is per sequence
+    of the replica (a rank holds 1/dp of the sequences); the busiest GPU's routed tokens are ``imbalance`` times
+    the mean, adding ``imbalance_params = (imbalance - 1) k p_e`` to each token's arithmetic; the all-to-all of
+    expert parallelism is in ``comm_fixed`` and ``comm_per_token`` beside the tp all-reduce.
     """
 
     weight_bytes: np.ndarray      # whole model [B]
@@ -260,6 +293,8 @@ class StepModel:
     comm_per_token: np.ndarray    # all-reduce time per token in the step [s]
     half_bytes: np.ndarray        # bandwidth curve: bytes per pass at half the plateau, all layers [B]
     half_tokens: np.ndarray       # FLOP/s curve: tokens per pass at half the plateau [tokens]
+    replicated_bytes: np.ndarray = 0.0  # dense weights the other attention-DP ranks hold again, (dp - 1) W_d [B]
+    imbalance_params: np.ndarray = 0.0  # extra expert params per token on the busiest GPU, (imbalance - 1) k p_e
     all_dense: bool = False       # no row is MoE: every pass reads all weights
     read_terms: tuple | None = None  # memory.moe_read_terms of the rows, where computed once for many step times
 
@@ -269,20 +304,22 @@ class StepModel:
 
     @property
     def decode_params_per_gpu(self) -> np.ndarray:
-        """Active parameters one GPU multiplies per sequence in a decode step: ``N_a / (tp pp)`` [params]."""
-        return self.active_params / (self.tensor_parallel * self.pipeline_parallel)
+        """Active parameters one GPU multiplies per sequence in a decode step: ``N_a / (tp pp)`` [params] (with
+        expert load imbalance, the busiest GPU's: ``(N_a + imbalance_params) / (tp pp)``)."""
+        return (self.active_params + self.imbalance_params) / (self.tensor_parallel * self.pipeline_parallel)
 
     @property
     def prefill_params_per_gpu(self) -> np.ndarray:
         """Active parameters one GPU multiplies per prompt token, the stages in turn: ``N_a / tp`` [params]."""
-        return self.active_params / self.tensor_parallel
+        return (self.active_params + self.imbalance_params) / self.tensor_parallel
 
     def weights_read(self, tokens: ArrayLike) -> np.ndarray:
         """Weight bytes per GPU-group read by a pass over ``tokens`` tokens [B]."""
         if self.all_dense:
-            return self.weight_bytes / self.tensor_parallel
-        return memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
-                                        self.experts_per_token, tokens, self.read_terms) / self.tensor_parallel
+            return (self.weight_bytes + self.replicated_bytes) / self.tensor_parallel
+        return (memory.weight_bytes_read(self.weight_bytes, self.params, self.active_params, self.experts,
+                                         self.experts_per_token, tokens, self.read_terms)
+                + self.replicated_bytes) / self.tensor_parallel
 
     def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
         """All-reduce time of a pass over ``tokens`` tokens: latency + tokens x time per token [s]."""
@@ -378,7 +415,7 @@ class StepModel:
         the intercepts are its terms at B = 0 plus the fixed costs, the slopes its terms of one sequence without
         weights plus the all-reduce per sequence.
         """
-        mem0, comp0 = self.terms(self.weight_bytes / self.tensor_parallel, 0.0)
+        mem0, comp0 = self.terms((self.weight_bytes + self.replicated_bytes) / self.tensor_parallel, 0.0)
         mem1, comp1 = self.terms(0.0, 1.0)
         if np.any(self.half_bytes) or np.any(self.half_tokens):  # the curves' fixed parts belong to the intercept
             mem_fixed, comp_fixed = self.terms(0.0, 0.0)
@@ -393,21 +430,62 @@ class StepModel:
 _ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name not in ("all_dense", "read_terms"))
 
 
+def stage_gpus(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """GPUs of one pipeline stage: ``tp x dp`` (attention tensor x data parallel) [GPUs]."""
+    return x["gpu_count"] * x["attention_data_parallel"]
+
+
+def replica_gpus(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """GPUs of one replica: ``tp x dp x pp`` [GPUs]."""
+    return stage_gpus(x) * x["pipeline_parallel"]
+
+
+def dense_bytes(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Weight bytes outside the routed experts, ``memory.dense_weight_bytes`` of the flat inputs [B]."""
+    return memory.dense_weight_bytes(x["weight_bytes"], x["params"], x["active_params"], x["experts"],
+                                     x["experts_per_token"])
+
+
+def weights_per_gpu(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Weights one GPU holds, ``memory.weight_bytes_per_gpu`` of the flat inputs [B]: ``W / (tp pp)`` without
+    attention data parallelism."""
+    if not np.any(np.asarray(x.get("attention_data_parallel", 1.0)) > 1):
+        return x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"])
+    return memory.weight_bytes_per_gpu(x["weight_bytes"], dense_bytes(x), x["gpu_count"],
+                                       x["attention_data_parallel"], x["pipeline_parallel"])
+
+
 def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
-    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``)."""
-    tp, pp = x["gpu_count"], x["pipeline_parallel"]
+    """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``).
+
+    With attention data parallelism (dp ranks) and expert parallelism (ep): the stage's ``g = tp x dp`` GPUs
+    share each layer's work; a rank's tp all-reduce carries 1/dp of the batch; the experts' all-to-all
+    (``roofline.alltoall_s_per_token``) runs on NVLink within the NVLink domain, else on the network
+    (``roofline.expert_link_bandwidth``); the busiest GPU does ``expert_load_imbalance`` times the mean routed
+    work."""
+    tp, pp, dp, ep = x["gpu_count"], x["pipeline_parallel"], x["attention_data_parallel"], x["expert_parallel"]
+    g = stage_gpus(x)
     kv_gpu = memory.kv_bytes_per_token_per_gpu(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
                                                x["kv_latent_dim"], tp, pp)
     ring = roofline.ring_factor(tp, x["hidden_size"])
+    link = roofline.expert_link_bandwidth(g * pp, x["nvlink_domain"], x["interconnect_bandwidth"],
+                                          x["network_bandwidth"])
+    routed_active = x["experts_per_token"] * memory.expert_params(x["params"], x["active_params"], x["experts"],
+                                                                  x["experts_per_token"])
     model = StepModel(
         weight_bytes=x["weight_bytes"], params=x["params"], active_params=x["active_params"], experts=x["experts"],
-        experts_per_token=x["experts_per_token"], tensor_parallel=tp, pipeline_parallel=pp, kv_gpu=kv_gpu,
+        experts_per_token=x["experts_per_token"], tensor_parallel=g, pipeline_parallel=pp, kv_gpu=kv_gpu / dp,
         context=memory.windowed_tokens(context_tokens, x["sliding_window"], x["local_layer_fraction"]),
         bandwidth=x["bandwidth"], flops=x["flops"], overhead=x["step_overhead_s"] * pp,
-        comm_fixed=roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"]),
-        comm_per_token=roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
-                                                      x["interconnect_bandwidth"]),
+        comm_fixed=(roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"])
+                    + roofline.alltoall_fixed_s(x["moe_layers"], ep, x["allreduce_latency_s"])),
+        comm_per_token=(roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
+                                                       x["interconnect_bandwidth"]) / dp
+                        + roofline.alltoall_s_per_token(x["moe_layers"], x["experts_per_token"], x["hidden_size"],
+                                                        ACTIVATION_BYTES, ep, g, link)),
         half_bytes=x["layers"] * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
+        replicated_bytes=(dp - 1.0) * dense_bytes(x),
+        imbalance_params=(x["expert_load_imbalance"] - 1.0) * routed_active,
         all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])))
     return model, kv_gpu
 
@@ -420,7 +498,7 @@ def kv_pool_bytes(x: Mapping[str, np.ndarray]) -> np.ndarray:
     ``x``: flat inputs (``complete_inputs``; ``gpu_memory_bytes``, ``memory_utilization``, ``weight_bytes``,
     ``gpu_count``, ``pipeline_parallel``, ``reserved_bytes`` and ``kv_free_fraction`` are read).
     """
-    used = x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]) + x["reserved_bytes"]
+    used = weights_per_gpu(x) + x["reserved_bytes"]
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], used)
     if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
         pool = select(x["kv_free_fraction"] > 0,
@@ -452,6 +530,8 @@ class MemoryStage:
 def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLike) -> MemoryStage:
     """The pool (``kv_pool_bytes``), its blocks and the requests of ``tokens`` tokens it holds (paged, contiguous,
     with the shared prefix ``x["shared_prefix_tokens"]`` stored once), and the batch limit (``running_batch``).
+    With attention data parallelism each of the dp ranks holds its own requests in its own pools: the replica
+    holds dp times a rank's requests (and dp times a rank's ``max_num_seqs``).
 
     ``kv_gpu`` [B] KV per token one GPU holds (``step_model``); ``tokens`` [tokens] prompt + answer per request.
     """
@@ -466,8 +546,9 @@ def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLi
     private = memory.request_blocks(tokens - shared_count * bs, bs, window, local)
     shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local,
                                                private_blocks=private, paged=paged)
-    return MemoryStage(x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"]), pool, blocks, per_request,
-                       contiguous, paged, shared_count, private, shared, running_batch(shared, x))
+    dp = x["attention_data_parallel"]
+    return MemoryStage(weights_per_gpu(x), pool, blocks, per_request, contiguous * dp, paged * dp, shared_count,
+                       private, shared * dp, running_batch(shared, x) * dp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,7 +626,8 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     pieces = model.pieces()
     moe = bool(np.any(model.moe))
     # An MoE model is solved row by row: give the one-row model one row per rate (the row solver indexes rows).
-    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 else model
+    one_row = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
+    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 and one_row else model
     tpot = tpot_at_rates_s(per_rate, pieces, prefill.gpu_s, a_tokens, batch, lam)
     ttft, step = ttft_at_rates_s(model, prefill.tokens, prefill.ttft_s, ceiling_rps, a_tokens, lam, pieces,
                                  None if moe else tpot, with_step=True)
@@ -555,6 +637,187 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     tpot, step, ttft = at_ceiling(limit, lam, tpot, step, ttft, tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot >= tpot_ceiling), batch, slo.in_flight(lam, a_tokens, tpot))
     return LoadPoint(tpot, ttft, step, in_flight)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopPoint:
+    """A replica under a closed loop of C users (``closed_loop``); arrays broadcast."""
+
+    throughput_rps: np.ndarray  # X [requests/s]
+    tpot_s: np.ndarray          # [s]
+    ttft_s: np.ndarray          # slot wait + prefill queue and pass [s]
+    slot_wait_s: np.ndarray     # wait for a running slot, beyond what fits [s]
+    batch: np.ndarray           # sequences decoding at once, X A TPOT [requests]
+
+
+def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLike, batch_max: ArrayLike,
+                ceiling_rps: ArrayLike, users: ArrayLike, think_time_s: ArrayLike = 0.0,
+                trace: SolveTrace | None = None) -> ClosedLoopPoint:
+    """C users in flight on one replica, each sending its next request Z after its answer: the closed loop's
+    throughput X and the TPOT and TTFT its users see.
+
+    The interactive response time law of a closed queueing network (Little's law over the whole loop; Lazowska
+    et al., *Quantitative System Performance*, 1984, ch. 3; the fixed point of mean value analysis, Reiser and
+    Lavenberg, J. ACM 27 (1980)) with this model's own latencies at the throughput:
+
+        X = C / (R(X) + Z),   R(X) = TTFT(X) + (A - 1) TPOT(X)
+
+    TPOT(X): ``latencies_at_rates``' fixed point, a user's decode paused by the prefills of the other C - 1 users
+    (``t_p (C - 1) / C`` of GPU time per request: one user alone sees none). TTFT(X): with a think time, the prefill
+    queue of random arrivals (``slo.ttft_queue_s`` via ``latencies_at_rates``); without one, each request arrives
+    as an answer ends, at a decode-step end (``slo.ttft_at_step_ends_s`` at the others' ``X (C - 1) / C``).
+
+    ``X (R(X) + Z)`` rises with X, so the root is the largest ``X <= ceiling`` with ``X (R(X) + Z) <= C``
+    (``solve.largest_rate_meeting``). Where even the ceiling leaves users over (``C > X_c (R(X_c) + Z)``: more
+    users than running slots, ``B_max``, and the prefill queue hold), the replica runs at its ceiling with the
+    TPOT there (its limit from below, ``at_ceiling``) and the excess waits for a slot: by the same law
+    ``TTFT = C / X - Z - (A - 1) TPOT``, the queue's TTFT plus ``slot_wait_s``. So ``X (TTFT + (A - 1) TPOT + Z)
+    = C`` holds at every answer (to the solve's 2.5e-13).
+
+    ``model``: one replica (one row) or one row per user count; ``prefill``: ``prefill_stage``; ``output_tokens``
+    A [tokens]; ``batch_max`` [requests]; ``ceiling_rps`` (``roofline.ceiling_rps``) [requests/s]; ``users`` C
+    [users] (0: no closed loop, NaN latencies); ``think_time_s`` Z [s]; ``trace`` (one row): the root solve's
+    ``solve.SolveTrace``. Checked against the simulator run closed-loop (``tests/model/test_closed_loop.py``).
+    Example, essay 001 (B_max 328, ceiling 6.92 requests/s), 100 users, no think time: X = 6.08 requests/s,
+    TPOT 54.5 ms, TTFT 144.7 ms, 99.5 decoding; the simulator run so: 6.10 requests/s, 54.6 ms, 144.2 ms.
+    """
+    a, b_max, ceiling, c_users, think = _f(output_tokens), _f(batch_max), _f(ceiling_rps), _f(users), _f(think_time_s)
+    shape = np.broadcast_shapes(a.shape, b_max.shape, ceiling.shape, c_users.shape, think.shape,
+                                *(np.shape(getattr(prefill, f)) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
+    rows = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))))
+    index = np.zeros(shape, dtype=np.intp) if rows <= 1 else np.broadcast_to(
+        np.arange(rows).reshape(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))), shape)
+    served = (c_users > 0) & (ceiling > 0) & (b_max > 0)
+    hi = select(served, ceiling, 0.0)
+
+    def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_, c_):
+        """(TPOT, TTFT without a slot wait) at throughput ``lam``: the TTFT of random arrivals where users think
+        (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``). A user's
+        decode is paused by the other C - 1 users' prefills, not its own: their GPU time ``t_p (C - 1) / C``."""
+        others = np.maximum(c_ - 1.0, 0.0) / np.maximum(c_, 1.0)
+        # At the ceiling every slot runs (B_max, the limit from below): the TPOT there, however many users.
+        others = select(ceiling_limit(lam, ceil_), 1.0, others)
+        point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1).astype(np.intp)) if rows > 1 else model,
+                                   PrefillStage(p_tokens, p_ttft, p_gpu * others, p_compute), a_, b_, ceil_, lam)
+        return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam * others, p_ttft, p_compute,
+                                                                                  point.tpot_s))
+
+    def users_in_loop(lam, *row):
+        tpot, ttft = at(lam, *row)
+        a_, z_ = row[5], row[8]
+        with np.errstate(invalid="ignore", over="ignore"):
+            return select(lam > 0, lam * (ttft + (a_ - 1.0) * tpot + z_), 0.0)
+
+    args = (index, prefill.tokens, prefill.ttft_s, prefill.gpu_s, prefill.compute_s, a, b_max, ceiling, think,
+            c_users)
+    flat_args = tuple(np.broadcast_to(_f(v), shape).reshape(-1) for v in args)
+    flat_hi = np.broadcast_to(hi, shape).reshape(-1)
+    at_hi = users_in_loop(flat_hi, *flat_args)
+    x = largest_rate_meeting(users_in_loop, select(served, c_users, np.inf), hi, args, ratio=False,
+                             latency_at_hi=at_hi.reshape(shape), trace=trace)
+    tpot, ttft_queue = (v.reshape(shape) for v in at(x.reshape(-1), *flat_args))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        response = select(x > 0, c_users / x - think, np.nan)  # the response time law
+        wait = response - ttft_queue - (a - 1.0) * tpot
+        # Below the ceiling the root is the law (to the solve's tolerance): nobody waits. At the ceiling (or in the
+        # step where the TPOT there starts counting every slot) the users the loop leaves over wait for a slot.
+        wait = select(wait > 1e-9 * np.abs(response), wait, 0.0)
+        nan = ~served
+        return ClosedLoopPoint(select(nan, 0.0, x), select(nan, np.nan, tpot), select(nan, np.nan, ttft_queue + wait),
+                               select(nan, np.nan, wait), select(nan, 0.0, np.minimum(x * a * tpot, b_max)))
+
+
+def closed_loop_lockstep(model: StepModel, prefill_tokens: ArrayLike, output_tokens: ArrayLike,
+                         batch_max: ArrayLike, max_batched_tokens: ArrayLike, users: ArrayLike) -> ClosedLoopPoint:
+    """C users in lockstep: identical requests, no think time, so they arrive, prefill, decode and finish together
+    (a benchmark of fixed prompt and answer lengths started all at once), the engine's prefills pausing decode.
+
+    Waves: the C prompts of ``P`` tokens (``prefill_tokens``, the uncached ones) are prefilled ``m = max(1,
+    floor(K / P))`` to a pass of ``T_m = StepModel.prefill_s(m P)`` (K = ``max_batched_tokens``), ``n = ceil(C /
+    m)`` passes, the last one of ``r = C - (n - 1) m`` prompts; then all decode ``A - 1`` steps at batch C,
+    ``s = t_step(C)``, and finish together, and the next wave arrives. Per wave:
+
+        cycle = (n - 1) T_m + T_r + (A - 1) s,    X = C / cycle
+        TTFT  = [m T_m (1 + 2 + ... + (n - 1)) + r ((n - 1) T_m + T_r)] / C      (mean over the wave)
+        TPOT  = (cycle - TTFT) / (A - 1)            (everyone's answer ends at the cycle's end)
+
+    No mean-value model describes this (``closed_loop`` assumes the users' phases spread out, which answers of
+    different lengths or think times bring about); here the prefill of the whole wave stands in front of the last
+    prompt. The simulator run so (fixed lengths, ``arrival: closed``) agrees within 1% on essay 001
+    (``tests/model/test_closed_loop.py``): 30 users, passes of 8 prompts: TTFT 2.01 s against 0.12 s once the
+    phases spread. For ``C <= B_max`` (NaN beyond: the excess would wait whole waves); ``model``: one replica.
+    """
+    p, a, c = _f(prefill_tokens), _f(output_tokens), _f(users)
+    per_pass = np.maximum(np.floor(_f(max_batched_tokens) / p), 1.0)
+    passes = np.ceil(c / per_pass)
+    last = c - (passes - 1.0) * per_pass
+    full_s, last_s = model.prefill_s(per_pass * p), model.prefill_s(last * p)
+    step = model.step_s(c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prefill_all = (passes - 1.0) * full_s + last_s
+        cycle = prefill_all + (a - 1.0) * step
+        ttft = (per_pass * full_s * (passes - 1.0) * passes / 2.0 + last * ((passes - 1.0) * full_s + last_s)) / c
+        tpot = select(a > 1, (cycle - ttft) / (a - 1.0), np.nan)
+        ok = (c >= 1) & (c <= _f(batch_max))
+        return ClosedLoopPoint(select(ok, c / cycle, np.nan), select(ok, tpot, np.nan), select(ok, ttft, np.nan),
+                               select(ok, 0.0, np.nan), select(ok, c, np.nan))
+
+
+def replica_stages(inputs: Mapping[str, ArrayLike]) -> tuple[StepModel, MemoryStage, PrefillStage, np.ndarray]:
+    """One replica's stages from flat inputs, as ``analyse`` composes them: (``step_model`` at the average context
+    ``P + A / 2``, ``memory_stage``, ``prefill_stage``, ceiling [requests/s] from ``roofline.ceiling_rps`` at
+    ``B_max``), for callers that compose a closed loop (``closed_loop``, ``users_keeping_promises``)."""
+    x = complete_inputs(inputs)
+    a_tokens = x["output_tokens"]
+    model, kv_gpu = step_model(x, x["prompt_tokens"] + a_tokens / 2.0)
+    mem = memory_stage(x, kv_gpu, x["prompt_tokens"] + a_tokens)
+    prefill = prefill_stage(model, x, x["prompt_tokens"], mem.shared_blocks)
+    t_step = model.decode_terms(mem.batch_max)[2]
+    return model, mem, prefill, roofline.ceiling_rps(prefill.gpu_s, t_step, mem.batch_max, a_tokens)
+
+
+def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray, ClosedLoopPoint]:
+    """Most users in flight one replica serves with every mean promise kept and no user waiting for a slot [users],
+    and the closed loop there (``closed_loop``); one value per row of flat ``inputs`` (their ``concurrency`` unused).
+
+    ``U = max {C : TPOT(C) <= T, TTFT(C) <= D, slot wait 0}``: TPOT and TTFT rise with C, and the slot wait starts
+    where the throughput reaches the ceiling, at ``C_c = X_c (TTFT(X_c) + (A - 1) TPOT(X_c) + Z)``; so U is the
+    largest C in ``[0, C_c]`` with ``max(TPOT / T, TTFT / D) <= 1`` (``solve.largest_rate_meeting``; 0 where one
+    user alone breaks a promise). What the sizing divides the users by, as it divides an arrival rate by the goodput.
+    """
+    x = complete_inputs(inputs)
+    model, mem, prefill, ceiling = replica_stages(x)
+    a, z, t_slo, d_slo = x["output_tokens"], x["think_time_s"], x["tpot_slo_s"], x["ttft_slo_s"]
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_max, ceiling)),
+                                *(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))
+    rows = np.arange(int(np.prod(shape))).reshape(shape)
+    one = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
+
+    def sub(v, idx):
+        return np.broadcast_to(_f(v), shape).reshape(-1)[np.atleast_1d(idx).reshape(-1).astype(np.intp)]
+
+    def loop(users, idx):
+        idx = np.atleast_1d(idx).reshape(-1).astype(np.intp)
+        m = model if one else model.rows(idx)
+        p = PrefillStage(*(sub(getattr(prefill, f), idx) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
+        return closed_loop(m, p, sub(a, idx), sub(mem.batch_max, idx), sub(ceiling, idx), users, sub(z, idx))
+
+    def worst(users, idx):
+        point = loop(np.maximum(users, 1e-9), idx)  # at 0 users: the limit of a lone user's latencies
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.fmax(point.tpot_s / sub(t_slo, idx), point.ttft_s / sub(d_slo, idx))
+
+    # Users at the ceiling with nobody waiting for a slot: the response time law at X_c.
+    at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_max, ceiling, ceiling)
+    with np.errstate(invalid="ignore"):
+        ttft_c = select(z > 0, at_ceiling.ttft_s, slo.ttft_at_step_ends_s(ceiling, prefill.ttft_s, prefill.compute_s,
+                                                                         at_ceiling.tpot_s))  # many users: others ~ 1
+        top = select(ceiling > 0, ceiling * (ttft_c + (a - 1.0) * at_ceiling.tpot_s + z), 0.0)
+    target = select(np.isfinite(t_slo) | np.isfinite(d_slo), 1.0, np.inf)
+    users = largest_rate_meeting(worst, np.broadcast_to(target, shape), np.broadcast_to(top, shape), (rows,),
+                                 ratio=False)
+    point = loop(users.reshape(-1), rows.reshape(-1))
+    return users, ClosedLoopPoint(*(np.reshape(getattr(point, f.name), shape) for f in fields(ClosedLoopPoint)))
 
 
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
@@ -723,9 +986,10 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
                                                           tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot_goodput >= tpot_ceiling), batch,
                          slo.in_flight(goodput, a_tokens, tpot_goodput))
-    gpus = tp * pp
+    gpus = replica_gpus(x)
     price_replica = x["price_per_hour"] * gpus
 
+    closed = _closed_loop_results(model, prefill, x, batch, ceiling, traces.get("solver_closed_loop_rps"))
     chunk_trace = None if trace is None else {}
     options, ch, dis = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate,
                                 chunk_trace)
@@ -758,7 +1022,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "params_per_gpu": x["active_params"] / gpus,
             "gpus_per_replica": gpus,
             "allreduce_per_step_s": model.comm_fixed + batch * model.comm_per_token,
-            "weight_bytes_read_per_step": read * tp,
+            "weight_bytes_read_per_step": read * model.tensor_parallel,
             "goodput_per_gpu_rps": goodput / gpus,
             "fleet_goodput_rps": goodput * x["replicas"],
             "batch_max": batch,
@@ -766,7 +1030,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "prefill_tokens": prefill_tokens,
             "shared_blocks": shared_count,
             "private_blocks": mem.private_blocks,
-            "critical_batch": roofline.critical_batch(x["weight_bytes"] / tp, x["active_params"] / (tp * pp),
+            "critical_batch": roofline.critical_batch(w_gpu * pp, model.decode_params_per_gpu,
                                                       x["bandwidth"], x["flops"]),
             "gpu_time_per_request_s": roofline.gpu_time_per_request_s(t_prefill_gpu, t_step, batch, a_tokens),
             "output_tokens_per_s_at_ceiling": tokens_ceiling,
@@ -782,8 +1046,9 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "load_fraction": load_fraction,
             "cost_per_million_tokens_at_ceiling": slo.cost_per_million_tokens(price_replica, 1.0, ceiling, a_tokens),
             "decode_bound": np.asarray(t_comp > t_mem).astype(np.intp),
-            "batch_limit": np.asarray(x["max_num_seqs"] < shared).astype(np.intp),
+            "batch_limit": np.asarray(x["max_num_seqs"] * x["attention_data_parallel"] < shared).astype(np.intp),
             "goodput_limit": limit,
+            **closed,
             **options,
         }
     if not intermediates:
@@ -822,6 +1087,29 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             traces[name].__dict__.update(chunk_trace[key].__dict__)
         _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate)
     return values
+
+
+def _closed_loop_results(model: StepModel, prefill: PrefillStage, x: Mapping[str, np.ndarray], batch: np.ndarray,
+                         ceiling: np.ndarray, trace: SolveTrace | None = None) -> dict[str, np.ndarray]:
+    """The ``closed_loop_*`` results (``closed_loop`` at ``x["concurrency"]`` users and ``x["think_time_s"]``);
+    NaN where no concurrency is set (none computed when no row sets one)."""
+    users = x["concurrency"]
+    if not np.any(users > 0):
+        nan = np.full(np.broadcast_shapes(*(np.shape(v) for v in x.values())), np.nan)
+        return {key: nan for key in CLOSED_LOOP_RESULTS}
+    point = closed_loop(model, prefill, x["output_tokens"], batch, ceiling, users, x["think_time_s"], trace=trace)
+    known = users > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = {
+            "closed_loop_throughput_rps": point.throughput_rps,
+            "closed_loop_tokens_per_s": point.throughput_rps * x["output_tokens"],
+            "closed_loop_tpot_s": point.tpot_s,
+            "closed_loop_ttft_s": point.ttft_s,
+            "closed_loop_batch": point.batch,
+            "closed_loop_slot_wait_s": point.slot_wait_s,
+            "closed_loop_load_fraction": select(ceiling > 0, point.throughput_rps / ceiling, np.nan),
+        }
+    return {key: select(known, v, np.nan) for key, v in values.items()}
 
 
 def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_step: np.ndarray,

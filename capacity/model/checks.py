@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
-from capacity.model.analysis import kv_pool_bytes
+from capacity.model.analysis import kv_pool_bytes, weights_per_gpu
 
 
 def _n(value: float) -> str:
@@ -30,15 +30,27 @@ def input_problems(inputs: Mapping[str, ArrayLike], attention_heads: int = 0) ->
     """
     keys = ("shared_prefix_tokens", "prompt_tokens", "output_tokens", "max_model_len", "gpu_count",
             "pipeline_parallel", "weight_bytes", "gpu_memory_bytes", "memory_utilization", "reserved_bytes",
-            "kv_free_fraction")
-    defaults = {"pipeline_parallel": 1.0, "reserved_bytes": 0.0, "kv_free_fraction": 0.0}
+            "kv_free_fraction", "attention_data_parallel", "expert_parallel", "params", "active_params", "experts",
+            "experts_per_token")
+    defaults = {"pipeline_parallel": 1.0, "reserved_bytes": 0.0, "kv_free_fraction": 0.0,
+                "attention_data_parallel": 1.0, "expert_parallel": 1.0, "params": 1.0, "active_params": np.nan,
+                "experts": 0.0, "experts_per_token": 0.0}
     arrays = np.broadcast_arrays(*(np.asarray(inputs.get(k, defaults.get(k)), dtype=float) for k in keys))
     x = {k: a.reshape(-1) for k, a in zip(keys, arrays, strict=True)}
     tokens = x["prompt_tokens"] + x["output_tokens"]
-    weights_gpu = x["weight_bytes"] / (x["gpu_count"] * x["pipeline_parallel"])
+    x["active_params"] = np.where(np.isnan(x["active_params"]), x["params"], x["active_params"])
+    weights_gpu = weights_per_gpu(x)
     pool = kv_pool_bytes(x)  # the model's own pool rule, the engine's included
     tp = x["gpu_count"]
+    ep, stage = x["expert_parallel"], x["gpu_count"] * x["attention_data_parallel"]
+    moe = (x["experts"] > x["experts_per_token"]) & (x["experts_per_token"] > 0)
     checks = [
+        ((ep > 1) & ~moe,
+         lambda i: f"serving.expert_parallel ({_n(ep[i])}) needs a mixture-of-experts model (model.num_experts)"),
+        ((ep > 1) & moe & ((np.mod(stage, ep) != 0) | (ep > x["experts"])),
+         lambda i: f"serving.expert_parallel ({_n(ep[i])}) must divide the GPUs of a stage, gpu.count x "
+                   f"serving.attention_data_parallel = {_n(stage[i])}, and not exceed the "
+                   f"{_n(x['experts'][i])} experts"),
         (x["shared_prefix_tokens"] > x["prompt_tokens"],
          lambda i: f"workload.shared_prefix_tokens ({_n(x['shared_prefix_tokens'][i])}) must not exceed "
                    f"workload.prompt_tokens ({_n(x['prompt_tokens'][i])})"),

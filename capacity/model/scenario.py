@@ -18,6 +18,7 @@ import numpy as np
 from capacity.errors import ScenarioError, show
 from capacity.fileio.yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 from capacity.formulas._numeric import finite_or_none
+from capacity.formulas.load import peak_hour_rate_rps
 from capacity.formulas.quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import engines
@@ -39,6 +40,7 @@ from capacity.inputs.specs import (
     Workload,
     check_section,
     gpu_from_mapping,
+    load_problems,
     model_from_mapping,
     text,
 )
@@ -49,7 +51,7 @@ from capacity.model.checks import input_problems
 RESERVES = ("activation_memory", "cuda_graph_memory", "non_torch_memory")
 
 TOP_LEVEL = {"name", "description", "model", "gpu", "serving", "workload", "slo", "units", "simulation", "workloads",
-             "fleet", "sources"}
+             "fleet", "sources", "pools"}
 
 
 def declared_sources(data: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, str]:
@@ -110,6 +112,7 @@ class Scenario:
             from capacity.model.mix import mean_shape
 
             w = {**mean_shape(classes), **w}
+        problems += load_problems(w)
         o = check_section("slo", data.get("slo"), SLO_FIELDS, problems=problems)
         f = check_section("fleet", data.get("fleet"), FLEET_FIELDS, problems=problems)
         name = data.get("name", "scenario")
@@ -123,6 +126,7 @@ class Scenario:
             raise ScenarioError(*problems)
         assert model is not None and gpu is not None
         e: dict[str, Any] = {}  # what the engine profile supplies for the keys the scenario leaves out
+        gpu = _moe_layout(gpu, s, model)
         if s.get("engine"):
             gpu, e, lines = _engine_serving(s, data, model, gpu, w)
             engine_lines += lines
@@ -140,13 +144,24 @@ class Scenario:
                           kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
                           engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")))
+        rate = w.get("arrival_rate")
+        if w.get("daily_users"):  # users a day, converted to the busiest hour's arrival rate
+            rate = float(peak_hour_rate_rps(w["daily_users"], w["requests_per_user_per_day"], w["peak_hour_share"]))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
-                            shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
+                            shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=rate,
+                            concurrency=w.get("concurrency"), think_time_s=w.get("think_time", 0.0),
+                            daily_users=w.get("daily_users"),
+                            requests_per_user_per_day=w.get("requests_per_user_per_day"),
+                            peak_hour_share=w.get("peak_hour_share"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
                        slo=Slo(tpot_s=o.get("tpot"), ttft_s=o.get("ttft"), percentile=o.get("percentile")),
                        name=text(name, "name"), units=units,
                        raw=dict(data), fleet=FleetPlan(**f))
         scenario.check()
+        if data.get("pools") is not None:  # each pool must be a scenario of its own (capacity/split_pools.py)
+            from capacity.model.split_pools import pool_scenarios
+
+            pool_scenarios(data)
         return scenario
 
     def check(self) -> None:
@@ -171,6 +186,7 @@ class Scenario:
             "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
             "shared_prefix_tokens": w.shared_prefix_tokens,
             "arrival_rate": w.arrival_rate if w.arrival_rate else 0.0,
+            "concurrency": w.concurrency if w.concurrency else 0.0, "think_time_s": w.think_time_s,
             "tpot_slo_s": o.tpot_s if o.tpot_s is not None else inf,
             "ttft_slo_s": o.ttft_s if o.ttft_s is not None else inf,
             "kv_latent_dim": m.kv_latent_dim,
@@ -187,6 +203,10 @@ class Scenario:
             "replicas": g.replicas, "kv_free_fraction": s.kv_free_fraction,
             "batched_prefill": float(s.batched_prefill),
             "bandwidth_half_bytes": g.bandwidth_half_bytes, "flops_half_tokens": g.flops_half_tokens,
+            "attention_data_parallel": g.attention_data_parallel, "expert_parallel": g.expert_parallel,
+            "expert_load_imbalance": g.expert_load_imbalance,
+            "moe_layers": m.moe_layers if m.moe_layers else math.nan,
+            "nvlink_domain": g.nvlink_domain or inf, "network_bandwidth": g.network_bandwidth or inf,
         }
 
     def evaluate(self) -> Results:
@@ -200,6 +220,22 @@ class Scenario:
         new = replace(self, **parts)
         new.check()
         return new
+
+
+def _moe_layout(gpu: Gpu, s: Mapping[str, Any], model: Model) -> Gpu:
+    """The GPU layout with the serving section's MoE parallelism: ``attention_data_parallel`` ranks of gpu.count
+    GPUs, ``expert_parallel`` GPUs for the routed experts (``moe_tensor_parallel``, where given, must be the rest:
+    moe_tp x ep = tp x dp), ``expert_load_imbalance``. ScenarioError where the sizes do not compose."""
+    dp, ep = s.get("attention_data_parallel", 1), s.get("expert_parallel", 1)
+    stage = gpu.count * dp
+    if "moe_tensor_parallel" in s and s["moe_tensor_parallel"] * ep != stage:
+        raise ScenarioError(f"serving.moe_tensor_parallel ({s['moe_tensor_parallel']}) x serving.expert_parallel "
+                            f"({ep}) must equal the GPUs of a stage, gpu.count x serving.attention_data_parallel "
+                            f"= {stage}")
+    if dp == 1 and ep == 1 and "expert_load_imbalance" not in s:
+        return gpu
+    return replace(gpu, attention_data_parallel=dp, expert_parallel=ep,
+                   expert_load_imbalance=s.get("expert_load_imbalance", 1.0))
 
 
 def _engine_model(model: Model, raw: Any, engine: str, version: str | None) -> tuple[Model, list[str]]:
@@ -355,7 +391,16 @@ class Results:
             notes.append("cost is not computed: no gpu.price_per_hour")
         elif not math.isfinite(v["cost_per_million_tokens"]):
             notes.append("cost per million tokens is undefined: the goodput is 0")
-        if not self.scenario.workload.arrival_rate:
+        w = self.scenario.workload
+        if w.daily_users:
+            notes.append(f"load: {w.daily_users:,.0f} daily users x {w.requests_per_user_per_day:,.3g} requests a day, "
+                         f"{w.peak_hour_share:.0%} of them in the peak hour = {w.arrival_rate:,.3g} requests/s "
+                         f"(the arrival rate sized for)")
+        if self.scenario.workload.concurrency:
+            if v["closed_loop_slot_wait_s"] > 0:
+                notes.append(f"{self.scenario.workload.concurrency:,} users in flight are more than one replica runs "
+                             f"at once: each waits {v['closed_loop_slot_wait_s']:,.3g} s on average for a slot")
+        elif not self.scenario.workload.arrival_rate:
             notes.append("no workload.arrival_rate: latencies at load are not computed")
         elif not math.isfinite(v["tpot_at_load_s"]):
             notes.append("the arrival rate exceeds what the GPU can decode: the queue grows without bound")

@@ -295,6 +295,18 @@ def pooled_rate_per_gpu(decode_rps: ArrayLike, prefill_rps: ArrayLike, gpus_per_
         return select((d > 0) & (p > 0), 1.0 / (_f(gpus_per_replica) * (1.0 / d + 1.0 / p)), 0.0)
 
 
+def split_pool_goodput_rps(prefill_rps: ArrayLike, prefill_workers: ArrayLike, decode_rps: ArrayLike,
+                           decode_workers: ArrayLike) -> np.ndarray:
+    """Requests/s two pools of their own layouts serve together: ``min(P λ_p, D λ_d)`` [requests/s].
+
+    ``P`` prefill replicas of ``λ_p`` each (``prefill_pool_rate_rps``: the TTFT promise, KV transfer included) feed
+    ``D`` decode replicas of ``λ_d`` each (``disaggregated``'s decode rate: the TPOT promise without prefill
+    stalls); every request passes both, so the smaller total binds (DistServe, OSDI 2024, section 3). Essay 001's
+    pools (9.12 and 28.8 requests/s per replica): 3 prefill + 1 decode replicas serve min(27.4, 28.8) = 27.4.
+    """
+    return np.minimum(_f(prefill_rps) * _f(prefill_workers), _f(decode_rps) * _f(decode_workers))
+
+
 def disaggregated(pieces: tuple, batch_max: ArrayLike, decode_step_s: ArrayLike, prefill_s: ArrayLike,
                   prefill_tokens: ArrayLike, output_tokens: ArrayLike, kv_bytes_per_token: ArrayLike,
                   link_bandwidth: ArrayLike, gpus_per_replica: ArrayLike, tpot_slo_s: ArrayLike,

@@ -40,7 +40,9 @@ from capacity.model.scenario import Results
 from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve, mode_rates
 from capacity.render.engine_flags import ENGINES, EngineSettings, engine_settings, model_id, scenario_engine
 from capacity.render.formatting import SECTIONS, format_value, human_number, human_unit
+from capacity.render.glossary import in_words, value_in_words
 from capacity.render.report import Report, build_report, scenario_mapping
+from capacity.render.ticks import linear_ticks, log_ticks
 
 #: The planner's published accuracy, as docs/fidelity.md ("In one paragraph") and the README state it;
 #: tests/render/test_customer_report.py checks that the document still says so.
@@ -110,7 +112,8 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
           headroom: float | None = None,
           date: str | None = None, compare_gpus: Iterable[str] | None = None) -> CustomerReport:
     """Everything the HTML needs. ``target_rps`` defaults to the scenario's arrival rate; ``compare_gpus``
-    (catalog names, default every catalog GPU) are sized beside the scenario's own GPU in the fleet chart."""
+    (catalog names, default the data-center GPUs: ``catalog.customer_gpus``) are sized beside the scenario's own GPU
+    in the fleet chart."""
     from capacity.planning.fleet import fleet_options
 
     found = fleet_answer(results, target_rps, peak_factor, headroom)
@@ -122,11 +125,13 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
     if found.load_rps:  # other layouts and GPU types may serve the load even where this one does not
         mapping = scenario_mapping(results.scenario)
         plan = {"peak_factor": sizing.peak_factor, "headroom": sizing.headroom}
-        own = fleet_options(mapping, target=found.load_rps, tensor_parallel=tps, modes=modes, **plan)
+        # A closed loop compares the fleets for its users; an open one for its arrival rate.
+        load = {"users": sizing.users} if sizing.users else {"target": found.load_rps}
+        own = fleet_options(mapping, tensor_parallel=tps, modes=modes, **load, **plan)
         own["gpu"] = display_name("gpu", results.scenario.gpu.name) + " (this scenario)"
-        names = [name for name in (catalog.gpus() if compare_gpus is None else compare_gpus)
+        names = [name for name in (catalog.customer_gpus() if compare_gpus is None else compare_gpus)
                  if name != results.scenario.gpu.name]
-        others = fleet_options(mapping, target=found.load_rps, gpus=names, **plan) if names else None
+        others = fleet_options(mapping, gpus=names, **load, **plan) if names else None
         import pandas as pd
 
         table = pd.concat([own, others], ignore_index=True) if others is not None else own
@@ -204,8 +209,10 @@ def load_figure(results: Results, load_per_replica: float | None, mode: str = "c
     return {"data": data, "layout": _layout(
         f"Latency of one replica ({MODE_WORDS[mode]}) against its load", "arrival rate per replica (requests/s)",
         "TPOT (ms)",
-        yaxis={"title": {"text": "TPOT (ms)"}, "rangemode": "tozero"},
-        yaxis2={"overlaying": "y", "side": "right", "rangemode": "tozero", "title": {"text": "TTFT (ms)"}},
+        yaxis={"title": {"text": "TPOT"}, "rangemode": "tozero",
+               **linear_ticks([*(t for t in tpot if t is not None), (s.slo.tpot_s or 0.0) * 1e3], "ms")},
+        yaxis2={"overlaying": "y", "side": "right", "rangemode": "tozero", "title": {"text": "TTFT"},
+                **linear_ticks([*(t for t in ttft if t is not None), (s.slo.ttft_s or 0.0) * 1e3], "ms")},
         shapes=shapes, annotations=notes, height=340, margin={"l": 60, "r": 60, "t": 85, "b": 50})}
 
 
@@ -223,20 +230,26 @@ def fleet_figure(table: Any) -> dict[str, Any] | None:
         return None
     priced = best["cost_per_hour"].notna().all()
     values = (best["cost_per_hour"] * HOURS_PER_MONTH if priced else best["gpus"]).tolist()
-    labels = [f"{int(g):,} GPU{'s' if g != 1 else ''}, TP{int(tp)} {mode}" for g, tp, mode in
+    labels = [f"{int(g):,} GPU{'s' if g != 1 else ''}, TP{int(tp)}, {MODE_WORDS.get(mode, mode)}" for g, tp, mode in
               zip(best["gpus"], best["tensor_parallel"], best["mode"], strict=True)]
     colours = ["#dc2626" if "(this scenario)" in str(name) else "#2563eb" for name in best["gpu"]]
     names = [_e(n if "(this scenario)" in str(n) else display_name("gpu", str(n))) for n in best["gpu"]]
-    data = [{"type": "bar", "orientation": "h", "y": names, "x": values, "text": labels,
-             "textposition": "auto", "marker": {"color": colours}, "showlegend": False,
-             "hovertemplate": "%{y}: %{x:,.0f}<extra></extra>"}]
+    # The fleet is written under the GPU's name on the axis (automargin makes room), never as bar text that the
+    # plot's right edge could cut.
+    rows = [f"{name}<br><span style='font-size:10px'>{_e(text)}</span>" for name, text in
+            zip(names, labels, strict=True)]
+    data = [{"type": "bar", "orientation": "h", "y": rows, "x": values, "marker": {"color": colours},
+             "showlegend": False, "hovertemplate": "%{x:,.0f}<extra></extra>"}]
     positive = [v for v in values if v > 0]
     spread = max(positive) / min(positive) if positive else 1.0
-    axis_title = ("$ per month" if priced else "GPUs") + (" (log scale)" if spread > 20 else "")
+    log = spread > 20
+    kind = "money" if priced else "count"
+    axis_title = ("$ per month" if priced else "GPUs") + (" (log scale)" if log else "")
+    ticks = log_ticks(positive, kind) if log else linear_ticks(values, kind)
     return {"data": data, "layout": _layout(
         "Cheapest fleet per GPU type that keeps the promises", axis_title, "",
-        height=max(220, 60 + 34 * len(best)), yaxis={"autorange": "reversed", "automargin": True},
-        xaxis={"title": {"text": axis_title}, "type": "log" if spread > 20 else "linear"})}
+        height=max(220, 60 + 44 * len(best)), yaxis={"autorange": "reversed", "automargin": True},
+        xaxis={"title": {"text": axis_title}, "type": "log" if log else "linear", **ticks})}
 
 
 def _figure_html(figure: dict[str, Any] | None, element_id: str) -> str:
@@ -266,7 +279,9 @@ def _cards(cr: CustomerReport) -> str:
     if a.fleet is not None:
         cards += [("GPUs", num("fleet:gpus", a.fleet.gpus, f"{a.fleet.gpus:,}")),
                   ("replicas", num("fleet:replicas", a.fleet.replicas, f"{a.fleet.replicas:,}")),
-                  ("load", num("fleet:load_rps", a.load_rps, f"{a.load_rps:,.3g} req/s"))]
+                  ("load", num("fleet:users", a.sizing.users, f"{a.sizing.users:,.0f} concurrent users")
+                   if a.sizing is not None and a.sizing.users else
+                   num("fleet:load_rps", a.load_rps, f"{a.load_rps:,.3g} req/s"))]
     if a.cost_per_hour is not None:
         cards += [("per hour", num("fleet:cost_per_hour", a.cost_per_hour, _money(a.cost_per_hour))),
                   ("per month", num("fleet:cost_per_month", a.cost_per_month, _money(a.cost_per_month, 0)))]
@@ -316,8 +331,8 @@ def _inputs_table(cr: CustomerReport) -> str:
             shown = f"{q.value:g} B ({cr.results.scenario.model.kv_dtype})"
         else:
             shown = human_input(q.value, q.unit, binary)
-        meaning = INPUTS[q.key][1].split(" (inf")[0].split("; nan")[0]
-        rows.append(f"<tr><td>{_e(meaning)}<br><code>{_e(q.key)}</code></td>"
+        meaning = in_words(INPUTS[q.key][1].split(" (inf")[0].split("; nan")[0])
+        rows.append(f"<tr><td>{_e(meaning)}</td>"
                     f"<td class='r'>{num('input:' + q.key, q.value, shown)}</td><td>{_source(q.source)}</td></tr>")
     return ("<table><thead><tr><th>input</th><th class='r'>value</th><th>source</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
@@ -349,8 +364,9 @@ def _results_table(cr: CustomerReport) -> str:
     parts = []
     for section, keys in SECTIONS.items():
         rows = "".join(
-            f"<tr><td>{_e(RESULTS[key][1])}<br><code>{_e(key)}</code></td>"
-            f"<td class='r'>{num('result:' + key, r[key], format_value(key, r[key], binary))}</td></tr>"
+            f"<tr><td>{_e(in_words(RESULTS[key][1]))}</td>"
+            f"<td class='r'>{num('result:' + key, r[key], value_in_words(format_value(key, r[key], binary)))}</td>"
+            "</tr>"
             for key in keys if key in r.values)
         parts.append(f"<h3>{_e(section)}</h3><table><tbody>{rows}</tbody></table>")
     return "".join(parts)
@@ -538,13 +554,18 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
                   "<p>No fleet comparison: no GPU type or layout keeps the promises at this load.</p>" if a.load_rps
                   else "<p>No fleet comparison: the scenario gives no arrival rate (<code>workload.arrival_rate</code>,"
                   " or <code>capacity report --arrival-rate</code>).</p>")
-    verdict_items = "".join(f"<li>{_e(line)}</li>" for line in verdict(r))
-    notes = "".join(f"<li>{_e(n)}</li>" for n in a.sizing.notes())
-    assumptions = "".join(f"<li>{_e(t)}</li>" for t in customer_assumptions(r, cr.report))
-    source_rows = "".join(f"<tr><td>{_e(what)}</td><td>{_source(where)}</td></tr>" for what, where in sources(r))
+    verdict_items = "".join(f"<li>{_e(in_words(line))}</li>" for line in verdict(r))
+    notes = "".join(f"<li>{_e(in_words(n))}</li>" for n in a.sizing.notes())
+    assumptions = "".join(f"<li>{_e(in_words(t))}</li>" for t in customer_assumptions(r, cr.report))
+    source_rows = "".join(f"<tr><td>{_e(in_words(what))}</td><td>{_source(where)}</td></tr>"
+                          for what, where in sources(r))
     model, gpu = display_name("model", s.model.name), display_name("gpu", s.gpu.name)
     z = a.sizing
-    design = (f"<p>Sized for {num('fleet:design_load_rps', a.fleet.design_load_rps, f'{a.fleet.design_load_rps:,.3g}')}"
+    design = (f"<p>Sized for {num('fleet:design_users', z.design_users, f'{z.design_users:,.0f}')} concurrent "
+              f"users (peak factor {z.peak_factor:g}, headroom {z.headroom:.0%}), {z.users_per_replica:,.3g} users "
+              f"in flight per replica, {a.fleet.load_per_replica_rps:,.3g} requests/s each.</p>"
+              if a.fleet is not None and z.users else
+              f"<p>Sized for {num('fleet:design_load_rps', a.fleet.design_load_rps, f'{a.fleet.design_load_rps:,.3g}')}"
               f" requests/s (peak factor {z.peak_factor:g}, headroom {z.headroom:.0%}), "
               f"{a.fleet.load_per_replica_rps:,.3g} requests/s per replica.</p>"
               if a.fleet is not None else "")

@@ -24,6 +24,18 @@ Flag names are checked against each engine's documentation:
   ``--chunked-prefill-size``, ``--context-length``, ``--kv-cache-dtype {auto,fp8_e5m2,fp8_e4m3}``,
   ``--page-size``.
 
+MoE parallelism (issue 29) as each engine states it:
+
+* vLLM, https://docs.vllm.ai/en/latest/serving/expert_parallel_deployment/: ``--data-parallel-size`` for the
+  attention data-parallel ranks and ``--enable-expert-parallel`` ("The EP size is automatically calculated":
+  tp x dp, so only ep = tp x dp is a vLLM layout; otherwise a note says so).
+* SGLang, https://docs.sglang.io/cookbook/base/reference/server_arguments: ``--enable-dp-attention`` ("DP for
+  attention, TP for FFN") with ``--dp-size`` ranks inside ``--tp-size`` = all tp x dp GPUs (DeepSeek-V3.2's README:
+  ``--tp 8 --dp 8 --enable-dp-attention``), and ``--ep-size``.
+* TensorRT-LLM, https://nvidia.github.io/TensorRT-LLM/features/parallel-strategy.html: ``enable_attention_dp:
+  true`` in the options file with ``--tp_size`` = all GPUs of the stage (attention then runs tp 1 per rank, so a
+  plan of dp ranks of tp > 1 is no TensorRT-LLM layout; a note says so), and ``--ep_size``.
+
 Engines differ in what their memory fraction means, so the fraction is converted, not copied:
 
     vLLM   gpu_memory_utilization            = memory_utilization                       (the planner's own meaning)
@@ -145,6 +157,18 @@ class _Plan:
     notes: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Moe:
+    dp: int   # attention data-parallel ranks
+    ep: int   # expert-parallel GPUs
+    tp: int   # attention tensor-parallel GPUs per rank
+
+
+def _moe(results: Results) -> _Moe:
+    g = results.scenario.gpu
+    return _Moe(dp=g.attention_data_parallel, ep=g.expert_parallel, tp=g.count)
+
+
 def _plan(results: Results) -> _Plan:
     s = results.scenario
     batch = int(results["batch_max"])
@@ -179,11 +203,23 @@ def vllm_settings(results: Results) -> EngineSettings:
     s, plan = results.scenario, _plan(results)
     notes = list(plan.notes)
     flags = _parallel(plan, "--tensor-parallel-size", "--pipeline-parallel-size")
+    moe = _moe(results)
+    if moe.dp > 1:
+        flags.append(EngineFlag("--data-parallel-size", str(moe.dp), "serving.attention_data_parallel",
+                                "attention data-parallel ranks, each its own requests and KV cache"))
+    if moe.ep > 1:
+        flags.append(EngineFlag("--enable-expert-parallel", "", "serving.expert_parallel",
+                                f"experts spread over tp x dp = {moe.tp * moe.dp} GPUs"))
+        if moe.ep != moe.tp * moe.dp:
+            notes.append(f"vLLM's expert parallelism spans tp x dp = {moe.tp * moe.dp} GPUs; the plan's "
+                         f"serving.expert_parallel {moe.ep} (with MoE tensor parallelism) is not a vLLM layout")
     flags += [
         EngineFlag("--gpu-memory-utilization", _fraction(s.serving.memory_utilization), "serving.memory_utilization",
                    "share of GPU memory for weights, activations and the KV pool (the planner's meaning)"),
         EngineFlag("--max-model-len", str(plan.max_model_len), "serving.max_model_len", "longest request accepted"),
-        EngineFlag("--max-num-seqs", str(plan.batch), "batch_max", "running requests: the batch the plan assumes"),
+        EngineFlag("--max-num-seqs", str(max(plan.batch // moe.dp, 1)), "batch_max",
+                   "running requests: the batch the plan assumes" + (f", per data-parallel rank (/ {moe.dp})"
+                                                                     if moe.dp > 1 else "")),
         EngineFlag("--max-num-batched-tokens", str(plan.batched_tokens), "serving.max_batched_tokens",
                    "token budget of one scheduler step (chunked prefill)"),
     ]
@@ -223,8 +259,21 @@ def tensorrt_llm_settings(results: Results) -> EngineSettings:
     fraction = _fraction(kv_cache_free_gpu_memory_fraction(results["pool_bytes"], s.gpu.memory_bytes,
                                                            results["weight_bytes_per_gpu"], s.serving.reserved_bytes))
     flags = _parallel(plan, "--tp_size", "--pp_size")
+    moe = _moe(results)
+    extra: dict[str, Any] = {}
+    if moe.dp > 1:
+        flags[0] = EngineFlag("--tp_size", str(moe.tp * moe.dp), "gpu.count x serving.attention_data_parallel",
+                              "all GPUs of a stage; attention runs data parallel over them")
+        extra["enable_attention_dp"] = True
+        if moe.tp > 1:
+            notes.append(f"TensorRT-LLM's attention data parallelism runs attention on one GPU per rank; the plan's "
+                         f"{moe.dp} ranks of {moe.tp} GPUs are not a TensorRT-LLM layout")
+    if moe.ep > 1:
+        flags.append(EngineFlag("--ep_size", str(moe.ep), "serving.expert_parallel", "expert-parallel GPUs"))
     flags += [
-        EngineFlag("--max_batch_size", str(plan.batch), "batch_max", "running requests: the batch the plan assumes"),
+        EngineFlag("--max_batch_size", str(max(plan.batch // moe.dp, 1)), "batch_max",
+                   "running requests: the batch the plan assumes" + (f", per attention rank (/ {moe.dp})"
+                                                                     if moe.dp > 1 else "")),
         EngineFlag("--max_num_tokens", str(plan.batched_tokens), "serving.max_batched_tokens",
                    "batched input tokens per iteration"),
         EngineFlag("--max_seq_len", str(plan.max_model_len), "serving.max_model_len", "prompt + output per request"),
@@ -239,7 +288,8 @@ def tensorrt_llm_settings(results: Results) -> EngineSettings:
     if plan.weight_dtype not in ("fp16", "bf16", "fp32"):
         notes.append(f"{plan.weight_dtype} weights: serve a checkpoint quantised with TensorRT Model Optimizer")
     return EngineSettings("tensorrt-llm", "trtllm-serve", tuple(flags), DOCS["tensorrt-llm"],
-                          config_file={"kv_cache_config": kv_config}, config_flag="--extra_llm_api_options",
+                          config_file={**extra, "kv_cache_config": kv_config},
+                          config_flag="--extra_llm_api_options",
                           notes=tuple(notes))
 
 
@@ -254,6 +304,15 @@ def sglang_settings(results: Results) -> EngineSettings:
     notes = list(plan.notes)
     fraction = mem_fraction_static(results["weight_bytes_per_gpu"], results["pool_bytes"], s.gpu.memory_bytes)
     flags = _parallel(plan, "--tp-size", "--pp-size")
+    moe = _moe(results)
+    if moe.dp > 1:
+        flags[0] = EngineFlag("--tp-size", str(moe.tp * moe.dp), "gpu.count x serving.attention_data_parallel",
+                              "all GPUs of a stage (the FFN's tensor parallelism)")
+        flags += [EngineFlag("--dp-size", str(moe.dp), "serving.attention_data_parallel", "attention ranks"),
+                  EngineFlag("--enable-dp-attention", "", "serving.attention_data_parallel",
+                             "attention data parallel, each rank its own requests and KV cache")]
+    if moe.ep > 1:
+        flags.append(EngineFlag("--ep-size", str(moe.ep), "serving.expert_parallel", "expert-parallel GPUs"))
     flags += [
         EngineFlag("--mem-fraction-static", _fraction(fraction), "pool_bytes",
                    "(weights + KV pool) / GPU memory: the planner's pool"),

@@ -31,9 +31,16 @@ def _table(results: Results, units: str) -> str:
 
 
 def _json(results: Results, units: str) -> str:
-    from capacity.render.report import report_for, to_json
+    import json
 
-    return to_json(report_for(results))
+    from capacity.render.report import report_for, to_json, to_json_dict
+    from capacity.render.table import spec_results, split_results
+
+    report = report_for(results)
+    split = {**split_results(results.scenario), **spec_results(results)}  # split pools, speculation: beside the rest
+    if not split:
+        return to_json(report)
+    return json.dumps({**to_json_dict(report), **split}, indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 def _csv(results: Results, units: str) -> str:

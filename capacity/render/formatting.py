@@ -6,6 +6,8 @@ import math
 
 from capacity.inputs.units import format_bytes, format_time
 from capacity.model.analysis import RESULTS
+from capacity.model.speculative import SPEC_RESULTS
+from capacity.model.split_pools import SPLIT_RESULTS
 from capacity.planning.sizing import SIZING_RESULTS
 
 
@@ -18,7 +20,8 @@ def format_value(key: str, value: float | str | bool | None, binary: bool = Fals
         return "yes" if value else "no"
     if value is None or not math.isfinite(value):
         return "n/a"
-    unit = (RESULTS.get(key) or SIZING_RESULTS.get(key) or ("",))[0]
+    unit = (RESULTS.get(key) or SIZING_RESULTS.get(key) or SPLIT_RESULTS.get(key) or SPEC_RESULTS.get(key)
+            or ("",))[0]
     if unit in ("GPUs", "replicas"):
         return f"{value:,.0f} {unit}"
     if unit in ("$/h", "$/month"):
@@ -50,6 +53,8 @@ SECTIONS: dict[str, list[str]] = {
                 "goodput_in_flight", "tpot_at_goodput_s", "ttft_at_goodput_s", "capacity_given_up",
                 "output_tokens_per_s_at_goodput"],
     "Load": ["load_fraction", "tpot_at_load_s", "ttft_at_load_s"],
+    "Closed loop": ["closed_loop_throughput_rps", "closed_loop_tokens_per_s", "closed_loop_load_fraction",
+                    "closed_loop_batch", "closed_loop_tpot_s", "closed_loop_ttft_s", "closed_loop_slot_wait_s"],
     "Cost": ["cost_per_million_tokens", "cost_per_million_tokens_at_ceiling"],
 }
 

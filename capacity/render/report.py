@@ -84,11 +84,16 @@ INPUT_PATHS: dict[str, tuple[str, str]] = {
     "max_num_seqs": ("serving", "max_num_seqs"), "prompt_tokens": ("workload", "prompt_tokens"),
     "output_tokens": ("workload", "output_tokens"), "shared_prefix_tokens": ("workload", "shared_prefix_tokens"),
     "arrival_rate": ("workload", "arrival_rate"), "tpot_slo_s": ("slo", "tpot"), "ttft_slo_s": ("slo", "ttft"),
+    "concurrency": ("workload", "concurrency"), "think_time_s": ("workload", "think_time"),
     "sliding_window": ("model", "sliding_window"), "experts": ("model", "num_experts"),
     "experts_per_token": ("model", "experts_per_token"), "active_params": ("model", "active_params"),
     "hidden_size": ("model", "hidden_size"), "interconnect_bandwidth": ("gpu", "interconnect_bandwidth"),
     "allreduce_latency_s": ("gpu", "allreduce_latency"), "pipeline_parallel": ("gpu", "pipeline_parallel"),
     "replicas": ("gpu", "replicas"),
+    "attention_data_parallel": ("serving", "attention_data_parallel"),
+    "expert_parallel": ("serving", "expert_parallel"),
+    "expert_load_imbalance": ("serving", "expert_load_imbalance"), "nvlink_domain": ("gpu", "nvlink_domain"),
+    "network_bandwidth": ("gpu", "network_bandwidth"),
     "reserved_bytes": ("serving", "activation_memory|cuda_graph_memory|non_torch_memory"),  # their sum
 }
 
@@ -103,7 +108,8 @@ def unset_inputs(scenario: Scenario) -> set[str]:
     """Inputs the scenario leaves unset: non-finite in the library (inf: no limit, NaN: no value) and an arrival
     rate of 0. Every export writes them blank; the workbook's formulas read a blank cell the same way."""
     unset = {key for key, value in flat_inputs(scenario).items() if not math.isfinite(value)}
-    return unset | ({"arrival_rate"} if not scenario.workload.arrival_rate else set())
+    return (unset | ({"arrival_rate"} if not scenario.workload.arrival_rate else set())
+            | ({"concurrency", "think_time_s"} if not scenario.workload.concurrency else set()))
 
 
 #: Section of the inputs derived from several scenario keys (MLA latent, share of local layers), for their source.
@@ -206,33 +212,47 @@ def binding(results: Results) -> dict[str, str]:
             "summary": summary}
 
 
+def _human(value: float, unit: str, binary: bool = False) -> str:
+    """A base-unit value as a person reads it: 4.5e11 B/s -> "450 GB/s" (``formatting.to_human``)."""
+    from capacity.render.formatting import to_human
+
+    number, name = to_human(float(value), unit, binary)
+    return f"{number:,.4g} {name}"
+
+
+def _count(n: float, noun: str) -> str:
+    """``1 replica``, ``2 replicas``: a count with its noun in the right number."""
+    return f"{n:,.0f} {noun}{'' if n == 1 else 's'}"
+
+
 def assumptions(scenario: Scenario) -> list[str]:
     """The modelling assumptions behind the numbers: units, overhead, efficiencies, cost model, price."""
     g, s = scenario.gpu, scenario.serving
     units = ("GiB (binary, 1 GiB = 2^30 B)" if scenario.units == "GiB" else "GB (decimal, 1 GB = 1e9 B)")
+    binary = scenario.units == "GiB"
     out = [f"all values in base units (B, B/s, FLOP/s, s, requests/s); bytes are shown as {units}",
-           f"fixed overhead of {s.step_overhead_s * 1e3:g} ms per forward pass (serving.step_overhead)"]
-    for figure, peak, eff in (("bandwidth", g.bandwidth, g.bandwidth_efficiency),
-                              ("flops", g.flops, g.flops_efficiency)):
+           f"fixed overhead of {s.step_overhead_s * 1e3:g} ms per forward pass (the step overhead)"]
+    for figure, peak, eff, unit in (("bandwidth", g.bandwidth, g.bandwidth_efficiency, "B/s"),
+                                    ("FLOP/s", g.flops, g.flops_efficiency, "FLOP/s")):
         if eff != 1.0:
-            out.append(f"gpu.{figure}: peak {peak:.4g} x efficiency {eff:g} = {peak * eff:.4g} effective "
-                       f"({'catalog defaults, gpu_catalog.yaml' if g.source != 'user' else 'user'})")
+            out.append(f"GPU {figure}: peak {_human(peak, unit)} x efficiency {eff:g} = {_human(peak * eff, unit)} "
+                       f"effective ({'catalog defaults, gpu_catalog.yaml' if g.source != 'user' else 'user'})")
         else:
-            out.append(f"gpu.{figure} {peak:.4g} is taken as effective (efficiency 1)")
+            out.append(f"GPU {figure} {_human(peak, unit)} is taken as effective (efficiency 1)")
     x = flat_inputs(scenario)
     out += ["roofline cost model: decode step = max(weights + KV reads / bandwidth, 2 N B / FLOP/s) + all-reduce "
             "+ overhead; prefill runs alone (no chunked prefill)",
             "goodput: exact solve of TPOT(λ) = t_step(λ A TPOT) / (1 - λ t_prefill) (closed form for dense models, "
             "a root solve for MoE); TTFT = the wait for the next batched prefill pass + that pass (a queue model "
             "validated against the simulator within 10% up to 80% of the ceiling; it reads low near the ceiling)",
-            f"layout: {g.count} tensor-parallel GPU(s) x {x.get('pipeline_parallel', 1):g} pipeline stage(s) per "
-            f"replica, {x.get('replicas', 1):g} replica(s); weights, parameters and KV heads split evenly; cost "
-            f"counts every GPU of a replica"]
+            f"layout: {_count(g.count, 'tensor-parallel GPU')} x {_count(x.get('pipeline_parallel', 1), 'stage')} "
+            f"per replica, {_count(x.get('replicas', 1), 'replica')}; weights, parameters and KV heads split "
+            f"evenly; cost counts every GPU of a replica"]
     if g.count > 1 and math.isfinite(x.get("interconnect_bandwidth", math.inf)) and x.get("hidden_size", 0) > 0:
-        out.append(f"all-reduce over {x['interconnect_bandwidth']:.4g} B/s one way: the vendor's figure counts both "
-                   f"directions and is halved")
+        out.append(f"all-reduce over {_human(x['interconnect_bandwidth'], 'B/s')} one way: the vendor's figure counts "
+                   f"both directions and is halved")
     if x.get("reserved_bytes", 0) > 0:
-        out.append(f"{x['reserved_bytes']:.4g} B per GPU held outside the KV pool (engine reserves)")
+        out.append(f"{_human(x['reserved_bytes'], 'B', binary)} per GPU held outside the KV pool (engine reserves)")
     if g.price_per_hour is not None:
         out.append(f"GPU price {g.price_per_hour:g} per GPU-hour is an assumption; replace it with your own")
     return out

@@ -3,7 +3,7 @@ replica of the scenario's own layout), the answer's figures (``planning.sizing.S
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from capacity.model.scenario import Results
@@ -33,6 +33,38 @@ def render_table(results: Results) -> str:
         shown = shown if len(shown) <= 40 else shown[:39] + "…"
         lines.append(f"  {key:<36} {shown:>20}   {SIZING_RESULTS[key][1]}")
     lines.append("")
+    split = split_results(s)
+    if split:
+        from capacity.model.split_pools import SPLIT_RESULTS
+
+        lines.append("Split pools (scenario section pools: each pool its own GPU, count and parallelism)")
+        for key, value in split.items():
+            lines.append(f"  {key:<36} {format_value(key, value, binary):>20}   {SPLIT_RESULTS[key][1]}")
+        lines.append("")
+    spec = spec_results(results)
+    if spec:
+        from capacity.model.speculative import SPEC_RESULTS
+
+        lines.append("Speculative decoding (serving.speculative: TPOT with and without, by decode batch)")
+        for key, value in spec.items():
+            lines.append(f"  {key:<36} {format_value(key, value, binary):>20}   {SPEC_RESULTS[key][1]}")
+        lines.append("")
     for note in sizing.notes():
         lines.append(f"note: {note}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def split_results(scenario: Any) -> dict[str, float]:
+    """The split-pool results of a scenario with a ``pools`` section (``split_pools.evaluate``); {} without."""
+    if not scenario.raw.get("pools"):
+        return {}
+    from capacity.model.split_pools import evaluate, pool_scenarios
+
+    return evaluate(pool_scenarios(scenario.raw))
+
+
+def spec_results(results: Results) -> dict[str, float]:
+    """The speculative-decoding results of a scenario with ``serving.speculative`` (``model.speculative``); {}."""
+    from capacity.model.speculative import evaluate
+
+    return evaluate(results.scenario, results)

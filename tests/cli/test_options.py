@@ -21,13 +21,17 @@ HOSTILE: dict[str, list[str]] = {
                "9" * 5000, "1e", "--", "\x00", "1,5"],
     "whole": ["nan", "inf", "1e999", "", "٣", "²", "9" * 5000, "1.5", "-1", "0x10", "1_000", "\x00"],
     "whole-list": ["", ",", "1,,2", "nan", "inf", "٣", "²", "1.5", "-1", "9" * 5000, ",".join(["1"] * 5000), "0"],
-    "number-list": ["", "1,2", ",".join(["nan"] * 24), ",".join(["inf"] * 24), ",".join(["٣"] * 24),
-                    ",".join(["1"] * 25), ",".join(["-1"] * 24)],
+    "number-list": ["", ",", "1,,2", "nan", "inf", "1e999", "٣", "-1", ",".join(["nan"] * 24), ",".join(["inf"] * 24),
+                    ",".join(["٣"] * 24), ",".join(["-1"] * 24), ",".join(["1"] * 200_000)],
     "names": ["", ",", "a,,b", "\x1b[2J", "a b", "../../etc/passwd", "x" * 500, ",".join(["h100"] * 5000)],
     "choice-list": ["", ",", "nope", "a,,b"],
     "path": ["", "a\x00b", "x" * 5000],
     "name": ["", "a b", "\x1b[2J", "x" * 500, "../x"],
     "quantity": ["0 s", "0", "-1 s", "nan s", "inf s", "1e999 s", "٣ s", "2 parsecs", "", "x" * 500, "1e9 s"],
+    "duration": ["nan", "inf", "1e999", "-1", "", "٣ s", "nan s", "1e999 s", "2 parsecs", "x" * 500, "1e8"],
+    "quantity-text": ["", "nan", "0 GB/s", "-2 GB/s", "inf GB/s", "1e999 GB/s", "٣ GB/s", "2 s", "x" * 500],
+    "triple": ["", "1:2", "nan:60:2", "0:nan:2", "0:60:nan", "0:60:inf", "٣:60:2", "0:60:1e999", "1:2:3:4",
+               "x" * 500],
     "address": ["http://x:1", "::::", "", "tcp://", "tcp://x:0", "tcp://x:65536", "tcp://x:٣", "x" * 500,
                 "tcp://a b:1", "file:///etc/passwd", "tcp://x:" + "9" * 5000],
 }
@@ -161,3 +165,10 @@ def test_no_successful_run_prints_nan_or_infinity_at_an_options_extremes(command
                 assert not re.search(r"(?i)\b(nan|-?inf(inity)?)\b", outcome.stdout), (argv, outcome.stdout[:500])
             else:  # a refusal is one line saying why (no layout holds the load, say), not a crash
                 assert outcome.stderr.startswith("capacity: error: "), (argv, outcome.describe())
+
+
+def test_autoscale_policy_kinds_agree_with_the_simulator():
+    from capacity.cli.autoscale_command import POLICY_KINDS
+    from capacity.simulator import autoscale
+
+    assert POLICY_KINDS == autoscale.POLICY_KINDS

@@ -63,7 +63,8 @@ def test_analyse_runs_once_per_chunk_of_the_grid(monkeypatch):
     streamed = io.BytesIO()
     sweep_module.run_to(load_scenario(ESSAY001), ["memory_utilization=0.5:0.9:5", "prompt_tokens=100:1000:10"], "csv",
                         streamed, chunk_rows=16, progress=False)
-    assert calls == [50, 16, 16, 16, 2]  # the grid is never evaluated whole; chunking changes no byte
+    # the grid is never evaluated whole (chunks may run on several threads, so in any order); no byte changes
+    assert calls[0] == 50 and sorted(calls[1:]) == [2, 16, 16, 16]
     assert streamed.getvalue() == data
 
 

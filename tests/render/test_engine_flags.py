@@ -28,11 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED = {
     "vllm": {"--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization", "--max-model-len",
              "--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-dtype", "--block-size",
-             "--enable-prefix-caching", "--quantization", "--dtype"},
+             "--enable-prefix-caching", "--quantization", "--dtype",
+             # https://docs.vllm.ai/en/latest/serving/expert_parallel_deployment/
+             "--data-parallel-size", "--enable-expert-parallel"},
     "tensorrt-llm": {"--tp_size", "--pp_size", "--max_batch_size", "--max_num_tokens", "--max_seq_len",
-                     "--kv_cache_free_gpu_memory_fraction"},
+                     "--kv_cache_free_gpu_memory_fraction",
+                     "--ep_size"},  # https://www.mintlify.com/NVIDIA/TensorRT-LLM/deployment/trtllm-serve
     "sglang": {"--tp-size", "--pp-size", "--mem-fraction-static", "--max-running-requests", "--chunked-prefill-size",
-               "--context-length", "--kv-cache-dtype", "--page-size", "--quantization"},
+               "--context-length", "--kv-cache-dtype", "--page-size", "--quantization",
+               # https://docs.sglang.io/cookbook/base/reference/server_arguments
+               "--dp-size", "--enable-dp-attention", "--ep-size"},
 }
 
 
@@ -116,3 +121,24 @@ def test_unknown_engine_and_text_rendering(essay001):
     assert multi.splitlines()[0] == "vllm serve m \\" and all(line.startswith("    --")
                                                              for line in multi.splitlines()[1:])
     assert not math.isnan(float(flags(engine_settings(essay001))["--gpu-memory-utilization"]))
+
+
+def test_engine_flags_state_the_moe_layout():
+    """Attention DP 8 x EP 8: vLLM --data-parallel-size 8 --enable-expert-parallel; SGLang --tp-size 8 --dp-size 8
+    --enable-dp-attention --ep-size 8; TensorRT-LLM --tp_size 8 --ep_size 8 with enable_attention_dp; the running
+    batch per rank where each rank schedules its own."""
+    from capacity.model.scenario import Scenario
+
+    r = Scenario.from_dict({"model": {"name": "deepseek-r1", "weight_dtype": "fp8"},
+                            "gpu": {"name": "h200", "count": 1},
+                            "serving": {"attention_data_parallel": 8, "expert_parallel": 8},
+                            "workload": {"prompt_tokens": 1000, "output_tokens": 1000}}).evaluate()
+    per_rank = str(int(r["batch_max"]) // 8)
+    flags = {e: {f.flag: f.value for f in engine_settings(r, e).flags} for e in ("vllm", "sglang", "tensorrt-llm")}
+    assert flags["vllm"]["--data-parallel-size"] == "8" and "--enable-expert-parallel" in flags["vllm"]
+    assert flags["vllm"]["--max-num-seqs"] == per_rank
+    assert (flags["sglang"]["--tp-size"], flags["sglang"]["--dp-size"], flags["sglang"]["--ep-size"]) == ("8", "8", "8")
+    assert "--enable-dp-attention" in flags["sglang"]
+    assert (flags["tensorrt-llm"]["--tp_size"], flags["tensorrt-llm"]["--ep_size"]) == ("8", "8")
+    assert flags["tensorrt-llm"]["--max_batch_size"] == per_rank
+    assert engine_settings(r, "tensorrt-llm").config_file["enable_attention_dp"] is True
