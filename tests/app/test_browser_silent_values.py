@@ -32,6 +32,7 @@ def csv_sources(page, tmp_path) -> dict[str, str]:  # noqa: F811 - a page
 
 def test_the_hidden_prefix_is_named_reported_as_the_presets_and_reset(page, app_url, tmp_path):  # noqa: F811
     open_app(page, app_url)
+    select(page, "Start from a preset", PRESET)  # essay 000: its 1,200-token shared prefix hides under a new model
     select(page, "Model", "llama-3.1-8b")
     select(page, "GPU", "h100-sxm")
     main = page.locator('[data-testid="stMain"]')
