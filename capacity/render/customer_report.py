@@ -534,7 +534,8 @@ pre{background:#f3f4f6;padding:8px;white-space:pre-wrap;word-break:break-all;fon
 a{color:#1d4ed8;word-break:break-all} ul{padding-left:20px}
 @page{size:A4;margin:14mm}
 @media print{body{margin:0;max-width:none} h2{break-after:avoid;page-break-after:avoid}
-     table,pre,.cards,.answer{break-inside:avoid;page-break-inside:avoid} a{color:#111827}}
+     tr,pre,.cards,.answer{break-inside:avoid;page-break-inside:avoid} a{color:#111827}
+     .small,.label,.meta,code,pre{font-size:12px} td,th{font-size:12px} .r{white-space:normal}}
 """
 
 

@@ -61,3 +61,45 @@ def test_report_opens_offline_draws_charts_and_prints(tmp_path):
     (artifacts / "report.pdf").write_bytes(pdf)
     assert (artifacts / "report.png").stat().st_size > 10_000
     assert not math.isnan(results["goodput_rps"])
+
+
+#: What the printed page measures: overflow past the A4 column, and HTML text below 9 pt (12 px).
+PRINT_MEASURE = """() => {
+  const width = document.documentElement.clientWidth, out = {overflow: [], small: []};
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('svg') || el.closest('.js-plotly-plot') || el.tagName === 'SCRIPT' || el.tagName === 'STYLE')
+      continue;
+    const box = el.getBoundingClientRect();
+    if (box.width > 0 && box.right > width + 1)
+      out.overflow.push(el.tagName + ': ' + (el.innerText || '').slice(0, 40));
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (own && parseFloat(getComputedStyle(el).fontSize) < 12 - 0.01)
+      out.small.push(el.tagName + ' ' + getComputedStyle(el).fontSize + ': ' + el.textContent.trim().slice(0, 30));
+  }
+  return out;
+}"""
+
+
+def test_the_printed_report_fits_a4_without_text_below_9_pt(tmp_path):
+    """Issue 30: the report printed to A4 (182 mm between the 14 mm margins: 688 CSS px) needs no shrinking: no HTML
+    element wider than the column (the class table was 999 px in a 792 px column, so the PDF shrank to 6 pt) and
+    no text below 9 pt (12 px)."""
+    sync_api = _need_browser()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            for name in ("rag-llama-3.1-70b-4xh100.yaml", "mix-chat-rag-h100.yaml"):
+                page_file = tmp_path / f"{name}.html"
+                page_file.write_text(customer_report_html(load_scenario(ROOT / "scenarios" / name).evaluate()),
+                                     encoding="utf-8")
+                context = browser.new_context(offline=True, viewport={"width": 688, "height": 1000})
+                page = context.new_page()
+                page.emulate_media(media="print")
+                page.goto(page_file.as_uri(), wait_until="load")
+                page.wait_for_function(CHARTS_DRAWN, timeout=30_000)
+                seen = page.evaluate(PRINT_MEASURE)
+                assert seen["overflow"] == [], (name, seen["overflow"][:5])
+                assert seen["small"] == [], (name, seen["small"][:5])
+                context.close()
+        finally:
+            browser.close()
