@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from .engine_flags import ENGINES, engine_settings, model_id, render_text
+from .engine_flags import ENGINES, model_id, render_text, sizing_settings
 from .errors import ScenarioError
 
 
@@ -70,14 +70,19 @@ def run_report(args: argparse.Namespace) -> str | bytes:
 
 
 def run_flags(args: argparse.Namespace) -> str:
-    """Run ``capacity flags``; returns the text to print."""
+    """Run ``capacity flags``; returns the text to print: the one answer's layout (``sizing.size``: its TP, serving
+    mode and replicas, which may differ from the stated layout) as each engine's launch commands."""
+    from .answer import answer
+    from .sizing import size
+
     results = _results(args)
+    z = size(results.scenario, results)
     names = list(ENGINES) if args.engine == "all" else [args.engine]
-    settings = [engine_settings(results, name) for name in names]
-    model = model_id(results)
+    settings = [one for name in names for one in sizing_settings(z, name)]
+    model = model_id(z.replica)
     if args.format == "json":
         return json.dumps([{**s.as_dict(), "command": s.command(model)} for s in settings], indent=2) + "\n"
-    return "\n".join(render_text(s, model) for s in settings)
+    return f"# {answer(z)}\n" + "\n".join(render_text(s, model) for s in settings)
 
 
 __all__ = ["add_flags_command", "add_report_command", "run_flags", "run_report"]
