@@ -412,7 +412,8 @@ def _engines_html(cr: CustomerReport) -> str:
         config = (f"<p>{_e(settings.config_flag)} file:</p><pre>{_e(settings.config_yaml())}</pre>"
                   if settings.config_file else "")
         notes = "".join(f"<li>{_e(n)}</li>" for n in settings.notes if n not in shared)
-        parts.append(f"<h3>{_e(settings.title)}</h3><p>{_e(settings.layout_line)}</p><pre class='cmd'>{_e(settings.command(model, multiline=True))}"
+        command = settings.command(model, multiline=True)
+        parts.append(f"<h3>{_e(settings.title)}</h3><p>{_e(settings.layout_line)}</p><pre class='cmd'>{_e(command)}"
                      f"</pre><table><thead><tr><th>flag</th><th>from</th><th>why</th></tr></thead><tbody>{rows}"
                      f"</tbody></table>{config}{'<ul>' + notes + '</ul>' if notes else ''}"
                      f"<p class='small'>Flag names: <a href='{_e(settings.docs)}'>{_e(settings.docs)}</a></p>")
