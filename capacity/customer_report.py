@@ -546,7 +546,7 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
                   "<p>No fleet comparison: no GPU type or layout keeps the promises at this load.</p>" if a.load_rps
                   else "<p>No fleet comparison: the scenario gives no arrival rate (<code>workload.arrival_rate</code>,"
                   " or <code>capacity report --arrival-rate</code>).</p>")
-    verdict_items = "".join(f"<li>{_e(line)}</li>" for line in verdict(r))
+    verdict_items = "".join(f"<li>{_e(line)}</li>" for line in verdict(a.sizing))
     notes = "".join(f"<li>{_e(n)}</li>" for n in a.sizing.notes())
     assumptions = "".join(f"<li>{_e(t)}</li>" for t in customer_assumptions(r, cr.report))
     source_rows = "".join(f"<tr><td>{_e(what)}</td><td>{_source(where)}</td></tr>" for what, where in sources(r))
