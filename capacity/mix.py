@@ -222,9 +222,12 @@ class MixModel:
         return np.where(lam < self.ceiling_rps, tpot, np.inf)
 
     def decode_step_at_s(self, rate_rps: Any) -> np.ndarray:
-        """Decode step TTFT waits on at load λ: ``TPOT(λ) (1 - λ t_p)`` [s] (``slo.decode_step_from_tpot_s``), TPOT
-        with the prompts' GPU time and ``t_p`` their own passes, as ``analysis`` takes it for a dense model."""
-        return slo.decode_step_from_tpot_s(rate_rps, self.prefill_s, self.tpot_s(rate_rps))
+        """Decode step TTFT waits on at load λ: the step at the load's batch, ``TPOT(λ) (1 - λ t_gpu)`` [s] of the
+        dense pieces with the prompts' GPU time (MoE: every expert read), as ``analysis.ttft_at_rates_s`` takes it
+        (``slo.decode_step_at_rate_s``); inf at or past the ceiling."""
+        lam = np.asarray(rate_rps, float)
+        step = slo.decode_step_at_rate_s(lam, self.prefill_gpu_s, self.output_tokens, self.pieces)
+        return np.where(lam < self.ceiling_rps, step, np.inf)
 
     def ttft_s(self, rate_rps: Any) -> np.ndarray:
         """Mean TTFT of an average arrival at load λ [s]: ``t_p`` plus the wait of ``slo.ttft_at_rate_s``.
@@ -282,7 +285,8 @@ class MixModel:
         f, beta = self.work_stream()
         target = c.ttft_s - self.class_prefill_s(j) + beta if c.ttft_s is not None else math.inf
         ttft = slo.max_rate_for_ttft_rps(target, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
-                                         self.output_tokens / f, self.pieces) / f
+                                         self.output_tokens / f, self.pieces,
+                                         prefill_gpu_s=self.prefill_gpu_s / f) / f
         return float(slo.goodput_rps(self.ceiling_rps, tpot, ttft))
 
 
