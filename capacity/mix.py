@@ -190,6 +190,7 @@ class MixModel:
     decode_step_s: float      # at batch_max [s]
     ceiling_rps: float
     prefill_gpu_s: float      # mean GPU time a prompt costs the decoding sequences (batched prefill: its share) [s]
+    shape_prefill_gpu_s: np.ndarray | None = None  # that GPU time per shape [s] (None: ``shape_prefill_s``)
 
     @cached_property
     def pieces(self) -> tuple:
@@ -243,10 +244,16 @@ class MixModel:
                                   self.decode_step_at_s(lam), self.output_tokens / f)
         return ttft - beta + self.prefill_s
 
-    def work_stream(self) -> tuple[float, float]:
+    def work_stream(self, gpu: bool = False) -> tuple[float, float]:
         """(count factor ``f = (Σ w t)² / Σ w t²`` [-], size ``β = Σ w t² / Σ w t`` [s]) of the prefill work per
-        arrival: a Poisson stream of ``f λ`` prompts of ``β`` seconds has the mix's mean and variance of work."""
-        t, w = self.shape_prefill_s, self.weight
+        arrival: a Poisson stream of ``f λ`` prompts of ``β`` seconds has the mix's mean and variance of work.
+
+        ``t``: the prompts' own passes (what TTFT queues behind), or with ``gpu`` the GPU time each costs the
+        decoding sequences (``analysis.prefill_stage``; under an engine profile its share of a batched pass), the
+        work that pauses decoding and so spreads TPOT (``percentiles``): ``f β`` is then the mean model's
+        ``prefill_gpu_s``."""
+        t = self.shape_prefill_gpu_s if gpu and self.shape_prefill_gpu_s is not None else self.shape_prefill_s
+        w = self.weight
         first, second = float(np.dot(w, t)), float(np.dot(w, t * t))
         return first * first / second, second / first
 
@@ -326,7 +333,8 @@ def mix_model(scenario: Any, classes: Sequence[WorkloadClass] | None = None) -> 
     t_step = float(model.decode_terms(batch)[2])
     ceiling = float(roofline.ceiling_rps(t_p_gpu, t_step, batch, a_mean))
     return MixModel(classes, klass.astype(int), weight, prompt, output, prefill.tokens, t_prefill, c_prefill, model,
-                    batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling, t_p_gpu)
+                    batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling, t_p_gpu,
+                    np.array(t_gpu))
 
 
 __all__ = ["Lengths", "MixModel", "WorkloadClass", "classes_of", "mean_shape", "mix_model", "parse_classes"]
