@@ -718,6 +718,11 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
                                                           tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot_goodput >= tpot_ceiling), batch,
                          slo.in_flight(goodput, a_tokens, tpot_goodput))
+    # The load the same way (``latencies_at_rates``): at the ceiling the limits from below, past it no bound.
+    with np.errstate(invalid="ignore"):
+        tpot_load, step_load, ttft_load = at_ceiling(ceiling_limit(rate, ceiling), rate, tpot_load, step_load,
+                                                     ttft_load, tpot_ceiling, prefill, a_tokens)
+        tpot_load = select(rate > ceiling, np.inf, tpot_load)
     gpus = tp * pp
     price_replica = x["price_per_hour"] * gpus
 

@@ -308,7 +308,8 @@ def order(meets: np.ndarray, cost: np.ndarray, tpot: np.ndarray, gpus: np.ndarra
 def latency_curve(scenario: Scenario, mode: str, rates: np.ndarray) -> dict[str, np.ndarray]:
     """TPOT and TTFT [s] of one replica of ``scenario`` in ``mode`` at each arrival rate of ``rates`` [requests/s]:
     ``analysis.analyse`` with the rates as its arrival rate, the very composition of the answer's latencies at the
-    load (``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``, ``tpot_s``, ``ttft_s``."""
+    load (``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``, ``tpot_s``, ``ttft_s``.
+    ``curves.load_curve`` is this curve for colocated serving, with the decode batch beside it: one composition."""
     lam = np.asarray(rates, dtype=float)
     prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
     values = analyse({**scenario.inputs(), "arrival_rate": lam})

@@ -282,6 +282,10 @@ _CHUNK_LOAD = ("solver_chunk_batch_load", "chunk_plain_load_s", "chunk_extra_loa
 _GAP = _sub("ceiling_rps", "goodput_rps")   # the capacity the promises cost [requests/s]
 _IN_FLIGHT = "goodput_rps*output_tokens*tpot_at_goodput_s"      # Little's law at the goodput [requests]
 _CEILING_STEP = "tpot_at_ceiling_s*(1-goodput_rps*prefill_gpu_s)"  # the decode step behind TPOT at B_max [s]
+_CEILING_STEP_LOAD = "tpot_at_ceiling_s*(1-arrival_rate*prefill_gpu_s)"  # the same at a load at the ceiling [s]
+#: ``analysis.ceiling_limit`` of the load: at the ceiling to rounding, not past it.
+_LOAD_AT_CEILING = "AND(arrival_rate>=ceiling_rps*(1-1E-12),arrival_rate<=ceiling_rps)"
+_TPOT_FIXED_LOAD = f"IF(moe_model,solver_tpot_at_load_s,{_tpot_closed('arrival_rate', 'prefill_gpu_s')})"
 _POOL_USED = "weight_bytes_per_gpu+reserved_bytes"  # what the pool rules subtract [B]
 #: ``engines.batched_prefill_s``: a prompt's share of a pass of ``T = max(budget, P)`` tokens [s].
 _BATCHED_PREFILL = excel_of(engines.batched_prefill_s, prefill_s=_prefill, prompt_tokens="prefill_tokens",
@@ -389,10 +393,16 @@ FORMULAS: dict[str, str] = {
     "fleet_goodput_rps": "goodput_rps*replicas",
     # Load: an arrival rate of 0 or blank means none
     "load_fraction": "IF(AND(N(arrival_rate)>0,ceiling_rps>0),arrival_rate/ceiling_rps,NA())",
-    "tpot_at_load_s": ("IF(N(arrival_rate)>0,IF(moe_model,solver_tpot_at_load_s,"
-                       f"{_tpot_closed('arrival_rate', 'prefill_gpu_s')}),NA())"),
-    "ttft_step_at_load_s": f"IF(N(arrival_rate)>0,{_decode_step_at('arrival_rate')},NA())",
-    "ttft_at_load_s": f"IF(N(arrival_rate)>0,{_ttft_at('arrival_rate', 'ttft_step_at_load_s')},NA())",
+    # As at the goodput (``analysis.at_ceiling``): a load at the ceiling takes the limits from below, past it none.
+    "tpot_at_load_s": (f"IF(N(arrival_rate)>0,IF(arrival_rate>ceiling_rps,NA(),IF({_LOAD_AT_CEILING},"
+                       f"IF(ISNA({_TPOT_FIXED_LOAD}),tpot_at_ceiling_s,MIN({_TPOT_FIXED_LOAD},tpot_at_ceiling_s)),"
+                       f"{_TPOT_FIXED_LOAD})),NA())"),
+    "ttft_step_at_load_s": (f"IF(N(arrival_rate)>0,IF({_LOAD_AT_CEILING},IF(ISNA({_decode_step_at('arrival_rate')}),"
+                            f"{_CEILING_STEP_LOAD},MIN({_decode_step_at('arrival_rate')},{_CEILING_STEP_LOAD})),"
+                            f"{_decode_step_at('arrival_rate')}),NA())"),
+    "ttft_at_load_s": (f"IF(N(arrival_rate)>0,IF({_LOAD_AT_CEILING},"
+                       f"{_ttft_queue('arrival_rate', 'ttft_step_at_load_s')},"
+                       f"{_ttft_at('arrival_rate', 'ttft_step_at_load_s')}),NA())"),
     # Cost
     "cost_per_million_tokens": _cost("goodput_rps"),
     "cost_per_million_tokens_at_ceiling": _cost("ceiling_rps"),
