@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import ScenarioError, clean_line
 from .scenario import read_scenario_mapping
-from .specs import FLEET_FIELDS, FLEET_MODES, FLEET_TENSOR_PARALLEL, FleetPlan, check_section
+from .specs import FLEET_FIELDS, FLEET_MODES, FleetPlan, check_section
 
 
 def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -30,9 +30,12 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--headroom", help="spare share of each replica's goodput, in [0, 1); default: the scenario's "
                                       "fleet.headroom, else 0")
     p.add_argument("--gpus", default="", help="comma-separated catalog GPUs (default: the scenario's GPU)")
-    p.add_argument("--tp", default=",".join(map(str, FLEET_TENSOR_PARALLEL)),
-                   help="tensor-parallel sizes, e.g. 1,2,4,8")
-    p.add_argument("--modes", default=",".join(FLEET_MODES), help=f"serving modes, from {', '.join(FLEET_MODES)}")
+    p.add_argument("--tp", default=None,
+                   help="tensor-parallel sizes, e.g. 1,2,4,8 (default: those the scenario allows, as the answer "
+                        "compares: fleet.tensor_parallel, else 1,2,4,8 and gpu.count)")
+    p.add_argument("--modes", default=None,
+                   help=f"serving modes, from {', '.join(FLEET_MODES)} (default: those the scenario allows, "
+                        "fleet.modes, else all; colocated for percentile promises, as the answer compares)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     return p
@@ -88,13 +91,26 @@ def run_fleet(args: argparse.Namespace) -> str:
     mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{clean_line(args.scenario, 120)} must hold a scenario mapping")
-    sizes, gpus = _sizes(args.tp), list(dict.fromkeys(_list(args.gpus)))
+    plan = _plan(mapping)
+    # By default the layouts the scenario allows, as the one answer compares them (sizing.layouts_allowed): the first
+    # option on the scenario's own GPU is then the answer of capacity evaluate.
+    from .sizing import layouts_allowed
+
+    gpu = mapping.get("gpu")
+    count = gpu.get("count", 1) if isinstance(gpu, Mapping) else 1
+    count = count if isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= MAX_TP else 1
+    slo_section = mapping.get("slo")
+    modes, tps = layouts_allowed(plan.modes, plan.tensor_parallel, count,
+                                 mapping.get("workloads") is not None or (
+                                     isinstance(slo_section, Mapping) and slo_section.get("percentile") is not None))
+    sizes = _sizes(args.tp) if args.tp is not None else _sizes(",".join(map(str, tps)))
+    mode_names = _list(args.modes) if args.modes is not None else list(modes)
+    gpus = list(dict.fromkeys(_list(args.gpus)))
     if len(gpus) > MAX_GPUS or max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
         raise ScenarioError(f"--gpus x --tp gives {max(len(gpus), 1) * len(sizes):,} layouts; the limit is "
                             f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
     target = _number("--target-rps", args.target_rps, 0, 1e9)
     per_day = _number("--tokens-per-day", args.tokens_per_day, 0, 1e18)
-    plan = _plan(mapping)
     peak = _number("--peak", args.peak, 0, 1e6, open_low=True) if args.peak is not None else plan.peak_factor
     headroom = (_number("--headroom", args.headroom, 0, 1, open_high=True) if args.headroom is not None
                 else plan.headroom)
@@ -103,7 +119,7 @@ def run_fleet(args: argparse.Namespace) -> str:
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,
-                              tensor_parallel=sizes, modes=_list(args.modes))
+                              tensor_parallel=sizes, modes=mode_names)
     except ScenarioError:
         raise
     except ValueError as exc:

@@ -467,13 +467,23 @@ def price_source(scenario: Scenario) -> str:
 
 
 def allowed_layouts(scenario: Scenario) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """Serving modes and tensor-parallel sizes the scenario allows: its ``fleet`` section's, by default every mode
-    and TP 1, 2, 4, 8 and its own ``gpu.count`` (its own first)."""
-    modes = tuple(scenario.fleet.modes) if scenario.fleet.modes else MODES
-    if scenario.fleet.tensor_parallel:
-        tps = tuple(scenario.fleet.tensor_parallel)
-    else:
-        tps = tuple(dict.fromkeys((scenario.gpu.count, *TENSOR_PARALLEL)))
+    """Serving modes and tensor-parallel sizes the scenario allows (``layouts_allowed`` of its ``fleet`` section,
+    ``gpu.count`` and whether it is sized per class)."""
+    return layouts_allowed(scenario.fleet.modes, scenario.fleet.tensor_parallel, scenario.gpu.count,
+                           sized_per_class(scenario))
+
+
+def layouts_allowed(modes: Iterable[str] = (), tensor_parallel: Iterable[int] = (), gpu_count: int = 1,
+                    per_class: bool = False) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Serving modes and tensor-parallel sizes a scenario allows: its ``fleet.modes`` and ``fleet.tensor_parallel``,
+    by default every mode and TP 1, 2, 4, 8 and its own ``gpu.count`` (its own first). A scenario sized per class
+    (``per_class``: percentile promises or workload classes) is sized on colocated serving, which is then allowed
+    whatever ``fleet.modes`` says (``size`` gives the reason). The answer, ``capacity fleet`` and the report's fleet
+    chart all compare these."""
+    modes = tuple(modes) or MODES
+    if per_class and "colocated" not in modes:
+        modes = ("colocated", *modes)
+    tps = tuple(tensor_parallel) or tuple(dict.fromkeys((int(gpu_count), *TENSOR_PARALLEL)))
     return modes, tps
 
 
@@ -499,8 +509,6 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
     if per_class and set(modes) - {"colocated"}:
         reasons.append("promises at a percentile (or workload classes) are sized on colocated serving, where the "
                        "percentile model holds; chunked prefill and separate pools are not offered")
-    if per_class and "colocated" not in modes:
-        modes = ("colocated", *modes)
     x = stack([s.inputs() for s in scenarios])
     promise_rps = np.array([p.rate_rps if p else np.nan for p in promised]) if per_class else None
     design = (load or 0.0) * peak
@@ -608,6 +616,6 @@ def _binding(replica: Results, mode: str) -> str:
 
 
 __all__ = ["HOURS_PER_MONTH", "MODES", "MODE_WORDS", "SIZING_RESULTS", "PromiseGoodput", "Sizing", "TENSOR_PARALLEL",
-           "allowed_layouts", "check_plan", "latency_curve", "layout_scenarios", "latency_at_percentile", "mode_rates",
-           "order", "price_source",
-           "promise_goodput", "replicas_for", "size", "size_options", "sized_per_class", "stack"]
+           "allowed_layouts", "check_plan", "latency_at_percentile", "latency_curve", "layout_scenarios",
+           "layouts_allowed", "mode_rates", "order", "price_source", "promise_goodput", "replicas_for", "size",
+           "size_options", "sized_per_class", "stack"]
