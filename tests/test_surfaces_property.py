@@ -261,3 +261,136 @@ def test_the_draws_cover_what_the_issue_names(drawn, memo_size):
     assert sum(1 for z in zs if (z.replicas or 0) > 1) >= len(zs) // 5
     assert {z.price_source.split(" ")[0] for z in zs} >= {"scenario", "catalog"}
     assert any(not z.stated_layout for z in zs) and any(z.stated_layout for z in zs)
+
+
+def test_every_draw_survives_the_share_link_and_the_saved_file(drawn):
+    """The app opens a scenario from its share link or saved file: the same inputs, classes and fleet section.
+
+    Before: choosing the link's catalog model dropped ``model.quantization`` (the scheme is carried to another model
+    now, as ``weight_dtype`` is), so 20 of the first 80 draws opened in the app sized another model (mixtral-8x7b
+    w8a8-int8 on 2 x mi300x: 93.4 GB of weights instead of 47.0 GB)."""
+    from app_views.state import doc_from_link, link_params, load_text, to_yaml
+
+    lost = []
+    for data, s in drawn:
+        doc = load_text(json.dumps(data))
+        for how, opened in (("link", doc_from_link(link_params(doc, "Summary"), {})[0]),
+                            ("file", load_text(to_yaml(doc)))):
+            again = Scenario.from_dict(json.loads(json.dumps(opened)))
+            if (again.inputs() != s.inputs() or opened.get("workloads") != data.get("workloads")
+                    or again.fleet != s.fleet):
+                lost.append((how, data))
+    assert not lost, lost[:3]
+
+
+# --- the app (AppTest) and the workbook recalculated by LibreOffice, on a stated subset ---------------------------
+
+def subset(drawn: list[tuple[dict, Scenario]], n: int, size) -> list[tuple[dict, Scenario]]:
+    """``n`` draws that cover each engine, each mode chosen and each promise kind first, then the next in order."""
+    chosen, seen = [], set()
+    for data, s in drawn:
+        z = size(s, s.evaluate())
+        kinds = {("engine", (data.get("serving") or {}).get("engine")), ("mode", z.mode),
+                 ("basis", "classes" if data.get("workloads") else z.goodput_basis),
+                 ("replicas", (z.replicas or 0) > 1)}
+        if kinds - seen:
+            chosen.append((data, s))
+            seen |= kinds
+    rest = [d for d in drawn if all(d is not c for c in chosen)]
+    return (chosen + rest)[:n]
+
+
+def test_the_app_shows_the_answer(drawn, memo_size):
+    """The headline (GPUs, per-replica goodput, TPOT at the load, $ per M tokens, monthly cost) and the Promise view
+    (TPOT and TTFT at each replica's load) of the app opened from each scenario's share link."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import headline_figures
+
+    from app_views.main import _money
+    from app_views.state import link_params, load_text
+    from capacity.formatting import format_value
+
+    app = str(Path(__file__).resolve().parent.parent / "app.py")
+    problems = []
+    for data, s in subset(drawn, APP_N, memo_size):
+        z = memo_size(s, s.evaluate())
+        at = AppTest.from_file(app, default_timeout=120)
+        at.query_params.update(link_params(load_text(json.dumps(data)), "Promise"))
+        at.run()
+        if at.exception or at.error:
+            problems.append((data["name"], "app error", [e.value for e in at.exception or at.error]))
+            continue
+        shown = headline_figures(at)
+        basis = "" if z.goodput_basis == "mean" else f" at {z.goodput_basis}"
+        at_load = bool(z.load_rps and z.replicas)
+        tpot = z.tpot_at_percentile_s if z.tpot_at_percentile_s is not None else z.tpot_at_load_s
+        want = {"GPUs": f"{z.gpus if z.gpus is not None else z.gpus_per_replica:,}",
+                "Goodput under promises": f"{z.replica_goodput_rps:,.2f} req/s",
+                f"TPOT{basis} at {'your load' if at_load else 'goodput'}": format_value("tpot_at_load_s", tpot),
+                "$ per M output tokens": _money(z.cost_per_million_tokens, 3),
+                "Monthly cost": _money(z.cost_per_month, 0)}
+        wrong = {k: (shown.get(k), v) for k, v in want.items() if shown.get(k) != v}
+        text = " ".join(m.value for m in at.markdown).replace("\\", "")
+        if at_load:
+            line = (f"TPOT {format_value('tpot_at_load_s', z.tpot_at_load_s)}, TTFT "
+                    f"{format_value('ttft_at_load_s', z.ttft_at_load_s)}")
+            if line not in text:
+                wrong["Promise view"] = (None, line)
+        if wrong:
+            problems.append((data["name"], wrong, data))
+    assert not problems, problems
+
+
+def _summary(path: Path) -> tuple[dict[str, object], dict[str, object]]:
+    """The recalculated Summary sheet: (the answer's rows by ``sizing_*`` key, the live fleet cells by name)."""
+    import openpyxl
+    from test_xlsx import named_cells
+
+    wb = openpyxl.load_workbook(path, data_only=True)
+    rows = {r[3].value: r[1].value for r in wb["Summary"].iter_rows() if len(r) > 3 and r[3].value}
+    cells = named_cells(wb)
+    return rows, {name: cells[name].value for name in ("fleet_replicas", "fleet_gpus", "fleet_cost_per_month")}
+
+
+def test_the_workbook_recalculated_by_libreoffice_shows_the_answer(drawn, memo_size, tmp_path):
+    """The XLSX Summary after LibreOffice recalculates it (every workbook in one run): the answer's GPUs, replicas,
+    goodput, latencies at the load (ms) and $/month; where the workbook can express the answer (the stated layout,
+    colocated, on the mean, no peak or headroom) its live fleet formulas give the same replicas, GPUs and $/month."""
+    from test_xlsx_libreoffice import SOFFICE, recalculate, without_cached_values
+
+    from capacity.report import report_for
+    from capacity.xlsx import workbook_bytes
+
+    if SOFFICE is None:
+        pytest.skip("LibreOffice (soffice) is not installed; .ci/run installs it")
+    chosen = subset(drawn, XLSX_N, memo_size)
+    files = []
+    for i, (_, s) in enumerate(chosen):
+        path = tmp_path / f"s{i}.xlsx"
+        path.write_bytes(without_cached_values(workbook_bytes(report_for(s))))
+        files.append(path)
+    converted = recalculate(files, tmp_path / "out", tmp_path / "profile")
+    problems = []
+    for i, (data, s) in enumerate(chosen):
+        z = memo_size(s, s.evaluate())
+        rows, live = _summary(converted[f"s{i}.xlsx"])
+        for attr in ("gpus", "replicas", "replica_goodput_rps", "tpot_at_load_s", "ttft_at_load_s",
+                     "cost_per_month"):
+            want = getattr(z, attr)
+            shown = rows.get(f"sizing_{attr}")
+            scale = 1e3 if attr.endswith("_s") else 1.0  # times are shown in ms
+            ok = (shown in ("n/a", None) if want is None or not math.isfinite(want)
+                  else isinstance(shown, (int, float)) and math.isclose(shown, want * scale, rel_tol=1e-9))
+            if not ok:
+                problems.append((data["name"], attr, shown, want))
+        expressible = (z.stated_layout and z.mode == "colocated" and z.goodput_basis == "mean"
+                       and not data.get("workloads") and z.peak_factor == 1 and z.headroom == 0)
+        if expressible and z.replicas is not None and z.load_rps:
+            got = (live["fleet_replicas"], live["fleet_gpus"])
+            if got != (z.replicas, z.gpus):
+                problems.append((data["name"], "live fleet", got, (z.replicas, z.gpus)))
+            if z.cost_per_month is not None and not math.isclose(live["fleet_cost_per_month"], z.cost_per_month,
+                                                                 rel_tol=1e-9):
+                problems.append((data["name"], "live $/month", live["fleet_cost_per_month"], z.cost_per_month))
+    assert not problems, problems
+    assert sum(1 for data, s in chosen if memo_size(s, s.evaluate()).stated_layout) > 0
