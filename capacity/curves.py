@@ -11,8 +11,8 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from . import memory
-from .analysis import StepModel, complete_inputs, running_batch, step_model
-from .scenario import Results
+from .analysis import StepModel, analyse, complete_inputs, running_batch, step_model
+from .scenario import Results, Scenario
 
 
 def _model(results: Results) -> StepModel:
@@ -43,17 +43,27 @@ def balance_batch(results: Results) -> float:
     return float((a_mem - a_comp) / slope) if slope > 0 else float("inf")
 
 
+def latency_curve(scenario: Scenario, mode: str, rates: ArrayLike) -> dict[str, np.ndarray]:
+    """TPOT and TTFT [s] of one replica of ``scenario`` in ``mode`` at each arrival rate of ``rates`` [requests/s]:
+    ``analysis.analyse`` with the rates as its arrival rate, the very composition of the one answer's latencies at
+    each replica's load (``sizing``: ``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``,
+    ``tpot_s``, ``ttft_s``. ``load_curve`` is this curve for colocated serving with the decode batch beside it."""
+    lam = np.asarray(rates, dtype=float)
+    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
+    values = analyse({**scenario.inputs(), "arrival_rate": lam})
+    return {"rate_rps": lam, "tpot_s": np.broadcast_to(values[f"{prefix}tpot_at_load_s"], lam.shape),
+            "ttft_s": np.broadcast_to(values[f"{prefix}ttft_at_load_s"], lam.shape)}
+
+
 def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     """TPOT, TTFT and the decode batch of one colocated replica over arrival rates λ [requests/s].
 
-    Columns: rate_rps, tpot_s, ttft_s (``sizing.latency_curve``: ``analyse``'s ``tpot_at_load_s`` and
+    Columns: rate_rps, tpot_s, ttft_s (``latency_curve``: ``analyse``'s ``tpot_at_load_s`` and
     ``ttft_at_load_s`` at each rate, the very composition of the answer's latencies at a load; at the ceiling their
     limits from below, past it infinite; a rate of 0 is no load, infinite), in_flight (Little's law ``λ A TPOT``,
     at most B_max; infinite past the ceiling). So the curve passes through the results' TPOT and TTFT at the goodput
     and at the arrival rate under every engine profile.
     """
-    from .sizing import latency_curve
-
     lam = np.asarray(rates, dtype=float)
     curve = latency_curve(results.scenario, "colocated", lam)
     tpot = np.asarray(curve["tpot_s"], dtype=float)

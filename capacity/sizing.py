@@ -48,6 +48,7 @@ import numpy as np
 
 from . import catalog, slo
 from .analysis import analyse
+from .curves import latency_curve
 from .errors import ScenarioError
 from .options import decode_pool_ceiling_rps, prefill_pool_ttft_s
 from .scenario import Results, Scenario
@@ -303,18 +304,6 @@ def order(meets: np.ndarray, cost: np.ndarray, tpot: np.ndarray, gpus: np.ndarra
     TPOT, then fewer GPUs; the rest after, by the same keys. Stable: equal options keep their order."""
     return np.lexsort((np.asarray(gpus, float), np.asarray(tpot, float), np.asarray(cost, float),
                        ~np.asarray(meets, bool)))
-
-
-def latency_curve(scenario: Scenario, mode: str, rates: np.ndarray) -> dict[str, np.ndarray]:
-    """TPOT and TTFT [s] of one replica of ``scenario`` in ``mode`` at each arrival rate of ``rates`` [requests/s]:
-    ``analysis.analyse`` with the rates as its arrival rate, the very composition of the answer's latencies at the
-    load (``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``, ``tpot_s``, ``ttft_s``.
-    ``curves.load_curve`` is this curve for colocated serving, with the decode batch beside it: one composition."""
-    lam = np.asarray(rates, dtype=float)
-    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
-    values = analyse({**scenario.inputs(), "arrival_rate": lam})
-    return {"rate_rps": lam, "tpot_s": np.broadcast_to(values[f"{prefix}tpot_at_load_s"], lam.shape),
-            "ttft_s": np.broadcast_to(values[f"{prefix}ttft_at_load_s"], lam.shape)}
 
 
 def mode_rates(replica: Results, mode: str) -> tuple[float, float]:
