@@ -39,7 +39,9 @@ ceil(100 / 5.897) = 17 GPUs, $34/hour, $24,820/month.
 from __future__ import annotations
 
 import copy
+import json
 import math
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -146,11 +148,38 @@ def sized_per_class(scenario: Scenario) -> bool:
     return raw.get("workloads") is not None or scenario.slo.percentile is not None
 
 
+def scenario_key(scenario: Scenario) -> str:
+    """A text that tells scenarios apart: the frozen Scenario's fields and the mapping it was read from (which holds
+    the workload classes)."""
+    return repr(scenario) + json.dumps(scenario.raw or {}, sort_keys=True, default=str)
+
+
+#: ``promise_goodput`` of recent scenarios (``scenario_key``), so that the answer, ``capacity
+#: fleet`` and the report's fleet chart, which size the same layouts, solve each percentile goodput once (its
+#: bisection on quantiles is the slowest part of a sizing).
+_PROMISED: dict[str, PromiseGoodput] = {}
+_PROMISED_MAX = 512
+_PROMISED_LOCK = threading.Lock()
+
+
 def promise_goodput(scenario: Scenario) -> PromiseGoodput | None:
     """``percentiles.percentile_goodput_rps`` of the scenario's mix and its binding class; None for a single shape
-    with promises on the mean (``analysis``' goodput is then the answer)."""
+    with promises on the mean (``analysis``' goodput is then the answer). Remembered per scenario (``_PROMISED``)."""
     if not sized_per_class(scenario):
         return None
+    key = scenario_key(scenario)
+    with _PROMISED_LOCK:
+        found = _PROMISED.get(key)
+    if found is None:
+        found = _promise_goodput(scenario)
+        with _PROMISED_LOCK:
+            if len(_PROMISED) >= _PROMISED_MAX:
+                _PROMISED.pop(next(iter(_PROMISED)))
+            _PROMISED[key] = found
+    return found
+
+
+def _promise_goodput(scenario: Scenario) -> PromiseGoodput:
     from .mix import mix_model
     from .percentiles import percentile_goodput_rps
 

@@ -116,7 +116,7 @@ def drawn() -> list[tuple[dict, Scenario]]:
 
 @pytest.fixture(scope="module")
 def memo_size():
-    """``sizing.size`` memoised per scenario (its repr) wherever a surface imported it."""
+    """``sizing.size`` memoised per scenario (``sizing.scenario_key``) wherever a surface imported it."""
     import capacity.answer
     import capacity.fleet_answer
     import capacity.report
@@ -125,7 +125,7 @@ def memo_size():
     original, cache = capacity.sizing.size, {}
 
     def size(scenario, results=None):
-        key = repr(scenario)
+        key = capacity.sizing.scenario_key(scenario)
         if key not in cache:
             cache[key] = original(scenario, results)
         return cache[key]
