@@ -30,12 +30,12 @@ from typing import Any
 
 import yaml
 
-from capacity import catalog
 from capacity.errors import ScenarioError, show
-from capacity.safe_load import load_shipped, parse_json
-from capacity.scenario import RESERVES, parse_yaml
-from capacity.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
-from capacity.units import parse_quantity
+from capacity.fileio.safe_load import load_shipped, parse_json
+from capacity.inputs import catalog
+from capacity.inputs.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
+from capacity.inputs.units import parse_quantity
+from capacity.model.scenario import RESERVES, parse_yaml
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 CUSTOM = "custom"
@@ -107,6 +107,16 @@ _FIELDS = [
           default=0),
     Field("arrival_rate", ("workload", "arrival_rate"), "arrival rate (requests/s, 0 = not set)", "float", 0.0,
           1e9, none_at_zero=True, default=0.0),
+    Field("concurrency", ("workload", "concurrency"), "concurrent users (0 = not set)", "int", 0, 1e9,
+          none_at_zero=True, default=0),
+    Field("think_time_s", ("workload", "think_time"), "think time between a user's requests (s)", "float", 0.0, 1e6,
+          none_at_zero=True, default=0.0),
+    Field("daily_users", ("workload", "daily_users"), "daily active users (0 = not set)", "float", 0.0, 1e12,
+          none_at_zero=True, default=0.0),
+    Field("requests_per_user_per_day", ("workload", "requests_per_user_per_day"), "requests per user per day",
+          "float", 0.0, 1e9, none_at_zero=True, default=0.0),
+    Field("peak_hour_pct", ("workload", "peak_hour_share"), "share of a day's requests in the peak hour (%)",
+          "percent", 0.0, 100.0, none_at_zero=True, default=0.0),
     Field("tpot_ms", ("slo", "tpot"), "TPOT promise (ms, 0 = none)", "ms", 0.0, 1e7, none_at_zero=True, default=0.0),
     Field("ttft_ms", ("slo", "ttft"), "TTFT promise (ms, 0 = none)", "ms", 0.0, 1e7, none_at_zero=True, default=0.0),
     Field("headroom_pct", ("fleet", "headroom"), "headroom (% spare)", "percent", 0.0, 90.0, none_at_zero=True,
