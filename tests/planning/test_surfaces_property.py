@@ -268,9 +268,10 @@ def test_the_draws_cover_what_the_issue_names(drawn, memo_size):
 def test_every_draw_survives_the_share_link_and_the_saved_file(drawn):
     """The app opens a scenario from its share link or saved file: the same inputs, classes and fleet section.
 
-    Before: choosing the link's catalog model dropped ``model.quantization`` (the scheme is carried to another model
-    now, as ``weight_dtype`` is), so 20 of the first 80 draws opened in the app sized another model (mixtral-8x7b
-    w8a8-int8 on 2 x mi300x: 93.4 GB of weights instead of 47.0 GB)."""
+    Before: choosing the link's catalog model dropped ``model.quantization``, so 20 of the first 80 draws opened in
+    the app sized another model (mixtral-8x7b w8a8-int8 on 2 x mi300x: 93.4 GB of weights instead of 47.0 GB). Now a
+    link the app wrote keeps its whole model section, and choosing another model carries the scheme over, as
+    ``weight_dtype`` is (``app_views.state.choose``)."""
     from app_views.state import doc_from_link, link_params, load_text, to_yaml
 
     lost = []
