@@ -19,9 +19,10 @@ surfaces render one answer per scenario instead of computing it four times (what
 renders it; that the answer is the same when computed again is ``tests/planning/test_sizing.py``'s end-to-end
 property, which calls every command without the memo). The app and LibreOffice take seconds per scenario (AppTest
 re-runs the whole script; LibreOffice converts each workbook), so they run on ``APP_N`` (12) and ``XLSX_N`` (24)
-of the draws, chosen to cover each engine, mode chosen and promise kind first (``subset``). On this project's CI
-machine the file takes about 4 CPU-minutes (the 500 in-process draws ~3, the app ~0.5, LibreOffice ~0.5), inside
-the 15-minute budget of ``.ci/run`` (~8 minutes without it). Raise the ``CAPACITY_SURFACES_*`` environment
+of the draws, chosen to cover each engine, mode chosen and promise kind first (``subset``). Measured on the shared
+2-core development machine: the file takes about 4.75 CPU-minutes (the 500 in-process draws ~4, LibreOffice's 24
+workbooks ~0.6 minutes in one run, the app's 12 ~0.2), which keeps ``.ci/run`` (~8 minutes without it) under its
+15-minute budget. Raise the ``CAPACITY_SURFACES_*`` environment
 variables for a longer hunt.
 """
 
