@@ -22,7 +22,7 @@ PRESET = "essay 000 worked example"
 
 def csv_sources(page, tmp_path) -> dict[str, str]:  # noqa: F811 - a page
     """Click "Report (CSV)" and read its input table: quantity -> source."""
-    with page.expect_download() as download:
+    with page.expect_download(timeout=120_000) as download:  # the click reruns the page first: slow under load
         page.get_by_role("button", name="Report (CSV)", exact=True).click()
     path = tmp_path / "report.csv"
     download.value.save_as(path)
