@@ -21,6 +21,7 @@ from app_views.text import plain
 from capacity.answers.sentence import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month
 from capacity.inputs import catalog
 from capacity.planning.fleet import MODES, TENSOR_PARALLEL, fleet_options, target_rps, tokens_per_day
+from capacity.planning.sizing import allowed_layouts
 from capacity.render.formatting import format_value
 
 #: Ranked-table columns shown, with headers in words and units.
@@ -173,8 +174,12 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
     names = list(catalog.gpus())
     gpus = d1.multiselect("GPU types (empty: this sizing's GPU)", names, default=[own] if own in names else [],
                           key="fleet_gpus")
-    tps = d2.multiselect("tensor parallel", list(TENSOR_PARALLEL), default=list(TENSOR_PARALLEL), key="fleet_tp")
-    modes = d3.multiselect("serving", list(MODES), default=list(MODES), key="fleet_modes")
+    # By default the layouts the scenario allows, as the one answer compares them: the first option on this
+    # sizing's GPU is then the headline's answer.
+    allowed_modes, allowed_tps = allowed_layouts(results.scenario)
+    tps = d2.multiselect("tensor parallel", sorted({*TENSOR_PARALLEL, *allowed_tps}), default=list(allowed_tps),
+                         key="fleet_tp")
+    modes = d3.multiselect("serving", list(MODES), default=list(allowed_modes), key="fleet_modes")
     if not tps or not modes:
         st_.info("Choose at least one tensor-parallel size and one serving mode.")
         return None

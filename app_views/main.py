@@ -199,7 +199,7 @@ def main() -> None:
                                   on_change="rerun")
         if verdict_box.open:  # its what-ifs are evaluated (and its lines drawn) only when someone opens it
             verdict_box.markdown("\n".join(f"- {plain(humanise(line))}"
-                                           for line in cached_verdict(scenario_json, results)))
+                                           for line in cached_verdict(scenario_json, ctx.sizing or results)))
             notes = ctx.sizing.notes()
             if notes:  # one element for all: every element is redrawn on every rerun
                 verdict_box.caption("  \n".join(plain(f"Note: {humanise(note)}") for note in notes))

@@ -435,8 +435,10 @@ def choose(doc: dict[str, Any], kind: str, name: str, keep: set[str] = frozenset
                     fresh["interconnect_bandwidth"] = f"{_number(gpu.interconnect_bandwidth / 1e9)} GB/s"
     else:
         fresh = {"name": name}
-    carried = ("weight_dtype", "kv_dtype") if kind == "model" else ("count", "pipeline_parallel", "replicas",
-                                                                      "allreduce_latency")
+    # How the weights and KV are stored (a dtype or a quantisation scheme) is the serving choice, not the model's:
+    # it carries over to another model, as the GPU count carries over to another GPU.
+    carried = ("weight_dtype", "kv_dtype", "quantization") if kind == "model" else (
+        "count", "pipeline_parallel", "replicas", "allreduce_latency")
     for key in carried:
         if key in section and key not in fresh:
             fresh[key] = section[key]

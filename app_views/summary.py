@@ -44,15 +44,17 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 
 @streamlit.cache_resource(show_spinner=False, max_entries=256)
-def cached_verdict(scenario_json: str, _results: Any) -> list[str]:
-    """``capacity.answers.verdict`` of the sizing whose canonical JSON is ``scenario_json`` (re-evaluates what-ifs)."""
-    return verdict(_results)
+def cached_verdict(scenario_json: str, _answer: Any) -> list[str]:
+    """``capacity.answers.verdict.verdict`` of the sizing whose canonical JSON is ``scenario_json`` (it re-evaluates
+    what-ifs): ``_answer`` is its one answer (``capacity.planning.sizing.Sizing``: the chosen layout), or its Results
+    where a view is drawn without one."""
+    return verdict(_answer)
 
 
 def render(st: Any, ctx: Context) -> None:
     r = ctx.results
     st.markdown("##### What binds and what would move it\n" +
-                "\n".join(f"- {plain(humanise(line))}" for line in cached_verdict(ctx.scenario_json, r)))
+                "\n".join(f"- {plain(humanise(line))}" for line in cached_verdict(ctx.scenario_json, ctx.sizing or r)))
     split = memory_split(r)
     row = st.container(horizontal=True, wrap=False, gap="large")  # one element; columns(2) are three
     row.markdown(f"##### Where one GPU's memory goes ({ctx.unit})\n" + _table(

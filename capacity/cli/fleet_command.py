@@ -16,7 +16,7 @@ from typing import Any
 
 from capacity.cli import options
 from capacity.errors import ScenarioError, clean_line
-from capacity.inputs.specs import FLEET_FIELDS, FLEET_MODES, FLEET_TENSOR_PARALLEL, FleetPlan, check_section
+from capacity.inputs.specs import FLEET_FIELDS, FLEET_MODES, FleetPlan, check_section
 from capacity.model.scenario import read_scenario_mapping
 
 
@@ -41,10 +41,12 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
                         "fleet.headroom, else 0")
     p.add_argument("--gpus", type=options.names(MAX_GPUS, "catalog GPU names"), default=[],
                    help="comma-separated catalog GPUs (default: the scenario's GPU)")
-    p.add_argument("--tp", type=options.whole_list(1, MAX_TP, MAX_TP_SIZES),
-                   default=",".join(map(str, FLEET_TENSOR_PARALLEL)), help="tensor-parallel sizes, e.g. 1,2,4,8")
-    p.add_argument("--modes", type=options.choice_list(FLEET_MODES), default=",".join(FLEET_MODES),
-                   help=f"serving modes, from {', '.join(FLEET_MODES)}")
+    p.add_argument("--tp", type=options.whole_list(1, MAX_TP, MAX_TP_SIZES), default=None,
+                   help="tensor-parallel sizes, e.g. 1,2,4,8 (default: those the scenario allows, as the answer "
+                        "compares: fleet.tensor_parallel, else 1,2,4,8 and gpu.count)")
+    p.add_argument("--modes", type=options.choice_list(FLEET_MODES), default=None,
+                   help=f"serving modes, from {', '.join(FLEET_MODES)} (default: those the scenario allows, "
+                        "fleet.modes, else all; colocated for percentile promises, as the answer compares)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     return p
@@ -69,12 +71,25 @@ def run_fleet(args: argparse.Namespace) -> str:
     mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{clean_line(args.scenario, 120)} must hold a scenario mapping")
-    sizes, gpus = args.tp, args.gpus  # bounded and deduplicated by their option types
+    plan = _plan(mapping)
+    # By default the layouts the scenario allows, as the one answer compares them (sizing.layouts_allowed): the first
+    # option on the scenario's own GPU is then the answer of capacity evaluate.
+    from capacity.planning.sizing import layouts_allowed
+
+    gpu = mapping.get("gpu")
+    count = gpu.get("count", 1) if isinstance(gpu, Mapping) else 1
+    count = count if isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= MAX_TP else 1
+    slo_section = mapping.get("slo")
+    modes, tps = layouts_allowed(plan.modes, plan.tensor_parallel, count,
+                                 mapping.get("workloads") is not None or (
+                                     isinstance(slo_section, Mapping) and slo_section.get("percentile") is not None))
+    sizes = args.tp if args.tp is not None else list(tps)  # bounded and deduplicated by their option types
+    mode_names = args.modes if args.modes is not None else list(modes)
+    gpus = args.gpus
     if max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
         raise ScenarioError(f"--gpus x --tp gives {max(len(gpus), 1) * len(sizes):,} layouts; the limit is "
                             f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
     target, per_day, users = args.target_rps, args.tokens_per_day, getattr(args, "users", None)
-    plan = _plan(mapping)
     peak = args.peak if args.peak is not None else plan.peak_factor
     headroom = args.headroom if args.headroom is not None else plan.headroom
     from capacity.planning.fleet import fleet_options  # numpy and pandas load only once the input is read and checked
@@ -82,7 +97,7 @@ def run_fleet(args: argparse.Namespace) -> str:
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,
-                              tensor_parallel=sizes, modes=args.modes, users=users)
+                              tensor_parallel=sizes, modes=mode_names, users=users)
     except ScenarioError:
         raise
     except ValueError as exc:

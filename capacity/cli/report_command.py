@@ -13,7 +13,7 @@ from typing import Any
 
 from capacity.cli import options
 from capacity.errors import ScenarioError
-from capacity.render.engine_flags import ENGINES, engine_settings, model_id, render_text
+from capacity.render.engine_flags import ENGINES, model_id, render_text, sizing_settings
 
 
 def add_report_command(subparsers: Any) -> None:
@@ -67,14 +67,19 @@ def run_report(args: argparse.Namespace) -> str | bytes:
 
 
 def run_flags(args: argparse.Namespace) -> str:
-    """Run ``capacity flags``; returns the text to print."""
+    """Run ``capacity flags``; returns the text to print: the one answer's layout (``sizing.size``: its TP, serving
+    mode and replicas, which may differ from the stated layout) as each engine's launch commands."""
+    from capacity.answers.sentence import answer
+    from capacity.planning.sizing import size
+
     results = _results(args)
+    z = size(results.scenario, results)
     names = list(ENGINES) if args.engine == "all" else [args.engine]
-    settings = [engine_settings(results, name) for name in names]
-    model = model_id(results)
+    settings = [one for name in names for one in sizing_settings(z, name)]
+    model = model_id(z.replica)
     if args.format == "json":
         return json.dumps([{**s.as_dict(), "command": s.command(model)} for s in settings], indent=2) + "\n"
-    return "\n".join(render_text(s, model) for s in settings)
+    return f"# {answer(z)}\n" + "\n".join(render_text(s, model) for s in settings)
 
 
 __all__ = ["add_flags_command", "add_report_command", "run_flags", "run_report"]

@@ -162,7 +162,11 @@ def prefill_compute_s(prefill_tokens: ArrayLike, params_per_gpu: ArrayLike, flop
 
 def decode_step_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, output_tokens: ArrayLike,
                           pieces: tuple) -> np.ndarray:
-    """Decode step at load λ: ``s = TPOT(λ) (1 - λ t_p) = t_step(λ A TPOT)`` [s] (inf where decode cannot keep up)."""
+    """Decode step at load λ: ``s = TPOT(λ) (1 - λ t_p) = t_step(λ A TPOT)`` [s] (inf where decode cannot keep up).
+
+    ``t_p`` is the GPU time a prompt costs the decoding sequences (``analysis.prefill_stage``'s ``gpu_s``: its pass,
+    or under an engine profile its share of a batched pass), the same the TPOT takes: the step at the load's batch.
+    """
     return decode_step_from_tpot_s(arrival_rate, prefill_s, tpot_at_rate_s(arrival_rate, prefill_s, output_tokens,
                                                                            pieces))
 
@@ -245,16 +249,20 @@ def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: A
     return select(lam < _f(ceiling_rps), ttft, np.inf)
 
 
-def _ttft_of_rate(lam, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
+def _ttft_of_rate(lam, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp, prefill_gpu_s):
     pieces = ((a_mem, m_mem), (a_comp, m_comp))
-    step = decode_step_at_rate_s(lam, prefill_s, output_tokens, pieces)
+    step = decode_step_at_rate_s(lam, prefill_gpu_s, output_tokens, pieces)
     return ttft_queue_s(lam, prefill_s, prefill_compute_s, step, output_tokens)
 
 
 def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
                           prefill_compute_s: ArrayLike, output_tokens: ArrayLike, pieces: tuple,
-                          trace: SolveTrace | None = None) -> np.ndarray:
+                          trace: SolveTrace | None = None, prefill_gpu_s: ArrayLike | None = None) -> np.ndarray:
     """Largest λ with ``TTFT(λ) <= D`` (``ttft_at_rate_s``, decode step from the dense ``pieces``) [requests/s].
+
+    ``prefill_s`` is the prompt's own pass (what TTFT waits for); ``prefill_gpu_s`` (default ``prefill_s``) the GPU
+    time it costs the decoding sequences, which sets the decode step at each load (``decode_step_at_rate_s``), as
+    ``analysis`` evaluates TTFT at the goodput: where this promise binds, TTFT there is the promise.
 
     0 when the prefill alone exceeds D; the ceiling when even the load just below it keeps the promise;
     infinite when there is no TTFT promise. TTFT rises with λ, so bisection on [0, ceiling] finds the bound.
@@ -266,12 +274,14 @@ def max_rate_for_ttft_rps(ttft_slo_s: ArrayLike, prefill_s: ArrayLike, ceiling_r
     ceiling = np.maximum(_f(ceiling_rps), 0.0)
     (a_mem, m_mem), (a_comp, m_comp) = pieces
     rate = largest_rate_meeting(_ttft_of_rate, select(finite, d, np.inf), ceiling,
-                                (prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp),
+                                (prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp,
+                                 prefill_s if prefill_gpu_s is None else prefill_gpu_s),
                                 bracket=ttft_rate_bracket, trace=trace)
     return select(finite, rate, np.inf)
 
 
-def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp):
+def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem, m_mem, a_comp, m_comp,
+                      prefill_gpu_s=None):
     """Rates ``(lo, up, terms)`` with ``TTFT(lo) <= D <= TTFT(up)`` from quadratic bounds on ``ttft_queue_s``.
 
     With ``y = D - t_p``: ``L* >= λ t_p²`` gives ``(1/2 + λc) λ t_p² >= y`` at the root, so the root is at most
@@ -285,7 +295,8 @@ def ttft_rate_bracket(target, prefill_s, prefill_compute_s, output_tokens, a_mem
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         b_up = 0.5 * t_p * t_p
         up = 2.0 * y / (b_up + np.sqrt(b_up * b_up + 4.0 * c * t_p * t_p * y))
-        step = decode_step_at_rate_s(up, t_p, output_tokens, ((a_mem, m_mem), (a_comp, m_comp)))
+        step = decode_step_at_rate_s(up, t_p if prefill_gpu_s is None else prefill_gpu_s, output_tokens,
+                                     ((a_mem, m_mem), (a_comp, m_comp)))
         rho = up * c
         longest = t_p - c + c / (1.0 - rho * rho)
         a_lo, b_lo, c_lo = c * t_p * longest, 0.5 * t_p * longest + c * step, y - 0.5 * step

@@ -619,8 +619,9 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     """One replica (a one-row ``model``) at arrival rates λ: what ``analyse`` gives at its goodput and its load.
 
     TPOT the fixed point with the GPU time a prompt costs the others (``prefill.gpu_s``, ``tpot_at_rates_s``);
-    TTFT with the prompt's own pass (``prefill.ttft_s``, ``ttft_at_rates_s``), its decode step from that TPOT
-    (dense) or from the pieces at the TTFT prefill (MoE); at the ceiling their limits from below (``at_ceiling``).
+    TTFT with the prompt's own pass (``prefill.ttft_s``, ``ttft_at_rates_s``) and the decode step at the load's
+    batch, ``TPOT (1 - λ t_gpu)`` of the dense pieces (MoE: every expert read, as the TTFT solve takes it); at the
+    ceiling their limits from below (``at_ceiling``).
     """
     lam, a_tokens, batch = _f(rates), _f(output_tokens), _f(batch_max)
     pieces = model.pieces()
@@ -630,7 +631,7 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 and one_row else model
     tpot = tpot_at_rates_s(per_rate, pieces, prefill.gpu_s, a_tokens, batch, lam)
     ttft, step = ttft_at_rates_s(model, prefill.tokens, prefill.ttft_s, ceiling_rps, a_tokens, lam, pieces,
-                                 None if moe else tpot, with_step=True)
+                                 None if moe else tpot, with_step=True, prefill_gpu_s=prefill.gpu_s)
     t_step = model.decode_terms(batch)[2]
     tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, roofline.decode_share(prefill.gpu_s, t_step, batch, a_tokens))
     limit = ceiling_limit(lam, ceiling_rps)
@@ -822,18 +823,24 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
 
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
                     output_tokens: ArrayLike, rates: ArrayLike, pieces: tuple | None = None,
-                    dense_tpot_s: ArrayLike | None = None, with_step: bool = False):
+                    dense_tpot_s: ArrayLike | None = None, with_step: bool = False,
+                    prefill_gpu_s: ArrayLike | None = None):
     """TTFT at arrival rates λ [s]: ``slo.ttft_at_rate_s`` with the decode step at each load from the dense pieces.
 
-    The one composition ``analyse`` (``ttft_at_goodput_s``, ``ttft_at_load_s``) and the load curves share.
-    ``pieces`` and ``dense_tpot_s`` (the pieces' TPOT at ``rates``), when given, save computing them again.
+    The one composition ``analyse`` (``ttft_at_goodput_s``, ``ttft_at_load_s``), its TTFT solve
+    (``slo.max_rate_for_ttft_rps``), the mix and the load curves share: the prompt waits for its own pass
+    (``prefill_s``) while the decode step is the one at the load's batch, ``s = TPOT(λ) (1 - λ t_gpu) =
+    t_step(λ A TPOT)``, TPOT with the GPU time a prompt costs the others (``prefill_gpu_s``, default
+    ``prefill_s``: the same without batched prefill). ``pieces`` and ``dense_tpot_s`` (the pieces' TPOT at
+    ``rates`` with ``prefill_gpu_s``), when given, save computing them again.
     ``with_step``: return ``(TTFT, decode step at each load)`` [s, s].
     """
     lam = np.asarray(rates, dtype=float)
+    gpu_s = prefill_s if prefill_gpu_s is None else prefill_gpu_s
     if dense_tpot_s is None:
-        step = slo.decode_step_at_rate_s(lam, prefill_s, output_tokens, pieces or model.pieces())
+        step = slo.decode_step_at_rate_s(lam, gpu_s, output_tokens, pieces or model.pieces())
     else:
-        step = slo.decode_step_from_tpot_s(lam, prefill_s, dense_tpot_s)
+        step = slo.decode_step_from_tpot_s(lam, gpu_s, dense_tpot_s)
     ttft = slo.ttft_at_rate_s(lam, prefill_s, ceiling_rps, model.prefill_compute_s(prefill_tokens), step,
                               output_tokens)
     return (ttft, step) if with_step else ttft
@@ -944,7 +951,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
                                                     pick(a_tokens), pick(ceiling), step_args=sub.row_steps()[1])
     rate = select(x["arrival_rate"] > 0, x["arrival_rate"], np.nan)
     rate_ttft = slo.max_rate_for_ttft_rps(x["ttft_slo_s"], t_prefill, ceiling, c_prefill, a_tokens, pieces,
-                                          trace=traces.get("solver_rate_ttft_rps"))
+                                          trace=traces.get("solver_rate_ttft_rps"), prefill_gpu_s=t_prefill_gpu)
     goodput = slo.goodput_rps(ceiling, rate_tpot, rate_ttft)
 
     def tpot_rows(lam: np.ndarray, name: str) -> np.ndarray:
@@ -952,25 +959,15 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
 
     def ttft_at(lam: np.ndarray, tpot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces,
-                               None if every else tpot, with_step=True)
+                               None if every else tpot, with_step=True, prefill_gpu_s=t_prefill_gpu)
 
     rows_goodput = tpot_rows(goodput, "solver_tpot_at_goodput_s") if rows else None
     rows_load = tpot_rows(rate, "solver_tpot_at_load_s") if rows else None
     fixed_goodput = rows_goodput if every else slo.tpot_at_rate_s(goodput, t_prefill_gpu, a_tokens, pieces)
     tpot_load = rows_load if every else slo.tpot_at_rate_s(rate, t_prefill_gpu, a_tokens, pieces)
-    if mixed:  # MoE rows take the TTFT's decode step from the pieces at t_prefill, as when evaluated alone
-        is_moe = np.zeros(n, dtype=bool)
-        is_moe[moe] = True
-
-        def for_ttft(dense: np.ndarray, lam: np.ndarray) -> np.ndarray:
-            if t_prefill_gpu is t_prefill:  # no batched prefill: the dense closed form is that already
-                return dense
-            return select(is_moe, slo.tpot_at_rate_s(lam, t_prefill, a_tokens, pieces), dense)
-
-        (ttft_below, step_fixed), (ttft_load, step_load) = (ttft_at(goodput, for_ttft(fixed_goodput, goodput)),
-                                                            ttft_at(rate, for_ttft(tpot_load, rate)))
-    else:
-        (ttft_below, step_fixed), (ttft_load, step_load) = ttft_at(goodput, fixed_goodput), ttft_at(rate, tpot_load)
+    # Every row's TTFT step comes from the dense pieces' TPOT (MoE rows too, as when evaluated alone): in a mixed
+    # table that is the closed form above, before the MoE rows' own TPOT is written over it.
+    (ttft_below, step_fixed), (ttft_load, step_load) = ttft_at(goodput, fixed_goodput), ttft_at(rate, tpot_load)
     if mixed:
         def moe_tpot(dense: np.ndarray, lam: np.ndarray) -> np.ndarray:
             out = np.array(np.broadcast_to(dense, (n,)))
@@ -986,6 +983,11 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
                                                           tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot_goodput >= tpot_ceiling), batch,
                          slo.in_flight(goodput, a_tokens, tpot_goodput))
+    # The load the same way (``latencies_at_rates``): at the ceiling the limits from below, past it no bound.
+    with np.errstate(invalid="ignore"):
+        tpot_load, step_load, ttft_load = at_ceiling(ceiling_limit(rate, ceiling), rate, tpot_load, step_load,
+                                                     ttft_load, tpot_ceiling, prefill, a_tokens)
+        tpot_load = select(rate > ceiling, np.inf, tpot_load)
     gpus = replica_gpus(x)
     price_replica = x["price_per_hour"] * gpus
 
@@ -1085,7 +1087,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         for key, name in (("batch_tpot", "solver_chunk_batch_tpot"), ("batch_goodput", "solver_chunk_batch_goodput"),
                           ("batch_load", "solver_chunk_batch_load")):
             traces[name].__dict__.update(chunk_trace[key].__dict__)
-        _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate)
+        _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate, t_prefill_gpu)
     return values
 
 
@@ -1177,14 +1179,14 @@ LONGEST_TPOT_S = 1e4
 
 def _trace_columns(traces: dict[str, SolveTrace], model: StepModel, pieces: tuple, x: Mapping[str, np.ndarray],
                    prefill_s: np.ndarray, prefill_compute_s: np.ndarray, prefill_tokens: np.ndarray,
-                   goodput: np.ndarray, rate: np.ndarray) -> None:
+                   goodput: np.ndarray, rate: np.ndarray, prefill_gpu_s: np.ndarray) -> None:
     """Add ``SOLVE_COLUMNS`` to every point of the traced solves: the model's values at each point ``x``."""
     a_tokens, tpot_slo = x["output_tokens"], x["tpot_slo_s"]
     (a_mem, m_mem), (a_comp, m_comp) = pieces
 
     def ttft_columns(lam: np.ndarray) -> dict[str, np.ndarray]:
-        d_mem, d_comp = slo.tpot_denominators(lam, prefill_s, a_tokens, pieces)
-        step = slo.decode_step_at_rate_s(lam, prefill_s, a_tokens, pieces)
+        d_mem, d_comp = slo.tpot_denominators(lam, prefill_gpu_s, a_tokens, pieces)
+        step = slo.decode_step_at_rate_s(lam, prefill_gpu_s, a_tokens, pieces)
         return {"d_mem": d_mem, "d_comp": d_comp, "decode step": step,
                 "TTFT": slo.ttft_queue_s(lam, prefill_s, prefill_compute_s, step, a_tokens)}
 

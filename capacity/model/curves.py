@@ -11,15 +11,8 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from capacity.formulas import memory
-from capacity.model.analysis import (
-    StepModel,
-    complete_inputs,
-    latencies_at_rates,
-    prefill_stage,
-    running_batch,
-    step_model,
-)
-from capacity.model.scenario import Results
+from capacity.model.analysis import StepModel, analyse, complete_inputs, running_batch, step_model
+from capacity.model.scenario import Results, Scenario
 
 
 def _model(results: Results) -> StepModel:
@@ -50,23 +43,35 @@ def balance_batch(results: Results) -> float:
     return float((a_mem - a_comp) / slope) if slope > 0 else float("inf")
 
 
-def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
-    """TPOT, TTFT and the decode batch over arrival rates λ [requests/s].
-
-    Columns: rate_rps, tpot_s (fixed point of t_step(λ A TPOT) / (1 - λ t_p)), ttft_s (``slo.ttft_at_rate_s``),
-    in_flight (λ A TPOT), with infinities where the load cannot be served. The stages ``analyse`` composes
-    (``analysis.prefill_stage``, ``analysis.latencies_at_rates``), so the curve passes through the results'
-    TPOT and TTFT at the goodput and at the arrival rate under every engine profile.
-    """
-    x = complete_inputs(results.scenario.inputs())
-    model = step_model(x, np.asarray(results["context_tokens"]))[0]
+def latency_curve(scenario: Scenario, mode: str, rates: ArrayLike) -> dict[str, np.ndarray]:
+    """TPOT and TTFT [s] of one replica of ``scenario`` in ``mode`` at each arrival rate of ``rates`` [requests/s]:
+    ``analysis.analyse`` with the rates as its arrival rate, the very composition of the one answer's latencies at
+    each replica's load (``sizing``: ``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``,
+    ``tpot_s``, ``ttft_s``. ``load_curve`` is this curve for colocated serving with the decode batch beside it."""
     lam = np.asarray(rates, dtype=float)
-    a_tokens = results.scenario.workload.output_tokens
-    prefill = prefill_stage(model, x, x["prompt_tokens"], results["shared_blocks"])
-    at = latencies_at_rates(model, prefill, a_tokens, results["batch_max"], results["ceiling_rps"], lam)
-    over = (lam > results["ceiling_rps"]) | (at.in_flight > results["batch_max"])
-    return pd.DataFrame({"rate_rps": lam, "tpot_s": np.where(over, np.inf, at.tpot_s), "ttft_s": at.ttft_s,
-                         "in_flight": np.where(over, np.inf, at.in_flight)})
+    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
+    values = analyse({**scenario.inputs(), "arrival_rate": lam})
+    return {"rate_rps": lam, "tpot_s": np.broadcast_to(values[f"{prefix}tpot_at_load_s"], lam.shape),
+            "ttft_s": np.broadcast_to(values[f"{prefix}ttft_at_load_s"], lam.shape)}
+
+
+def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
+    """TPOT, TTFT and the decode batch of one colocated replica over arrival rates λ [requests/s].
+
+    Columns: rate_rps, tpot_s, ttft_s (``latency_curve``: ``analyse``'s ``tpot_at_load_s`` and
+    ``ttft_at_load_s`` at each rate, the very composition of the answer's latencies at a load; at the ceiling their
+    limits from below, past it infinite; a rate of 0 is no load, infinite), in_flight (Little's law ``λ A TPOT``,
+    at most B_max; infinite past the ceiling). So the curve passes through the results' TPOT and TTFT at the goodput
+    and at the arrival rate under every engine profile.
+    """
+    lam = np.asarray(rates, dtype=float)
+    curve = latency_curve(results.scenario, "colocated", lam)
+    tpot = np.asarray(curve["tpot_s"], dtype=float)
+    with np.errstate(invalid="ignore"):
+        in_flight = np.where(np.isfinite(tpot), np.minimum(lam * results.scenario.workload.output_tokens * tpot,
+                                                           results["batch_max"]), np.inf)
+    return pd.DataFrame({"rate_rps": lam, "tpot_s": tpot, "ttft_s": np.asarray(curve["ttft_s"], dtype=float),
+                         "in_flight": in_flight})
 
 
 def concurrency_curve(results: Results, tokens_per_request: ArrayLike) -> pd.DataFrame:

@@ -198,6 +198,7 @@ class MixModel:
     decode_step_s: float      # at batch_max [s]
     ceiling_rps: float
     prefill_gpu_s: float      # mean GPU time a prompt costs the decoding sequences (batched prefill: its share) [s]
+    shape_prefill_gpu_s: np.ndarray | None = None  # that GPU time per shape [s] (None: ``shape_prefill_s``)
 
     @cached_property
     def pieces(self) -> tuple:
@@ -230,9 +231,12 @@ class MixModel:
         return np.where(lam < self.ceiling_rps, tpot, np.inf)
 
     def decode_step_at_s(self, rate_rps: Any) -> np.ndarray:
-        """Decode step TTFT waits on at load λ: ``TPOT(λ) (1 - λ t_p)`` [s] (``slo.decode_step_from_tpot_s``), TPOT
-        with the prompts' GPU time and ``t_p`` their own passes, as ``analysis`` takes it for a dense model."""
-        return slo.decode_step_from_tpot_s(rate_rps, self.prefill_s, self.tpot_s(rate_rps))
+        """Decode step TTFT waits on at load λ: the step at the load's batch, ``TPOT(λ) (1 - λ t_gpu)`` [s] of the
+        dense pieces with the prompts' GPU time (MoE: every expert read), as ``analysis.ttft_at_rates_s`` takes it
+        (``slo.decode_step_at_rate_s``); inf at or past the ceiling."""
+        lam = np.asarray(rate_rps, float)
+        step = slo.decode_step_at_rate_s(lam, self.prefill_gpu_s, self.output_tokens, self.pieces)
+        return np.where(lam < self.ceiling_rps, step, np.inf)
 
     def ttft_s(self, rate_rps: Any) -> np.ndarray:
         """Mean TTFT of an average arrival at load λ [s]: ``t_p`` plus the wait of ``slo.ttft_at_rate_s``.
@@ -248,10 +252,16 @@ class MixModel:
                                   self.decode_step_at_s(lam), self.output_tokens / f)
         return ttft - beta + self.prefill_s
 
-    def work_stream(self) -> tuple[float, float]:
+    def work_stream(self, gpu: bool = False) -> tuple[float, float]:
         """(count factor ``f = (Σ w t)² / Σ w t²`` [-], size ``β = Σ w t² / Σ w t`` [s]) of the prefill work per
-        arrival: a Poisson stream of ``f λ`` prompts of ``β`` seconds has the mix's mean and variance of work."""
-        t, w = self.shape_prefill_s, self.weight
+        arrival: a Poisson stream of ``f λ`` prompts of ``β`` seconds has the mix's mean and variance of work.
+
+        ``t``: the prompts' own passes (what TTFT queues behind), or with ``gpu`` the GPU time each costs the
+        decoding sequences (``analysis.prefill_stage``; under an engine profile its share of a batched pass), the
+        work that pauses decoding and so spreads TPOT (``percentiles``): ``f β`` is then the mean model's
+        ``prefill_gpu_s``."""
+        t = self.shape_prefill_gpu_s if gpu and self.shape_prefill_gpu_s is not None else self.shape_prefill_s
+        w = self.weight
         first, second = float(np.dot(w, t)), float(np.dot(w, t * t))
         return first * first / second, second / first
 
@@ -290,7 +300,8 @@ class MixModel:
         f, beta = self.work_stream()
         target = c.ttft_s - self.class_prefill_s(j) + beta if c.ttft_s is not None else math.inf
         ttft = slo.max_rate_for_ttft_rps(target, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
-                                         self.output_tokens / f, self.pieces) / f
+                                         self.output_tokens / f, self.pieces,
+                                         prefill_gpu_s=self.prefill_gpu_s / f) / f
         return float(slo.goodput_rps(self.ceiling_rps, tpot, ttft))
 
 
@@ -330,7 +341,8 @@ def mix_model(scenario: Any, classes: Sequence[WorkloadClass] | None = None) -> 
     t_step = float(model.decode_terms(batch)[2])
     ceiling = float(roofline.ceiling_rps(t_p_gpu, t_step, batch, a_mean))
     return MixModel(classes, klass.astype(int), weight, prompt, output, prefill.tokens, t_prefill, c_prefill, model,
-                    batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling, t_p_gpu)
+                    batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling, t_p_gpu,
+                    np.array(t_gpu))
 
 
 __all__ = ["Lengths", "MixModel", "WorkloadClass", "classes_of", "mean_shape", "mix_model", "parse_classes"]

@@ -9,8 +9,11 @@ q exactly when the prefill work arriving during its life — from the start of i
 last token, ``W(q) = t_p,own + (A - 1) q`` — plus its decode steps exceed ``(A - 1) q``. Arrivals are
 Poisson; the work is a compound Poisson sum of the prefills ``t_p,i`` of all shapes, approximated by a
 Poisson count ``N`` of prompts of equal size ``β = Σ w t² / Σ w t`` with mean ``f λ W``, ``f = (Σ w t)² / Σ w t²``
-(same mean and variance; exact for one shape). The decode step grows with the batch, and the batch with
-the arrivals: on average over the window half of the sequences decoding arrived before it (the mean
+(same mean and variance; exact for one shape). ``t_p,i`` here is the GPU time a prompt costs the decoding
+sequences (``analysis.prefill_stage``: under an engine profile its share of a batched prefill pass), as in the
+mean model's TPOT, so ``f β`` is the mean model's ``prefill_gpu_s``.
+The decode step grows with the batch, and the batch with the arrivals: on average over the window half of
+the sequences decoding arrived before it (the mean
 model's ``B̄ = λ A TPOT``, halved) and half during it (``N A q / (2 W f)``). With the step's pieces
 ``t_step(B) = max_i(a_i + m_i B)``::
 
@@ -69,7 +72,7 @@ def _tpot_cdf(mix: MixModel, j: int, rate_rps: float, tpot_s: np.ndarray, state:
     rows = rows[mix.output[rows] > 1]
     if not len(rows):
         return np.full(q.shape[0], np.nan)
-    factor, beta = mix.work_stream()
+    factor, beta = mix.work_stream(gpu=True)  # the work that pauses decoding: each prompt's GPU time
     steps = mix.output[rows] - 1.0
     window = mix.shape_prefill_s[rows] + steps * q
     before, pieces = state

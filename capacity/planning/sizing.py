@@ -39,7 +39,9 @@ ceil(100 / 5.897) = 17 GPUs, $34/hour, $24,820/month.
 from __future__ import annotations
 
 import copy
+import json
 import math
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -52,6 +54,7 @@ from capacity.inputs import catalog
 from capacity.inputs.specs import FLEET_MODES as MODES
 from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 from capacity.model.analysis import analyse
+from capacity.model.curves import latency_curve
 from capacity.model.scenario import Results, Scenario
 from capacity.model.serving_modes import decode_pool_ceiling_rps, prefill_pool_ttft_s
 
@@ -146,11 +149,38 @@ def sized_per_class(scenario: Scenario) -> bool:
     return raw.get("workloads") is not None or scenario.slo.percentile is not None
 
 
+def scenario_key(scenario: Scenario) -> str:
+    """A text that tells scenarios apart: the frozen Scenario's fields and the mapping it was read from (which holds
+    the workload classes)."""
+    return repr(scenario) + json.dumps(scenario.raw or {}, sort_keys=True, default=str)
+
+
+#: ``promise_goodput`` of recent scenarios (``scenario_key``), so that the answer, ``capacity
+#: fleet`` and the report's fleet chart, which size the same layouts, solve each percentile goodput once (its
+#: bisection on quantiles is the slowest part of a sizing).
+_PROMISED: dict[str, PromiseGoodput] = {}
+_PROMISED_MAX = 512
+_PROMISED_LOCK = threading.Lock()
+
+
 def promise_goodput(scenario: Scenario) -> PromiseGoodput | None:
     """``percentiles.percentile_goodput_rps`` of the scenario's mix and its binding class; None for a single shape
-    with promises on the mean (``analysis``' goodput is then the answer)."""
+    with promises on the mean (``analysis``' goodput is then the answer). Remembered per scenario (``_PROMISED``)."""
     if not sized_per_class(scenario):
         return None
+    key = scenario_key(scenario)
+    with _PROMISED_LOCK:
+        found = _PROMISED.get(key)
+    if found is None:
+        found = _promise_goodput(scenario)
+        with _PROMISED_LOCK:
+            if len(_PROMISED) >= _PROMISED_MAX:
+                _PROMISED.pop(next(iter(_PROMISED)))
+            _PROMISED[key] = found
+    return found
+
+
+def _promise_goodput(scenario: Scenario) -> PromiseGoodput:
     from capacity.model.mix import mix_model
     from capacity.model.percentiles import percentile_goodput_rps
 
@@ -380,17 +410,6 @@ def order(meets: np.ndarray, cost: np.ndarray, tpot: np.ndarray, gpus: np.ndarra
                        ~np.asarray(meets, bool)))
 
 
-def latency_curve(scenario: Scenario, mode: str, rates: np.ndarray) -> dict[str, np.ndarray]:
-    """TPOT and TTFT [s] of one replica of ``scenario`` in ``mode`` at each arrival rate of ``rates`` [requests/s]:
-    ``analysis.analyse`` with the rates as its arrival rate, the very composition of the answer's latencies at the
-    load (``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``, ``tpot_s``, ``ttft_s``."""
-    lam = np.asarray(rates, dtype=float)
-    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
-    values = analyse({**scenario.inputs(), "arrival_rate": lam})
-    return {"rate_rps": lam, "tpot_s": np.broadcast_to(values[f"{prefix}tpot_at_load_s"], lam.shape),
-            "ttft_s": np.broadcast_to(values[f"{prefix}ttft_at_load_s"], lam.shape)}
-
-
 def mode_rates(replica: Results, mode: str) -> tuple[float, float]:
     """(ceiling, goodput) of one replica in ``mode`` [requests/s] (the decode replica's for separate pools)."""
     if mode == "chunked":
@@ -552,13 +571,23 @@ def price_source(scenario: Scenario) -> str:
 
 
 def allowed_layouts(scenario: Scenario) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """Serving modes and tensor-parallel sizes the scenario allows: its ``fleet`` section's, by default every mode
-    and TP 1, 2, 4, 8 and its own ``gpu.count`` (its own first)."""
-    modes = tuple(scenario.fleet.modes) if scenario.fleet.modes else MODES
-    if scenario.fleet.tensor_parallel:
-        tps = tuple(scenario.fleet.tensor_parallel)
-    else:
-        tps = tuple(dict.fromkeys((scenario.gpu.count, *TENSOR_PARALLEL)))
+    """Serving modes and tensor-parallel sizes the scenario allows (``layouts_allowed`` of its ``fleet`` section,
+    ``gpu.count`` and whether it is sized per class)."""
+    return layouts_allowed(scenario.fleet.modes, scenario.fleet.tensor_parallel, scenario.gpu.count,
+                           sized_per_class(scenario))
+
+
+def layouts_allowed(modes: Iterable[str] = (), tensor_parallel: Iterable[int] = (), gpu_count: int = 1,
+                    per_class: bool = False) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Serving modes and tensor-parallel sizes a scenario allows: its ``fleet.modes`` and ``fleet.tensor_parallel``,
+    by default every mode and TP 1, 2, 4, 8 and its own ``gpu.count`` (its own first). A scenario sized per class
+    (``per_class``: percentile promises or workload classes) is sized on colocated serving, which is then allowed
+    whatever ``fleet.modes`` says (``size`` gives the reason). The answer, ``capacity fleet`` and the report's fleet
+    chart all compare these."""
+    modes = tuple(modes) or MODES
+    if per_class and "colocated" not in modes:
+        modes = ("colocated", *modes)
+    tps = tuple(tensor_parallel) or tuple(dict.fromkeys((int(gpu_count), *TENSOR_PARALLEL)))
     return modes, tps
 
 
@@ -586,8 +615,6 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
     if per_class and set(modes) - {"colocated"}:
         reasons.append("promises at a percentile (or workload classes) are sized on colocated serving, where the "
                        "percentile model holds; chunked prefill and separate pools are not offered")
-    if per_class and "colocated" not in modes:
-        modes = ("colocated", *modes)
     x = stack([s.inputs() for s in scenarios])
     promise_rps = np.array([p.rate_rps if p else np.nan for p in promised]) if per_class else None
     design = (load or 0.0) * peak
@@ -731,6 +758,6 @@ def _binding(replica: Results, mode: str) -> str:
 
 
 __all__ = ["HOURS_PER_MONTH", "MODES", "MODE_WORDS", "SIZING_RESULTS", "PromiseGoodput", "Sizing", "TENSOR_PARALLEL",
-           "allowed_layouts", "check_plan", "latency_curve", "layout_scenarios", "latency_at_percentile", "mode_rates",
-           "order", "price_source",
-           "promise_goodput", "replicas_for", "size", "size_options", "sized_per_class", "stack"]
+           "allowed_layouts", "check_plan", "latency_at_percentile", "latency_curve", "layout_scenarios",
+           "layouts_allowed", "mode_rates", "order", "price_source", "promise_goodput", "replicas_for", "size",
+           "size_options", "sized_per_class", "stack"]

@@ -38,7 +38,7 @@ from capacity.inputs import catalog
 from capacity.model.analysis import INPUTS, RESULTS
 from capacity.model.scenario import Results
 from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve, mode_rates
-from capacity.render.engine_flags import ENGINES, EngineSettings, engine_settings, model_id, scenario_engine
+from capacity.render.engine_flags import ENGINES, EngineSettings, model_id, scenario_engine, sizing_settings
 from capacity.render.formatting import SECTIONS, format_value, human_number, human_unit
 from capacity.render.glossary import in_words, value_in_words
 from capacity.render.report import Report, build_report, scenario_mapping
@@ -120,7 +120,9 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
     sizing = found.sizing
     modes, tps = allowed_layouts(sizing.scenario)
     first = scenario_engine(results)
-    engines = tuple(engine_settings(results, name) for name in [first, *[e for e in ENGINES if e != first]])
+    # The engines' flags for the answer's layout (its TP, mode and replicas; two pools: two commands each).
+    engines = tuple(settings for name in [first, *[e for e in ENGINES if e != first]]
+                    for settings in sizing_settings(sizing, name))
     table = None
     if found.load_rps:  # other layouts and GPU types may serve the load even where this one does not
         mapping = scenario_mapping(results.scenario)
@@ -410,18 +412,24 @@ def sources(results: Results) -> list[tuple[str, str]]:
     return out
 
 
+def _flag_key(settings: EngineSettings, flag: str) -> str:
+    """The ``data-key`` of a flag's value: ``flag:vllm:--max-num-seqs``, ``flag:vllm/prefill:...`` for a pool."""
+    return f"flag:{settings.engine}{'/' + settings.role if settings.role else ''}:{flag}"
+
+
 def _engines_html(cr: CustomerReport) -> str:
-    model = model_id(cr.results)
+    model = model_id(cr.answer.sizing.replica)
     shared = set.intersection(*(set(e.notes) for e in cr.engines)) if cr.engines else set()
     parts = [f"<ul>{''.join(f'<li>{_e(n)}</li>' for n in cr.engines[0].notes if n in shared)}</ul>" if shared else ""]
     for settings in cr.engines:
         rows = "".join(
-            f"<tr><td><code>{num('flag:' + settings.engine + ':' + f.flag, f.value, ' '.join(f.tokens()))}"
+            f"<tr><td><code>{num(_flag_key(settings, f.flag), f.value, ' '.join(f.tokens()))}"
             f"</code></td><td><code>{_e(f.source)}</code></td><td>{_e(f.why)}</td></tr>" for f in settings.flags)
         config = (f"<p>{_e(settings.config_flag)} file:</p><pre>{_e(settings.config_yaml())}</pre>"
                   if settings.config_file else "")
         notes = "".join(f"<li>{_e(n)}</li>" for n in settings.notes if n not in shared)
-        parts.append(f"<h3>{_e(settings.engine)}</h3><pre class='cmd'>{_e(settings.command(model, multiline=True))}"
+        command = settings.command(model, multiline=True)
+        parts.append(f"<h3>{_e(settings.title)}</h3><p>{_e(settings.layout_line)}</p><pre class='cmd'>{_e(command)}"
                      f"</pre><table><thead><tr><th>flag</th><th>from</th><th>why</th></tr></thead><tbody>{rows}"
                      f"</tbody></table>{config}{'<ul>' + notes + '</ul>' if notes else ''}"
                      f"<p class='small'>Flag names: <a href='{_e(settings.docs)}'>{_e(settings.docs)}</a></p>")
@@ -555,7 +563,7 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
                   "<p>No fleet comparison: no GPU type or layout keeps the promises at this load.</p>" if a.load_rps
                   else "<p>No fleet comparison: the scenario gives no arrival rate (<code>workload.arrival_rate</code>,"
                   " or <code>capacity report --arrival-rate</code>).</p>")
-    verdict_items = "".join(f"<li>{_e(in_words(line))}</li>" for line in verdict(r))
+    verdict_items = "".join(f"<li>{_e(in_words(line))}</li>" for line in verdict(a.sizing))
     notes = "".join(f"<li>{_e(in_words(n))}</li>" for n in a.sizing.notes())
     assumptions = "".join(f"<li>{_e(in_words(t))}</li>" for t in customer_assumptions(r, cr.report))
     source_rows = "".join(f"<tr><td>{_e(in_words(what))}</td><td>{_source(where)}</td></tr>"

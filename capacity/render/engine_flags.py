@@ -45,7 +45,23 @@ Engines differ in what their memory fraction means, so the fraction is converted
 Each gives the engine the planner's KV pool. Essay 001 (80 GB, utilisation 0.9, 16 GB weights): vLLM 0.9,
 SGLang (16 + 56) / 80 = 0.9, TensorRT-LLM 56 / 64 = 0.875.
 
-A new engine is one function ``(results) -> EngineSettings`` added to ``ENGINES``.
+The serving layout is the sizing's chosen one (``sizing_settings(sizing)``: ``sizing.size`` picks the TP and the
+serving mode among those the scenario allows, which may differ from the stated ``gpu.count``), not the stated one:
+
+    colocated      prefills pause decoding: chunked prefill off (vLLM ``--no-enable-chunked-prefill``, SGLang
+                   ``--chunked-prefill-size -1``, TensorRT-LLM ``enable_chunked_prefill: false``)
+    chunked        chunked prefill on with the token budget ``serving.max_batched_tokens``
+    disaggregated  two commands, a prefill pool and a decode pool, each with its replicas (vLLM
+                   ``--kv-transfer-config`` with the NIXL connector, SGLang ``--disaggregation-mode prefill|decode``,
+                   TensorRT-LLM ``cache_transceiver_config`` behind ``trtllm-serve disaggregated``)
+
+Flags for the mode: vLLM ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill`` and ``--kv-transfer-config``
+(https://docs.vllm.ai/en/latest/features/disagg_prefill.html), SGLang ``--disaggregation-mode``
+(https://docs.sglang.io/advanced_features/pd_disaggregation.html), TensorRT-LLM ``enable_chunked_prefill`` and
+``cache_transceiver_config`` of the LLM API options
+(https://nvidia.github.io/TensorRT-LLM/advanced/disaggregated-service.html).
+
+A new engine is one function ``(results, plan) -> EngineSettings`` added to ``ENGINES``.
 """
 
 from __future__ import annotations
@@ -93,6 +109,22 @@ class EngineSettings:
     config_file: dict[str, Any] = field(default_factory=dict)   # TensorRT-LLM --extra_llm_api_options YAML
     config_flag: str = ""
     notes: tuple[str, ...] = ()
+    mode: str = "colocated"      # serving mode: colocated, chunked or disaggregated (sizing.MODE_WORDS)
+    role: str = ""               # separate pools: "prefill" or "decode"; "" for one pool
+    replicas: int | None = None  # replicas that run this command (None: not sized for a load)
+    tensor_parallel: int = 1     # tensor-parallel GPUs per replica of the layout
+
+    @property
+    def title(self) -> str:
+        """``vllm``, ``vllm: prefill pool`` ...: the engine, and the pool where the layout has two."""
+        return f"{self.engine}: {self.role} pool" if self.role else self.engine
+
+    @property
+    def layout_line(self) -> str:
+        """What the command serves: replicas, TP and mode, e.g. ``3 replicas of TP8, chunked prefill``."""
+        tp = self.tensor_parallel
+        count = f"{self.replicas:,} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
+        return f"{count}TP{tp}, {_MODE_WORDS[self.mode]}" + (f" ({self.role} pool)" if self.role else "")
 
     def command(self, model_id: str, config_path: str = "extra_llm_api_options.yaml", multiline: bool = False) -> str:
         """The launch command for a POSIX shell (arguments quoted); ``multiline``: one flag per line, ending `` \\``."""
@@ -107,7 +139,8 @@ class EngineSettings:
         return yaml.safe_dump(self.config_file, sort_keys=False) if self.config_file else ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "program": self.program, "docs": self.docs,
+        return {"engine": self.engine, "program": self.program, "docs": self.docs, "mode": self.mode,
+                "role": self.role, "replicas": self.replicas,
                 "flags": [{"flag": f.flag, "value": f.value, "source": f.source, "why": f.why} for f in self.flags],
                 "config_file": self.config_file, "notes": list(self.notes)}
 
@@ -139,6 +172,11 @@ def _fraction(value: float) -> str:
     return f"{math.floor(value * 1000 + 1e-9) / 1000:.3f}"
 
 
+#: Words for the serving modes (as ``sizing.MODE_WORDS``, kept here so this module needs no sizing import).
+_MODE_WORDS = {"colocated": "prefill and decode on the same GPUs", "chunked": "chunked prefill",
+               "disaggregated": "separate prefill and decode pools"}
+
+
 # --- shared settings ----------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +193,15 @@ class _Plan:
     block_size: int
     shared_prefix: bool
     notes: tuple[str, ...]
+    mode: str = "colocated"
+    role: str = ""
+    replicas: int | None = None
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the engine runs chunked prefill: in the chunked mode, and in a separate prefill pool (which only
+        prefills, in passes of the token budget)."""
+        return self.mode == "chunked" or self.role == "prefill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +216,7 @@ def _moe(results: Results) -> _Moe:
     return _Moe(dp=g.attention_data_parallel, ep=g.expert_parallel, tp=g.count)
 
 
-def _plan(results: Results) -> _Plan:
+def _plan(results: Results, mode: str = "colocated", role: str = "", replicas: int | None = None) -> _Plan:
     s = results.scenario
     batch = int(results["batch_max"])
     notes = []
@@ -182,11 +229,13 @@ def _plan(results: Results) -> _Plan:
     return _Plan(tp=s.gpu.count, pp=s.gpu.pipeline_parallel, batch=max(batch, 1), max_model_len=int(max_len),
                  batched_tokens=int(s.serving.max_batched_tokens), kv_dtype=s.model.kv_dtype,
                  weight_dtype=s.model.weight_dtype, block_size=s.serving.block_size,
-                 shared_prefix=s.workload.shared_prefix_tokens > 0, notes=tuple(notes))
+                 shared_prefix=s.workload.shared_prefix_tokens > 0, notes=tuple(notes), mode=mode, role=role,
+                 replicas=replicas)
 
 
 def _parallel(plan: _Plan, tp_flag: str, pp_flag: str) -> list[EngineFlag]:
-    flags = [EngineFlag(tp_flag, str(plan.tp), "gpu.count", "tensor-parallel GPUs per replica")]
+    flags = [EngineFlag(tp_flag, str(plan.tp), "sizing.tensor_parallel",
+                        "tensor-parallel GPUs per replica of the sizing's layout")]
     if plan.pp > 1:
         flags.append(EngineFlag(pp_flag, str(plan.pp), "gpu.pipeline_parallel", "pipeline stages per replica"))
     return flags
@@ -198,9 +247,9 @@ _VLLM_KV = {"fp16": "auto", "bf16": "auto", "fp32": "auto", "fp8": "fp8"}
 _VLLM_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
-def vllm_settings(results: Results) -> EngineSettings:
+def vllm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings:
     """``vllm serve`` flags for the sizing (docs: ``DOCS['vllm']``)."""
-    s, plan = results.scenario, _plan(results)
+    s, plan = results.scenario, plan or _plan(results)
     notes = list(plan.notes)
     flags = _parallel(plan, "--tensor-parallel-size", "--pipeline-parallel-size")
     moe = _moe(results)
@@ -220,9 +269,23 @@ def vllm_settings(results: Results) -> EngineSettings:
         EngineFlag("--max-num-seqs", str(max(plan.batch // moe.dp, 1)), "batch_max",
                    "running requests: the batch the plan assumes" + (f", per data-parallel rank (/ {moe.dp})"
                                                                      if moe.dp > 1 else "")),
-        EngineFlag("--max-num-batched-tokens", str(plan.batched_tokens), "serving.max_batched_tokens",
-                   "token budget of one scheduler step (chunked prefill)"),
     ]
+    if plan.chunked:
+        flags += [EngineFlag("--enable-chunked-prefill", "", "sizing.mode",
+                             "chunked prefill: prompts split into the step's token budget"),
+                  EngineFlag("--max-num-batched-tokens", str(plan.batched_tokens), "serving.max_batched_tokens",
+                             "token budget of one scheduler step (chunked prefill)")]
+    else:
+        flags += [EngineFlag("--no-enable-chunked-prefill", "", "sizing.mode",
+                             "prefills pause decoding, as the sizing's layout assumes"),
+                  EngineFlag("--max-num-batched-tokens", str(max(plan.batched_tokens, plan.max_model_len)),
+                             "serving.max_batched_tokens",
+                             "tokens of one step; without chunking vLLM needs at least max-model-len")]
+    if plan.mode == "disaggregated":
+        flags.append(EngineFlag("--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
+                                "sizing.mode", f"separate pools: this {plan.role} pool sends or receives the KV cache"))
+        notes.append("separate pools: a router sends each request to a prefill replica, then to a decode replica "
+                     "(vLLM's disaggregated prefill proxy, https://docs.vllm.ai/en/latest/features/disagg_prefill.html)")
     if plan.kv_dtype in _VLLM_KV:
         flags.append(EngineFlag("--kv-cache-dtype", _VLLM_KV[plan.kv_dtype], "model.kv_dtype",
                                 "auto = the model's dtype" if _VLLM_KV[plan.kv_dtype] == "auto" else "fp8 KV cache"))
@@ -244,7 +307,8 @@ def vllm_settings(results: Results) -> EngineSettings:
     if plan.shared_prefix:
         flags.append(EngineFlag("--enable-prefix-caching", "", "workload.shared_prefix_tokens",
                                 "store the shared prefix once"))
-    return EngineSettings("vllm", "vllm serve", tuple(flags), DOCS["vllm"], notes=tuple(notes))
+    return EngineSettings("vllm", "vllm serve", tuple(flags), DOCS["vllm"], notes=tuple(notes), mode=plan.mode,
+                          role=plan.role, replicas=plan.replicas, tensor_parallel=plan.tp)
 
 
 # --- TensorRT-LLM -------------------------------------------------------------------------------------------------
@@ -252,9 +316,9 @@ def vllm_settings(results: Results) -> EngineSettings:
 _TRT_KV = {"fp16": "auto", "bf16": "auto", "fp32": "auto", "fp8": "fp8", "int8": "int8"}
 
 
-def tensorrt_llm_settings(results: Results) -> EngineSettings:
+def tensorrt_llm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings:
     """``trtllm-serve`` flags and its ``--extra_llm_api_options`` file (docs: ``DOCS['tensorrt-llm']``)."""
-    s, plan = results.scenario, _plan(results)
+    s, plan = results.scenario, plan or _plan(results)
     notes = list(plan.notes)
     fraction = _fraction(kv_cache_free_gpu_memory_fraction(results["pool_bytes"], s.gpu.memory_bytes,
                                                            results["weight_bytes_per_gpu"], s.serving.reserved_bytes))
@@ -287,10 +351,16 @@ def tensorrt_llm_settings(results: Results) -> EngineSettings:
         notes.append(f"TensorRT-LLM has no KV cache dtype for {plan.kv_dtype}; the sizing assumes one")
     if plan.weight_dtype not in ("fp16", "bf16", "fp32"):
         notes.append(f"{plan.weight_dtype} weights: serve a checkpoint quantised with TensorRT Model Optimizer")
+    config: dict[str, Any] = {"kv_cache_config": kv_config, "enable_chunked_prefill": plan.chunked}
+    if plan.mode == "disaggregated":
+        config["cache_transceiver_config"] = {"backend": "DEFAULT"}
+        notes.append("separate pools: start each pool's servers with these options and route between them with "
+                     "trtllm-serve disaggregated -c disagg_config.yaml "
+                     "(https://nvidia.github.io/TensorRT-LLM/advanced/disaggregated-service.html)")
     return EngineSettings("tensorrt-llm", "trtllm-serve", tuple(flags), DOCS["tensorrt-llm"],
-                          config_file={**extra, "kv_cache_config": kv_config},
-                          config_flag="--extra_llm_api_options",
-                          notes=tuple(notes))
+                          config_file={**extra, **config}, config_flag="--extra_llm_api_options",
+                          notes=tuple(notes), mode=plan.mode, role=plan.role, replicas=plan.replicas,
+                          tensor_parallel=plan.tp)
 
 
 # --- SGLang -------------------------------------------------------------------------------------------------------
@@ -298,9 +368,9 @@ def tensorrt_llm_settings(results: Results) -> EngineSettings:
 _SGLANG_KV = {"fp16": "auto", "bf16": "auto", "fp32": "auto", "fp8": "fp8_e4m3"}
 
 
-def sglang_settings(results: Results) -> EngineSettings:
+def sglang_settings(results: Results, plan: _Plan | None = None) -> EngineSettings:
     """``python -m sglang.launch_server`` flags (docs: ``DOCS['sglang']``)."""
-    s, plan = results.scenario, _plan(results)
+    s, plan = results.scenario, plan or _plan(results)
     notes = list(plan.notes)
     fraction = mem_fraction_static(results["weight_bytes_per_gpu"], results["pool_bytes"], s.gpu.memory_bytes)
     flags = _parallel(plan, "--tp-size", "--pp-size")
@@ -317,8 +387,10 @@ def sglang_settings(results: Results) -> EngineSettings:
         EngineFlag("--mem-fraction-static", _fraction(fraction), "pool_bytes",
                    "(weights + KV pool) / GPU memory: the planner's pool"),
         EngineFlag("--max-running-requests", str(plan.batch), "batch_max", "the batch the plan assumes"),
-        EngineFlag("--chunked-prefill-size", str(plan.batched_tokens), "serving.max_batched_tokens",
-                   "prompt tokens per prefill chunk"),
+        (EngineFlag("--chunked-prefill-size", str(plan.batched_tokens), "serving.max_batched_tokens",
+                    "prompt tokens per prefill chunk") if plan.chunked else
+         EngineFlag("--chunked-prefill-size", "-1", "sizing.mode",
+                    "chunked prefill off: prefills pause decoding, as the sizing's layout assumes")),
         EngineFlag("--context-length", str(plan.max_model_len), "serving.max_model_len", "longest request accepted"),
         EngineFlag("--page-size", str(plan.block_size), "serving.block_size", "tokens per KV page"),
     ]
@@ -331,14 +403,20 @@ def sglang_settings(results: Results) -> EngineSettings:
     if plan.weight_dtype == "fp8":
         flags.append(EngineFlag("--quantization", "fp8", "model.weight_dtype",
                                 "fp8 weights (or serve an fp8 checkpoint, which needs no flag)"))
+    if plan.mode == "disaggregated":
+        flags.append(EngineFlag("--disaggregation-mode", plan.role, "sizing.mode",
+                                f"separate pools: this is the {plan.role} pool"))
+        notes.append("separate pools: route between them with SGLang's mini load balancer "
+                     "(https://docs.sglang.io/advanced_features/pd_disaggregation.html)")
     if not plan.shared_prefix:
         notes.append("SGLang's radix prefix cache is on by default; the plan counts no shared prefix")
     return EngineSettings("sglang", "python -m sglang.launch_server --model-path", tuple(flags), DOCS["sglang"],
-                          notes=tuple(notes))
+                          notes=tuple(notes), mode=plan.mode, role=plan.role, replicas=plan.replicas,
+                          tensor_parallel=plan.tp)
 
 
-#: Engine name -> settings builder. Add an engine here.
-ENGINES: dict[str, Callable[[Results], EngineSettings]] = {
+#: Engine name -> settings builder ``(results, plan) -> EngineSettings``. Add an engine here.
+ENGINES: dict[str, Callable[[Results, _Plan], EngineSettings]] = {
     "vllm": vllm_settings, "tensorrt-llm": tensorrt_llm_settings, "sglang": sglang_settings}
 
 
@@ -348,12 +426,28 @@ def scenario_engine(results: Results) -> str:
     return str(name) if name in ENGINES else "vllm"
 
 
-def engine_settings(results: Results, engine: str | None = None) -> EngineSettings:
-    """The sizing of ``results`` as ``engine``'s flags (None: the scenario's engine, else vLLM)."""
+def engine_settings(results: Results, engine: str | None = None, mode: str = "colocated", role: str = "",
+                    replicas: int | None = None) -> EngineSettings:
+    """One replica of ``results``' layout in serving ``mode`` (``role``: its pool, for separate pools) as
+    ``engine``'s flags (None: the scenario's engine, else vLLM). ``sizing_settings`` gives the sizing's layout."""
     name = engine or scenario_engine(results)
     if name not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
-    return ENGINES[name](results)
+    if mode not in _MODE_WORDS:
+        raise ValueError(f"mode must be one of {', '.join(_MODE_WORDS)}, got {mode!r}")
+    return ENGINES[name](results, _plan(results, mode, role, replicas))
+
+
+def sizing_settings(sizing: Any, engine: str | None = None) -> tuple[EngineSettings, ...]:
+    """The one answer's layout (``sizing.Sizing``) as ``engine``'s launch commands: its chosen TP, serving mode and
+    replicas, one replica being ``sizing.replica`` (the chosen layout's scenario). Separate pools give two commands,
+    the prefill pool's (``prefill_replicas``) then the decode pool's (``decode_replicas``); other modes one
+    (``replicas``). Never the stated layout where the sizing chose another."""
+    replica = sizing.replica
+    if sizing.mode == "disaggregated":
+        return (engine_settings(replica, engine, "disaggregated", "prefill", sizing.prefill_replicas),
+                engine_settings(replica, engine, "disaggregated", "decode", sizing.decode_replicas))
+    return (engine_settings(replica, engine, sizing.mode, "", sizing.replicas),)
 
 
 def model_id(results: Results) -> str:
@@ -369,7 +463,8 @@ def model_id(results: Results) -> str:
 
 def render_text(settings: EngineSettings, model: str) -> str:
     """The command, one flag per line with its source, the options file and the notes: for the CLI."""
-    lines = [f"# {settings.engine}: flags from the capacity sizing ({settings.docs})", settings.command(model), ""]
+    lines = [f"# {settings.title}: flags from the capacity sizing ({settings.docs})",
+             f"# layout: {settings.layout_line}", settings.command(model), ""]
     width = max((len(" ".join(f.tokens())) for f in settings.flags), default=0)
     for f in settings.flags:
         lines.append(f"#   {' '.join(f.tokens()):<{width}}  <- {f.source}: {f.why}")
@@ -381,5 +476,5 @@ def render_text(settings: EngineSettings, model: str) -> str:
 
 
 __all__ = ["DOCS", "ENGINES", "EngineFlag", "EngineSettings", "engine_settings", "kv_cache_free_gpu_memory_fraction",
-           "mem_fraction_static", "model_id", "render_text", "scenario_engine", "sglang_settings",
+           "mem_fraction_static", "model_id", "render_text", "scenario_engine", "sglang_settings", "sizing_settings",
            "tensorrt_llm_settings", "vllm_settings"]

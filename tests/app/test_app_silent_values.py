@@ -151,3 +151,15 @@ def test_a_malformed_sources_section_is_named():
     data = preset_documents()[ESSAY_000]
     with pytest.raises(ScenarioError, match="sources must map field paths to text"):
         Scenario.from_dict({**data, "sources": ["preset"]})
+
+
+def test_choosing_another_model_keeps_the_quantisation_scheme():
+    """How the weights are stored is the serving choice, not the model's: a scheme (``model.quantization``) carries
+    over to the next model chosen, as ``weight_dtype`` and ``kv_dtype`` do (before, it was dropped silently and the
+    sizing went back to 16-bit weights)."""
+    from app_views.state import choose
+
+    doc = {"model": {"name": "mixtral-8x7b", "quantization": "w8a8-int8", "kv_dtype": "fp8"},
+           "gpu": {"name": "mi300x", "count": 2}, "workload": {"prompt_tokens": 1000, "output_tokens": 300}}
+    choose(doc, "model", "llama-3.1-8b")
+    assert doc["model"] == {"name": "llama-3.1-8b", "kv_dtype": "fp8", "quantization": "w8a8-int8"}

@@ -210,3 +210,26 @@ def test_every_surface_shows_the_same_answer(seed, tmp_path, capsys):
         assert np.isfinite(z.tpot_at_load_s) and np.isfinite(z.ttft_at_load_s)
     else:
         assert "fleet:gpus" not in values
+
+
+@pytest.mark.parametrize("case", ["modes limited", "percentile without colocated"])
+def test_capacity_fleet_compares_the_layouts_the_scenario_allows(case, tmp_path, capsys):
+    """Before: ``capacity fleet`` compared TP 1, 2, 4, 8 in every mode whatever ``fleet.modes`` said, so its first
+    option was a layout the answer may not choose (the sale limited to colocated: 16 GPUs of chunked prefill against
+    the answer's 24); and with a percentile promise and ``fleet.modes: [chunked, disaggregated]`` the scenario's
+    allowed layouts (``sizing.allowed_layouts``, which the report's fleet chart compares) offered no option at all
+    while the answer (colocated, where the percentile model holds) serves the load. Found by
+    tests/test_surfaces_property.py."""
+    from capacity.planning.sizing import allowed_layouts
+
+    data = ({**SALE, "fleet": {"modes": ["colocated"]}} if case == "modes limited" else
+            {"model": {"name": "gemma-2-9b", "quantization": "w8a8-int8"}, "gpu": {"name": "h100-sxm", "count": 1},
+             "workload": {"prompt_tokens": 1000, "output_tokens": 600, "arrival_rate": 0.5},
+             "slo": {"tpot": "50 ms", "ttft": "3 s", "percentile": 90}, "serving": {"engine": "tensorrt-llm"},
+             "fleet": {"modes": ["chunked", "disaggregated"]}})
+    z = size(Scenario.from_dict(data))
+    assert z.replicas is not None and z.mode in allowed_layouts(z.scenario)[0]
+    assert main(["fleet", _yaml(tmp_path, data), "--target-rps", str(data["workload"]["arrival_rate"]),
+                 "--format", "json"]) == 0
+    best = next(row for row in json.loads(capsys.readouterr().out) if row["meets_slo"])
+    assert (best["gpus"], best["mode"], best["tensor_parallel"]) == (z.gpus, z.mode, z.tensor_parallel)

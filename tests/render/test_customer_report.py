@@ -127,14 +127,23 @@ def test_fleet_matches_a_sizing_by_hand(rendered):
 
 
 def test_engine_flags_carry_the_sizing(rendered):
+    """The flags are the answer's layout (``sizing.size``: its TP and batch, which may differ from the stated
+    layout's), one set per pool where it chose separate prefill and decode pools."""
+    from capacity.planning.sizing import size
+
     results, document = rendered
     s, numbers = results.scenario, parse(document).values
-    assert int(numbers["flag:vllm:--tensor-parallel-size"]) == s.gpu.count
-    assert float(numbers["flag:vllm:--gpu-memory-utilization"]) == pytest.approx(s.serving.memory_utilization,
-                                                                                 abs=1e-3)
-    assert int(numbers["flag:vllm:--max-num-seqs"]) == max(int(results["batch_max"]), 1)
-    assert int(numbers["flag:sglang:--max-running-requests"]) == max(int(results["batch_max"]), 1)
-    assert int(numbers["flag:tensorrt-llm:--max_batch_size"]) == max(int(results["batch_max"]), 1)
+    z = size(s, results)
+    pools = ["/prefill", "/decode"] if z.mode == "disaggregated" else [""]
+    batch = max(int(z.replica["batch_max"]), 1)
+    for pool in pools:
+        assert int(numbers[f"flag:vllm{pool}:--tensor-parallel-size"]) == z.tensor_parallel
+        assert float(numbers[f"flag:vllm{pool}:--gpu-memory-utilization"]) == pytest.approx(
+            s.serving.memory_utilization, abs=1e-3)
+        assert int(numbers[f"flag:vllm{pool}:--max-num-seqs"]) == batch
+        assert int(numbers[f"flag:sglang{pool}:--max-running-requests"]) == batch
+        assert int(numbers[f"flag:tensorrt-llm{pool}:--max_batch_size"]) == batch
+        assert (f"flag:vllm{pool}:--enable-chunked-prefill" in numbers) == (z.mode == "chunked" or pool == "/prefill")
 
 
 def test_self_contained_and_escaped(rendered):

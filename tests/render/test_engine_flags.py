@@ -6,6 +6,7 @@ Essay 001 (80 GB GPU, utilisation 0.9, 16 GB of weights, no reserves): the plann
 56 / (80 - 16) = 0.875.
 """
 
+import json
 import math
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 import yaml
 
 from capacity import Scenario, load_scenario
+from capacity.cli import main
+from capacity.planning.sizing import size
 from capacity.render.engine_flags import (
     ENGINES,
     engine_settings,
@@ -20,6 +23,7 @@ from capacity.render.engine_flags import (
     mem_fraction_static,
     model_id,
     render_text,
+    sizing_settings,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,14 +32,15 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED = {
     "vllm": {"--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization", "--max-model-len",
              "--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-dtype", "--block-size",
-             "--enable-prefix-caching", "--quantization", "--dtype",
+             "--enable-prefix-caching", "--quantization", "--dtype", "--enable-chunked-prefill",
+             "--no-enable-chunked-prefill", "--kv-transfer-config",
              # https://docs.vllm.ai/en/latest/serving/expert_parallel_deployment/
              "--data-parallel-size", "--enable-expert-parallel"},
     "tensorrt-llm": {"--tp_size", "--pp_size", "--max_batch_size", "--max_num_tokens", "--max_seq_len",
                      "--kv_cache_free_gpu_memory_fraction",
                      "--ep_size"},  # https://www.mintlify.com/NVIDIA/TensorRT-LLM/deployment/trtllm-serve
     "sglang": {"--tp-size", "--pp-size", "--mem-fraction-static", "--max-running-requests", "--chunked-prefill-size",
-               "--context-length", "--kv-cache-dtype", "--page-size", "--quantization",
+               "--context-length", "--kv-cache-dtype", "--page-size", "--quantization", "--disaggregation-mode",
                # https://docs.sglang.io/cookbook/base/reference/server_arguments
                "--dp-size", "--enable-dp-attention", "--ep-size"},
 }
@@ -115,12 +120,96 @@ def test_unknown_engine_and_text_rendering(essay001):
     with pytest.raises(ValueError, match="engine must be one of vllm, tensorrt-llm, sglang"):
         engine_settings(essay001, "tgi")
     text = render_text(engine_settings(essay001, "tensorrt-llm"), "my-model")
-    assert text.splitlines()[1].startswith("trtllm-serve my-model --tp_size 1")
+    assert text.splitlines()[1] == "# layout: TP1, prefill and decode on the same GPUs"
+    assert text.splitlines()[2].startswith("trtllm-serve my-model --tp_size 1")
     assert "free_gpu_memory_fraction: 0.875" in text
     multi = engine_settings(essay001, "vllm").command("m", multiline=True)
     assert multi.splitlines()[0] == "vllm serve m \\" and all(line.startswith("    --")
                                                              for line in multi.splitlines()[1:])
     assert not math.isnan(float(flags(engine_settings(essay001))["--gpu-memory-utilization"]))
+
+
+# --- the sizing's chosen layout, not the stated one (issue 27) ----------------------------------------------------
+
+#: Issue 27's sale: stated TP4, colocated; the answer is TP8 chunked prefill (tests/planning/test_sizing.py).
+SALE = {"name": "sale", "model": {"name": "llama-3-70b"}, "gpu": {"name": "h100-sxm", "count": 4},
+        "workload": {"prompt_tokens": 2000, "output_tokens": 400, "arrival_rate": 20},
+        "slo": {"tpot": "40 ms", "ttft": "1.5 s"}}
+
+#: Flags that say the serving mode, per engine: (chunked prefill on?, separate-pool role) read from the flags.
+def mode_of(settings) -> tuple[bool, str]:
+    f, config = flags(settings), settings.config_file
+    if settings.engine == "vllm":
+        role = "pools" if "--kv-transfer-config" in f else ""
+        return "--enable-chunked-prefill" in f and "--no-enable-chunked-prefill" not in f, role
+    if settings.engine == "sglang":
+        return f["--chunked-prefill-size"] != "-1", f.get("--disaggregation-mode", "")
+    return bool(config["enable_chunked_prefill"]), "pools" if "cache_transceiver_config" in config else ""
+
+
+def tp_of(settings) -> int:
+    f = flags(settings)
+    return int(f.get("--tensor-parallel-size") or f.get("--tp_size") or f["--tp-size"])
+
+
+def _cli(tmp_path, capsys, data: dict, *args: str) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["flags", str(path), *args]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_flags_render_the_chosen_layout_not_the_stated_one(engine, tmp_path, capsys):
+    """Before: ``capacity flags`` printed the stated TP4 with the engine's chunked default where the answer is TP8
+    with chunked prefill on 2 replicas; now the CLI and the report render the answer's TP, mode and replicas."""
+    z = size(Scenario.from_dict(SALE))
+    assert (z.tensor_parallel, z.mode) == (8, "chunked") and not z.stated_layout  # the case the test needs
+    (settings,) = sizing_settings(z, engine)
+    assert tp_of(settings) == 8 != SALE["gpu"]["count"]
+    assert mode_of(settings) == (True, "")
+    assert settings.replicas == z.replicas and settings.mode == "chunked"
+    batch = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests", "tensorrt-llm": "--max_batch_size"}
+    assert int(flags(settings)[batch[engine]]) == z.replica["batch_max"] != z.results["batch_max"]
+    out = json.loads(_cli(tmp_path, capsys, SALE, "--engine", engine, "--format", "json"))
+    assert [(tp_of_dict(o), o["mode"], o["replicas"]) for o in out] == [(8, "chunked", z.replicas)]
+    text = _cli(tmp_path, capsys, SALE, "--engine", engine)
+    assert f"# layout: {z.replicas} replicas of TP8, chunked prefill" in text
+
+
+def tp_of_dict(one: dict) -> int:
+    values = {f["flag"]: f["value"] for f in one["flags"]}
+    return int(values.get("--tensor-parallel-size") or values.get("--tp_size") or values["--tp-size"])
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_separate_pools_get_two_commands_with_their_replicas(engine):
+    data = {**SALE, "fleet": {"modes": ["disaggregated"]}}
+    z = size(Scenario.from_dict(data))
+    assert z.mode == "disaggregated" and z.prefill_replicas and z.decode_replicas
+    prefill, decode = sizing_settings(z, engine)
+    assert (prefill.role, decode.role) == ("prefill", "decode")
+    assert (prefill.replicas, decode.replicas) == (z.prefill_replicas, z.decode_replicas)
+    assert prefill.replicas + decode.replicas == z.replicas
+    assert tp_of(prefill) == tp_of(decode) == z.tensor_parallel
+    assert mode_of(prefill)[1] and mode_of(decode)[1]  # each command says it is one side of separate pools
+    assert mode_of(prefill)[0]                          # a prefill pool prefills in chunks of the token budget
+    if engine == "sglang":
+        assert (mode_of(prefill)[1], mode_of(decode)[1]) == ("prefill", "decode")
+
+
+def test_colocated_turns_chunked_prefill_off(essay001):
+    """A colocated layout assumes prefills pause decoding: chunked prefill, vLLM V1's default, is turned off, and
+    vLLM then needs a step budget of at least max-model-len."""
+    vllm = flags(engine_settings(essay001, "vllm"))
+    assert "--no-enable-chunked-prefill" in vllm and "--enable-chunked-prefill" not in vllm
+    assert int(vllm["--max-num-batched-tokens"]) >= int(vllm["--max-model-len"])
+    assert flags(engine_settings(essay001, "sglang"))["--chunked-prefill-size"] == "-1"
+    assert engine_settings(essay001, "tensorrt-llm").config_file["enable_chunked_prefill"] is False
+    chunked = flags(engine_settings(essay001, "vllm", mode="chunked"))
+    assert chunked["--max-num-batched-tokens"] == str(essay001.scenario.serving.max_batched_tokens)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        engine_settings(essay001, "vllm", mode="split")
 
 
 def test_engine_flags_state_the_moe_layout():

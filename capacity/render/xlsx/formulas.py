@@ -183,11 +183,11 @@ def _tpot_closed(rate: str, prefill: str = "prefill_s", times: str = "") -> str:
     return _tpot_from(*_tpot_denominators(rate, prefill), times)
 
 
-def _decode_step_at(rate: str, tpot_prefill: str = "prefill_s") -> str:
-    """``slo.decode_step_at_rate_s``: the decode step at load λ, ``TPOT(λ) (1 - λ t_p)`` (#N/A: decode cannot keep
-    up); the dense pieces, for MoE too (every expert read). ``tpot_prefill``: the prefill time in the TPOT (the
-    analysis takes a dense model's TPOT with ``prefill_gpu_s``, ``_TTFT_TPOT_PREFILL``)."""
-    return _tpot_closed(rate, tpot_prefill, times=f"*(1-{rate}*prefill_s)")
+def _decode_step_at(rate: str, prefill: str = "prefill_gpu_s") -> str:
+    """``slo.decode_step_at_rate_s``: the decode step at load λ's batch, ``TPOT(λ) (1 - λ t_gpu)`` (#N/A: decode
+    cannot keep up); the dense pieces, for MoE too (every expert read), with the GPU time a prompt costs the
+    decoding sequences (``prefill_gpu_s``), as ``analysis.ttft_at_rates_s`` and the TTFT solve take it."""
+    return _tpot_closed(rate, prefill, times=f"*(1-{rate}*{prefill})")
 
 
 def _ttft_queue(rate: str, step: str) -> str:
@@ -283,9 +283,10 @@ _CHUNK_LOAD = ("solver_chunk_batch_load", "chunk_plain_load_s", "chunk_extra_loa
 _GAP = _sub("ceiling_rps", "goodput_rps")   # the capacity the promises cost [requests/s]
 _IN_FLIGHT = "goodput_rps*output_tokens*tpot_at_goodput_s"      # Little's law at the goodput [requests]
 _CEILING_STEP = "tpot_at_ceiling_s*(1-goodput_rps*prefill_gpu_s)"  # the decode step behind TPOT at B_max [s]
-#: The prefill in the TPOT behind the TTFT's decode step: a dense model's TPOT at the load (prompts' share of
-#: batched passes), a MoE model's the pieces' at the plain prefill (``analysis._analyse``, ``ttft_at``).
-_TTFT_TPOT_PREFILL = "IF(moe_model,prefill_s,prefill_gpu_s)"
+_CEILING_STEP_LOAD = "tpot_at_ceiling_s*(1-arrival_rate*prefill_gpu_s)"  # the same at a load at the ceiling [s]
+#: ``analysis.ceiling_limit`` of the load: at the ceiling to rounding, not past it.
+_LOAD_AT_CEILING = "AND(arrival_rate>=ceiling_rps*(1-1E-12),arrival_rate<=ceiling_rps)"
+_TPOT_FIXED_LOAD = f"IF(moe_model,solver_tpot_at_load_s,{_tpot_closed('arrival_rate', 'prefill_gpu_s')})"
 _POOL_USED = "weight_bytes_per_gpu+reserved_bytes"  # what the pool rules subtract [B]
 #: ``engines.batched_prefill_s``: a prompt's share of a pass of ``T = max(budget, P)`` tokens [s].
 _BATCHED_PREFILL = excel_of(engines.batched_prefill_s, prefill_s=_prefill, prompt_tokens="prefill_tokens",
@@ -380,7 +381,7 @@ FORMULAS: dict[str, str] = {
                           "tpot_fixed_point_at_goodput_s)"),
     "goodput_in_flight": (f"IF(AND(goodput_at_ceiling,goodput_rps>0),IF(tpot_at_goodput_s>=tpot_at_ceiling_s,"
                           f"batch_max,{_IN_FLIGHT}),IF(goodput_rps>0,{_IN_FLIGHT},0))"),
-    "ttft_step_fixed_at_goodput_s": _decode_step_at("goodput_rps", _TTFT_TPOT_PREFILL),
+    "ttft_step_fixed_at_goodput_s": _decode_step_at("goodput_rps"),
     "ttft_step_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),IF(ISNA(ttft_step_fixed_at_goodput_s),"
                                f"{_CEILING_STEP},MIN(ttft_step_fixed_at_goodput_s,{_CEILING_STEP})),"
                                "ttft_step_fixed_at_goodput_s)"),
@@ -393,10 +394,16 @@ FORMULAS: dict[str, str] = {
     "fleet_goodput_rps": "goodput_rps*replicas",
     # Load: an arrival rate of 0 or blank means none
     "load_fraction": "IF(AND(N(arrival_rate)>0,ceiling_rps>0),arrival_rate/ceiling_rps,NA())",
-    "tpot_at_load_s": ("IF(N(arrival_rate)>0,IF(moe_model,solver_tpot_at_load_s,"
-                       f"{_tpot_closed('arrival_rate', 'prefill_gpu_s')}),NA())"),
-    "ttft_step_at_load_s": f"IF(N(arrival_rate)>0,{_decode_step_at('arrival_rate', _TTFT_TPOT_PREFILL)},NA())",
-    "ttft_at_load_s": f"IF(N(arrival_rate)>0,{_ttft_at('arrival_rate', 'ttft_step_at_load_s')},NA())",
+    # As at the goodput (``analysis.at_ceiling``): a load at the ceiling takes the limits from below, past it none.
+    "tpot_at_load_s": (f"IF(N(arrival_rate)>0,IF(arrival_rate>ceiling_rps,NA(),IF({_LOAD_AT_CEILING},"
+                       f"IF(ISNA({_TPOT_FIXED_LOAD}),tpot_at_ceiling_s,MIN({_TPOT_FIXED_LOAD},tpot_at_ceiling_s)),"
+                       f"{_TPOT_FIXED_LOAD})),NA())"),
+    "ttft_step_at_load_s": (f"IF(N(arrival_rate)>0,IF({_LOAD_AT_CEILING},IF(ISNA({_decode_step_at('arrival_rate')}),"
+                            f"{_CEILING_STEP_LOAD},MIN({_decode_step_at('arrival_rate')},{_CEILING_STEP_LOAD})),"
+                            f"{_decode_step_at('arrival_rate')}),NA())"),
+    "ttft_at_load_s": (f"IF(N(arrival_rate)>0,IF({_LOAD_AT_CEILING},"
+                       f"{_ttft_queue('arrival_rate', 'ttft_step_at_load_s')},"
+                       f"{_ttft_at('arrival_rate', 'ttft_step_at_load_s')}),NA())"),
     # Cost
     "cost_per_million_tokens": _cost("goodput_rps"),
     "cost_per_million_tokens_at_ceiling": _cost("ceiling_rps"),

@@ -72,8 +72,9 @@ def _ratio_excess(target: str, latency: str) -> str:
 
 
 def _ttft_evaluate(x: str, c: Cells) -> dict[str, str]:
-    d_mem, d_comp = _tpot_denominators(x)
-    return {"d_mem": d_mem, "d_comp": d_comp, "decode step": _tpot_from(c["d_mem"], c["d_comp"], f"*(1-{x}*prefill_s)"),
+    d_mem, d_comp = _tpot_denominators(x, "prefill_gpu_s")
+    return {"d_mem": d_mem, "d_comp": d_comp,
+            "decode step": _tpot_from(c["d_mem"], c["d_comp"], f"*(1-{x}*prefill_gpu_s)"),
             "TTFT": _ttft_queue(x, c["decode step"]), "f": _ratio_excess("ttft_slo_s", c["TTFT"])}
 
 
