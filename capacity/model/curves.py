@@ -6,13 +6,17 @@ whose columns carry their unit in the name (``_s`` seconds, ``_rps`` requests/s)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
 from capacity.formulas import memory
 from capacity.model.analysis import StepModel, analyse, complete_inputs, running_batch, step_model
 from capacity.model.scenario import Results, Scenario
+
+if TYPE_CHECKING:  # pandas only where a curve becomes a table: the one answer's latency curve needs none
+    import pandas as pd
 
 
 def _model(results: Results) -> StepModel:
@@ -25,6 +29,8 @@ def decode_curve(results: Results, batches: ArrayLike) -> pd.DataFrame:
     Columns: batch, memory_s, compute_s, step_s (max + overhead), tokens_per_s (B / step_s), and
     per_user_tokens_per_s (1 / step_s: what one user sees, which falls as the batch grows).
     """
+    import pandas as pd
+
     b = np.asarray(batches, dtype=float)
     memory, compute, step = _model(results).decode_terms(b)
     return pd.DataFrame({"batch": b, "memory_s": memory, "compute_s": compute, "step_s": step,
@@ -64,6 +70,8 @@ def load_curve(results: Results, rates: ArrayLike) -> pd.DataFrame:
     at most B_max; infinite past the ceiling). So the curve passes through the results' TPOT and TTFT at the goodput
     and at the arrival rate under every engine profile.
     """
+    import pandas as pd
+
     lam = np.asarray(rates, dtype=float)
     curve = latency_curve(results.scenario, "colocated", lam)
     tpot = np.asarray(curve["tpot_s"], dtype=float)
@@ -81,6 +89,8 @@ def concurrency_curve(results: Results, tokens_per_request: ArrayLike) -> pd.Dat
     (capped by max_num_seqs). Essay 000's pool of 28,672 blocks of 16 tokens holds 28,672 requests of one block
     (16 tokens) but 14 of 32K tokens.
     """
+    import pandas as pd
+
     x = complete_inputs(results.scenario.inputs())
     t = np.asarray(tokens_per_request, dtype=float)
     paged = memory.max_requests_paged(results["pool_blocks"], t, x["block_size"], x["sliding_window"],

@@ -39,7 +39,6 @@ ceil(100 / 5.897) = 17 GPUs, $34/hour, $24,820/month.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import threading
 from collections.abc import Iterable, Mapping
@@ -152,6 +151,8 @@ def sized_per_class(scenario: Scenario) -> bool:
 def scenario_key(scenario: Scenario) -> str:
     """A text that tells scenarios apart: the frozen Scenario's fields and the mapping it was read from (which holds
     the workload classes)."""
+    import json  # here, not at the top: ``capacity evaluate`` (table) loads no json (tests/cli/test_startup.py)
+
     return repr(scenario) + json.dumps(scenario.raw or {}, sort_keys=True, default=str)
 
 
