@@ -40,6 +40,33 @@ from numpy.typing import ArrayLike
 from . import roofline
 
 ENGINES = ("vllm", "tensorrt-llm", "sglang")
+
+#: ``serving.engine: ideal``: the essays' idealised conventions (no engine reserves, overhead or batch cap beyond
+#: those the scenario states, efficiencies as given), under which every essay number is exact.
+IDEAL = "ideal"
+
+#: The engine whose profile a scenario that names none gets, stated on the answer as an assumption. vLLM: "the
+#: most-deployed open-source OpenAI-compatible chat-completions server in 2026" and "the default benchmark
+#: target" (https://spotinference.com/research/vllm-engine); the customer benchmark this planner reads first is
+#: ``vllm bench serve`` (docs/fidelity.md, calibrate).
+DEFAULT_ENGINE = "vllm"
+DEFAULT_ENGINE_SOURCE = ("the most-deployed open-source serving engine in 2026 "
+                         "(https://spotinference.com/research/vllm-engine)")
+
+
+def engine_choice(named: str | None) -> tuple[str | None, str]:
+    """(the engine whose profile applies, None for ``ideal``; the line the answer states about that choice).
+
+    No engine named: ``DEFAULT_ENGINE``, an assumption the answer states. ``ideal``: no profile, the essays'
+    conventions. A named engine: itself, no line.
+    """
+    if named is None:
+        return DEFAULT_ENGINE, (f"assumption: no serving.engine named, so {DEFAULT_ENGINE}'s profile applies "
+                                f"({DEFAULT_ENGINE_SOURCE}); name serving.engine: ideal for the essays' conventions")
+    if named == IDEAL:
+        return None, ("serving.engine: ideal: the essays' conventions (no engine reserves, overhead or batch cap "
+                      "beyond those the scenario states; efficiencies as given)")
+    return named, ""
 ALIASES = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm", "tensorrt_llm": "tensorrt-llm", "nim": "tensorrt-llm"}
 
 GiB = 1024.0 ** 3

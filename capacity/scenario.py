@@ -101,6 +101,9 @@ class Scenario:
         model = model_from_mapping(data["model"], problems) if data.get("model") is not None else None
         s = check_section("serving", data.get("serving"), SERVING_FIELDS, problems=problems)
         engine_lines: list[str] = []
+        engine, engine_note = engines.engine_choice(s.get("engine"))
+        if engine != s.get("engine"):
+            s = {k: v for k, v in s.items() if k != "engine"} | ({"engine": engine} if engine else {})
         if model is not None and s.get("engine"):
             model, engine_lines = _engine_model(model, data["model"], s["engine"], s.get("engine_version"))
         weight_dtype = (model.quantization or model.weight_dtype) if model else "fp16"
@@ -139,7 +142,8 @@ class Scenario:
                           engine_version=s.get("engine_version"),
                           kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
-                          engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")))
+                          engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")),
+                          engine_note=engine_note)
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
@@ -331,6 +335,8 @@ class Results:
         """Plain-language reasons for every result that is zero, undefined or limited."""
         v, notes = self.values, []
         s = self.scenario.serving
+        if s.engine_note:
+            notes.append(s.engine_note)
         if s.engine_defaults:
             notes.append("engine defaults applied: " + "; ".join(s.engine_defaults))
         line = self.efficiency_line()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import catalog
-from .engines import ALIASES, ENGINES
+from .engines import ALIASES, ENGINES, IDEAL
 from .errors import ScenarioError, show
 from .memory import BYTES_PER_VALUE
 from .quantisation import SCHEMES, embedding_params
@@ -117,7 +117,8 @@ class Serving:
     # token budget of a chunked-prefill iteration (analytic option, docs/fleet.md)
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     kv_transfer_bandwidth: float | None = None  # prefill -> decode pool link [B/s]; None: free (docs/fleet.md)
-    engine: str | None = None              # engines.ENGINES; None: the essays' convention (no engine defaults)
+    engine: str | None = None              # engines.ENGINES; None: the essays' convention (serving.engine: ideal)
+    engine_note: str = ""                  # the engine choice the answer states (engines.engine_choice)
     engine_version: str | None = None
     kv_free_fraction: float = 0.0          # TensorRT-LLM rule: pool = fraction x (memory - weights - reserves); 0: off
     engine_defaults: tuple[str, ...] = ()  # the engine defaults applied, one line each
@@ -300,7 +301,7 @@ SERVING_FIELDS: dict[str, Check] = {
     "activation_memory": quantity("bytes", allow_zero=True), "cuda_graph_memory": quantity("bytes", allow_zero=True),
     "non_torch_memory": quantity("bytes", allow_zero=True), "max_batched_tokens": positive_int,
     "kv_transfer_bandwidth": quantity("bandwidth"),
-    "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + tuple(ALIASES))),
+    "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + (IDEAL,) + tuple(ALIASES))),
     "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
