@@ -53,11 +53,14 @@ def test_efficiency_at_by_hand():
     assert float(roofline.curve_amount(512, 0)) == 512
 
 
-def test_no_engine_no_curve_and_explicit_efficiency_no_curve():
-    assert _scenario({}).gpu.bandwidth_half_bytes == 0 == _scenario({}).gpu.flops_half_tokens
+def test_ideal_no_curve_and_explicit_efficiency_no_curve():
+    ideal = {"engine": "ideal"}
+    assert _scenario(ideal).gpu.bandwidth_half_bytes == 0 == _scenario(ideal).gpu.flops_half_tokens
     explicit = _scenario({"engine": "vllm"}, {"name": "h200", "bandwidth_efficiency": 0.7})
     assert explicit.gpu.bandwidth_half_bytes == 0 == explicit.gpu.flops_half_tokens
-    assert _scenario({}).evaluate().efficiency_line() == ""
+    assert _scenario(ideal).evaluate().efficiency_line() == ""
+    # No engine named: vLLM's profile, curves included (the realistic default).
+    assert _scenario({}).gpu.flops_half_tokens == _scenario({"engine": "vllm"}).gpu.flops_half_tokens > 0
 
 
 def test_engine_decode_step_and_prefill_by_hand():
