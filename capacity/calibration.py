@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engines
+from . import engines, roofline
 from .analysis import StepModel, step_model
 from .errors import ScenarioError, clean_line
 from .files import read_text_limited
@@ -171,6 +171,21 @@ class _Probe:
         """One prefill pass over ``tokens`` prompt tokens."""
         return self._terms(self.model.prefill_s(tokens))
 
+    def mixed(self, batch: float, tokens: float) -> Terms:
+        """One step decoding ``batch`` sequences with ``tokens`` prompt tokens fused in (``StepModel.mixed_s``)."""
+        return self._terms(self.model.mixed_s(batch, tokens))
+
+    def closed_loop_tpot(self, batch: float) -> Terms:
+        """Mean time between my tokens with ``batch`` users in a closed loop, the others' prompts fused into the
+        decode steps in chunks of at most ``prefill_budget`` tokens: ``((A - n_m) t_step(b) + n_m t_mixed(b,
+        (b - 1) P / n_m)) / A`` with ``n_m = roofline.mixed_steps(b - 1, P, A, K)``."""
+        a, p = self.output_tokens, self.prompt_tokens
+        n_m = float(roofline.mixed_steps(batch - 1.0, p, a, self.prefill_budget))
+        plain = self.decode(batch)
+        if n_m <= 0:
+            return plain
+        return plain.scaled((a - n_m) / a) + self.mixed(batch, (batch - 1.0) * p / n_m).scaled(n_m / a)
+
     def prefill_share(self, tokens: float) -> Terms:
         """The GPU time a prompt of ``tokens`` costs the other requests: its share of a batched pass of
         ``prefill_budget`` tokens (engines.batched_prefill_s), or its own pass."""
@@ -286,6 +301,8 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
         raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
     step = p.decode(b)
     share = p.prefill_share(p.prompt_tokens)  # what the others' prompts cost this request's steps
+    if m == "tpot_s" and p.prefill_budget > 0:  # engines fuse the others' prompt chunks into the decode steps
+        return p.closed_loop_tpot(b)
     if m in ("step_time_s", "tpot_s"):
         return step + share.scaled((b - 1.0) / a)
     if m == "ttft_s":

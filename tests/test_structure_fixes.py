@@ -1,0 +1,60 @@
+"""Issue 28's structural fixes, each a worked example derived by hand (formula in the docstring of its function)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from capacity import Scenario, roofline
+from capacity.analysis import step_model
+from capacity.calibration import Factors, Observation, predict
+
+
+def _scenario(serving, model=None, workload=None, gpu=None):
+    return Scenario.from_dict({"model": model or {"name": "llama-3.1-8b"},
+                               "gpu": gpu or {"name": "h100-sxm", "bandwidth_efficiency": 0.8,
+                                              "flops_efficiency": 0.5},
+                               "serving": serving,
+                               "workload": workload or {"prompt_tokens": 1000, "output_tokens": 300}})
+
+
+def test_mixed_steps_count_the_chunks_of_the_other_users_prompts():
+    # 8 users, 1,000-token prompts, budget 8,192, answers of 300: the 7 others' prompts take one chunk each.
+    assert float(roofline.mixed_steps(7, 1000, 300, 8192)) == 7
+    # 20,000-token prompts need 3 chunks of <= 8,192 each: 7 x 3 = 21 mixed steps.
+    assert float(roofline.mixed_steps(7, 20_000, 300, 8192)) == 21
+    # More chunks than steps: every step is mixed.
+    assert float(roofline.mixed_steps(300, 20_000, 300, 8192)) == 300
+
+
+def test_a_mixed_step_overlaps_the_chunk_with_the_weight_reads():
+    # llama-3.1-8b bf16 on one H100 at 0.8 x 3.35 TB/s and 0.5 x 989 TFLOP/s, no curves (explicit efficiencies),
+    # no overhead (ideal): a step of 8 decodes and a 100-token chunk.
+    s = _scenario({"engine": "ideal"})
+    x = {k: np.asarray(v, float) for k, v in s.inputs().items()}
+    model, _ = step_model(x, np.asarray(1000 + 300 / 2))
+    bw, fl = 3.35e12 * 0.8, 989.5e12 * 0.5
+    n, w, kv = s.model.params, s.model.weight_bytes, 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 heads of 128, bf16
+    mem = (w + 8 * 1150 * kv) / bw
+    comp = (8 + 100) * 2 * n / fl
+    assert float(model.mixed_s(8, 100)) == pytest.approx(max(mem, comp), rel=1e-12)
+    # memory-bound: the chunk is free, where a separate pass would cost its own weight read
+    assert mem > comp and float(model.mixed_s(8, 100)) < float(model.step_s(8)) + float(model.prefill_s(100))
+    assert float(model.mixed_s(8, 0)) == pytest.approx(float(model.step_s(8)), rel=1e-12)
+
+
+def test_closed_loop_tpot_fuses_the_other_prompts_into_the_steps():
+    # vLLM (chunks of <= 8,192 tokens) at 8 users, prompts 1,000, answers 300: 7 of my 300 steps carry one of the
+    # others' prompts (1,000 tokens each), the other 293 only decode.
+    s = _scenario({"engine": "vllm"})
+    obs = Observation(s, "tpot_s", 0.01, concurrency=8)
+    x = {k: np.asarray(v, float) for k, v in s.inputs().items()}
+    model, _ = step_model(x, np.asarray(1000 + 300 / 2))
+    hand = (293 * float(model.step_s(8)) + 7 * float(model.mixed_s(8, 1000))) / 300
+    assert predict(obs, Factors.of(s)) == pytest.approx(hand, rel=1e-9)
+    # the essays' convention still charges the others' prefills as passes of their own
+    ideal = _scenario({"engine": "ideal"})
+    m2, _ = step_model({k: np.asarray(v, float) for k, v in ideal.inputs().items()}, np.asarray(1150.0))
+    essay = float(m2.step_s(8)) + 7 * float(m2.prefill_s(1000)) / 300
+    assert predict(Observation(ideal, "tpot_s", 0.01, concurrency=8), Factors.of(ideal)) == pytest.approx(essay)
+    assert math.isfinite(hand)
