@@ -208,21 +208,20 @@ def build_scenario(mapping: dict[str, Any]) -> tuple[Scenario | None, str]:
     return _SCENARIOS[key]
 
 
-def row_batch(raw: Mapping[str, Any]) -> int:
-    """The batch per engine: ``batch_size`` (aggregated) or ``decode_batch_size`` (the decode pool); where the row
-    leaves it empty, the benchmark's ``silicon_concurrency`` (from ``silicon_data_source``) over the decode
-    workers (one worker where not stated)."""
+def row_batch(raw: Mapping[str, Any]) -> int | None:
+    """The batch per engine: ``batch_size`` (aggregated) or ``decode_batch_size`` (the decode pool); None where the
+    row leaves it empty (its ``silicon_concurrency`` is the load generator's, which may span several engines)."""
     stated = raw.get("decode_batch_size") if raw.get("mode") == "disagg" else raw.get("batch_size")
-    if stated is not None and not (isinstance(stated, float) and math.isnan(stated)):
-        return int(stated)
-    found = re.search(r"silicon_concurrency=(\d+)", str(raw.get("silicon_data_source", "")))
-    workers = _int(raw.get("decode_num_workers")) if raw.get("mode") == "disagg" else 1
-    return max(1, round(int(found.group(1)) / max(workers, 1))) if found else 1
+    if stated is None or (isinstance(stated, float) and math.isnan(stated)):
+        return None
+    return int(stated)
 
 
 def make_row(raw: dict[str, Any]) -> Row:
     disagg = raw.get("mode") == "disagg"
-    batch = row_batch(raw)
+    stated = row_batch(raw)
+    found = re.search(r"silicon_concurrency=(\d+)", str(raw.get("silicon_data_source", "")))
+    batch = stated if stated is not None else int(found.group(1)) if found else 1
     precision = precision_label(raw)
     gpu = str(raw["system"])
     model = catalog_model(str(raw["model_path"]))
@@ -237,6 +236,10 @@ def make_row(raw: dict[str, Any]) -> Row:
     mapping, why = setup_mapping(raw)
     if mapping is None:
         row.reason = why
+        return row
+    if stated is None:
+        row.reason = ("batch per engine not stated (the load generator's silicon_concurrency may span several "
+                      "engines)")
         return row
     scenario, why = build_scenario(mapping)
     if scenario is None:
@@ -260,7 +263,7 @@ def make_row(raw: dict[str, Any]) -> Row:
 
 def peak_bounds(row: Row) -> tuple[float, float]:
     """(shortest possible TTFT, shortest possible TPOT) [s] of the row at the GPU's datasheet peaks: one prefill
-    of the prompt and one decode step at its batch, efficiencies 1, no overhead, no engine rules."""
+    of the prompt and one decode step of the users decoding at once, efficiencies 1, no overhead, no engine rules."""
     s = row.scenario
     assert s is not None
     raw = dict(s.raw)
@@ -274,9 +277,13 @@ def peak_bounds(row: Row) -> tuple[float, float]:
         return 0.0, 0.0
     r = peak.evaluate()
     ttft = float(r["prefill_s"])
-    obs = Observation(s if not row.disagg else peak, "tpot_s", 1.0, batch_size=max(row.concurrency, 1))
-    obs = Observation(peak, "tpot_s", 1.0, batch_size=max(row.concurrency, 1))
-    return ttft, predict(obs, Factors(1.0, 1.0, 0.0))
+    # The users decoding at once, by Little's law from the row's own times: each of C users decodes for A x TPOT
+    # of every TTFT + A x TPOT (a disaggregated decode pool decodes all of its batch).
+    a = float(row.raw["osl"])
+    tpot, ttft_m = float(row.raw["silicon_tpot_ms"]), float(row.raw["silicon_ttft_ms"])
+    decoding = row.concurrency if row.disagg else row.concurrency * a * tpot / (ttft_m + a * tpot)
+    batch = max(1, math.floor(decoding))
+    return ttft, predict(Observation(peak, "tpot_s", 1.0, batch_size=batch), Factors(1.0, 1.0, 0.0))
 
 
 def screen(rows: Sequence[Row]) -> None:
