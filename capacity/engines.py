@@ -130,6 +130,27 @@ def efficiency_curves(peak_bandwidth: float) -> tuple[float, float]:
     return LAYER_HALF_S * peak_bandwidth, FLOPS_HALF_TOKENS
 
 
+def small_pass_half_tokens(half_tokens: ArrayLike, weight_read_bytes: ArrayLike, half_bytes_total: ArrayLike,
+                           params_per_gpu: ArrayLike, bandwidth_plateau: ArrayLike, flops_plateau: ArrayLike
+                           ) -> np.ndarray:
+    """The FLOP/s curve's half-plateau tokens, capped so that a pass too small to be compute-bound is not [tokens]:
+    ``min(T_half, t_w F_e / (2 N_gpu))`` with ``t_w = (W_read(1) + L S_half) / BW_e`` the step's weight read.
+
+    The curve ``e(T) = e_max T / (T + T_half)`` was fitted above the ridge point (T >= 256 tokens); its time form
+    charges a pass ``(T + T_half) 2 N / (e_max F)``, whose fixed part ``T_half 2 N / (e_max F)`` stands for the
+    matmuls' fixed cost. At T -> 0 a matrix product is a weight read (a GEMV), which the memory term charges, so that
+    fixed part can never exceed the weight read: on a low-FLOP GPU (H20: 148 TFLOP/s bf16 against 4.0 TB/s) the
+    uncapped curve made one token per pass compute-bound, and bf16, fp8 and AWQ weights predicted the same step
+    (issue 28). ``BW_e``, ``F_e``: the family's fitted plateaus times the peaks (constants, not the scenario's
+    factors, so a calibrated profile applied later keeps the same curve). H200 bf16, Llama-3.1-8B: the cap is
+    ~190 tokens, above 56.5: no change where the curve was measured.
+    """
+    t_w = (np.asarray(weight_read_bytes, float) + np.asarray(half_bytes_total, float)) / np.asarray(
+        bandwidth_plateau, float)
+    ridge = t_w * np.asarray(flops_plateau, float) / (2.0 * np.asarray(params_per_gpu, float))
+    return np.minimum(np.asarray(half_tokens, float), ridge)
+
+
 def efficiencies_used(bandwidth_plateau: float, flops_plateau: float, half_bytes_per_layer: float,
                       half_tokens: float, layers: float, decode_memory_s: float, effective_bandwidth: float,
                       decode_tokens: float, prefill_tokens: float) -> tuple[float, float, float, float]:

@@ -120,7 +120,18 @@ def run_fleet(args: argparse.Namespace) -> str:
         rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
                 for row in table.to_dict("records")]
         return json.dumps(rows, indent=2, default=str) + "\n"
-    return render(table)
+    return engine_line(mapping) + render(table)
+
+
+def engine_line(mapping: Mapping) -> str:
+    """The engine choice the answer states (``engines.engine_choice``): the vLLM assumption where the scenario
+    names no engine, the essays' conventions for ``ideal``; "" for a named engine. One line with its newline."""
+    from .engines import engine_choice
+
+    serving = mapping.get("serving") if isinstance(mapping.get("serving"), Mapping) else {}
+    named = serving.get("engine")
+    note = engine_choice(None if named is None else str(named).lower())[1]
+    return f"note: {note}\n" if note else ""
 
 
 def render(table) -> str:

@@ -21,6 +21,7 @@ from .analysis import INPUTS, RESULTS, analyse
 from .checks import input_problems
 from .engines import ALIASES
 from .errors import ScenarioError, show
+from .memory import weight_bytes_read
 from .profiles import resolve_profile
 from .quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from .quantisation import weight_bytes as scheme_weight_bytes
@@ -250,7 +251,18 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
     if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
         gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"], flops_efficiency=e["flops_efficiency"])
     if "bandwidth_half_bytes" in e:  # the efficiency curves (engines.efficiency_curves)
-        gpu = replace(gpu, bandwidth_half_bytes=e["bandwidth_half_bytes"], flops_half_tokens=e["flops_half_tokens"])
+        tp, pp = gpu.count, gpu.pipeline_parallel
+        active = model.active_params if model.active_params is not None else model.params
+        read = float(weight_bytes_read(model.weight_bytes, model.params, active, model.experts,
+                                       model.experts_per_token, 1.0)) / tp
+        half_tokens = float(engines.small_pass_half_tokens(
+            e["flops_half_tokens"], read, model.layers * e["bandwidth_half_bytes"], active / (tp * pp),
+            e["bandwidth_efficiency"] * gpu.bandwidth, e["flops_efficiency"] * gpu.flops))
+        if half_tokens < e["flops_half_tokens"]:
+            lines.append(f"{s['engine']}: FLOP/s curve's half point {half_tokens:.1f} tokens, not "
+                         f"{e['flops_half_tokens']:g}: a pass is not compute-bound below the weight read "
+                         f"(engines.small_pass_half_tokens)")
+        gpu = replace(gpu, bandwidth_half_bytes=e["bandwidth_half_bytes"], flops_half_tokens=half_tokens)
     return gpu, e, lines
 
 

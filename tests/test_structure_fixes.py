@@ -58,3 +58,33 @@ def test_closed_loop_tpot_fuses_the_other_prompts_into_the_steps():
     essay = float(m2.step_s(8)) + 7 * float(m2.prefill_s(1000)) / 300
     assert predict(Observation(ideal, "tpot_s", 0.01, concurrency=8), Factors.of(ideal)) == pytest.approx(essay)
     assert math.isfinite(hand)
+
+
+def _h20(quantization):
+    return Scenario.from_dict({"model": {"name": "qwen3-8b", "quantization": quantization}, "gpu": {"name": "h20"},
+                               "serving": {"engine": "vllm"}, "workload": {"prompt_tokens": 100, "output_tokens": 100}})
+
+
+def test_one_token_per_pass_is_not_compute_bound_on_a_low_flop_gpu():
+    # Issue 28: on an H20 (148 TFLOP/s bf16, 4.0 TB/s) the FLOP/s curve at one token per pass charged
+    # (1 + 56.5) x 2 N / (0.42 x 148 TFLOP/s) = 15.5 ms, more than reading the weights, so bf16, fp8 and AWQ
+    # weights all predicted the same 64.44 tokens/s. Capped at the weight read, the batch-1 step is memory-bound.
+    steps = {}
+    for q in ("bf16", "fp8", "w4a16-awq"):
+        s = _h20(q)
+        x = {k: np.asarray(v, float) for k, v in s.inputs().items()}
+        model, _ = step_model(x, np.asarray(150.0))
+        mem, comp, step = (float(v) for v in model.decode_terms(1.0))
+        # the compute term's fixed part is at most the weight read: compute exceeds memory by at most the one
+        # token's own FLOPs (a tie), never by the 2.4x of the uncapped curve
+        one_token = 2 * s.model.params / s.gpu.effective_flops
+        assert comp <= mem + one_token * (1 + 1e-9)
+        assert s.gpu.flops_half_tokens < 56.5
+        steps[q] = step
+    assert steps["bf16"] > steps["fp8"] > steps["w4a16-awq"]  # fewer weight bytes, a shorter step
+
+
+def test_the_curve_is_unchanged_where_it_was_measured():
+    s = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": "h200", "serving": {"engine": "vllm"},
+                            "workload": {"prompt_tokens": 100, "output_tokens": 100}})
+    assert s.gpu.flops_half_tokens == 56.5
