@@ -200,6 +200,29 @@ FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {
 }
 
 
+#: The engines whose published points fitted each row of ``FITTED_EFFICIENCY`` (validation/measurements.yaml:
+#: every hopper, ada and ampere timing point ran TensorRT-LLM or NIM, every cdna3 point vLLM-ROCm). A step
+#: overhead is the engine's own scheduling and launch loop, so a family's fitted overhead applies only to those
+#: engines (issue 28: SGLang on MI300X was charged the 10.6 ms fitted on vLLM-ROCm points; Llama-4 Maverick
+#: batch 1 measured 5.95 ms per step).
+FITTED_OVERHEAD_ENGINES: dict[str, tuple[str, ...]] = {
+    "ada": ("tensorrt-llm",), "ampere": ("tensorrt-llm",), "cdna3": ("vllm",), "hopper": ("tensorrt-llm",),
+    "all": ("tensorrt-llm", "vllm"),
+}
+
+
+def step_overhead_for(engine: str, family: str | None) -> tuple[float, str]:
+    """(step overhead [s], where it comes from) for an engine on a GPU family: the family's fitted overhead where
+    that engine's points fitted it; else the pooled fit ("all") where the engine has points there; else the
+    engine's own sourced ``STEP_OVERHEAD_S`` (the documented fallback: no measured pair)."""
+    key = ALIASES.get(engine, engine)
+    if family in FITTED_EFFICIENCY and key in FITTED_OVERHEAD_ENGINES.get(family, ()):
+        return FITTED_EFFICIENCY[family][2], f"fitted, {family}"
+    if key in FITTED_OVERHEAD_ENGINES.get("all", ()):
+        return FITTED_EFFICIENCY["all"][2], f"fitted, pooled: no {key} points on {family or 'this GPU'}"
+    return STEP_OVERHEAD_S[key], f"{key}'s sourced default: no fitted {key} points"
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """One engine version's defaults (see the module docstring); None where the engine has no such default."""
@@ -346,8 +369,8 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     fitted = FITTED_EFFICIENCY.get(family or "") or FITTED_EFFICIENCY.get("all")
     family = family if family in FITTED_EFFICIENCY else "pooled over the families with data"
     if "step_overhead" not in serving:
-        o = fitted[2] if fitted else STEP_OVERHEAD_S[p.engine]
-        put("step_overhead_s", o, f"step overhead {o * 1e3:.3g} ms" + (f" (fitted, {family})" if fitted else ""))
+        o, why = step_overhead_for(p.engine, gpu_family(gpu_name)) if fitted else (STEP_OVERHEAD_S[p.engine], "")
+        put("step_overhead_s", o, f"step overhead {o * 1e3:.3g} ms" + (f" ({why})" if why else ""))
     if fitted and not serving.get("_explicit_efficiency"):
         put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
         put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")

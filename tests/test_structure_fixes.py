@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from capacity import Scenario, roofline
+from capacity import Scenario, engines, roofline
 from capacity.analysis import step_model
 from capacity.calibration import Factors, Observation, predict
 
@@ -88,3 +88,16 @@ def test_the_curve_is_unchanged_where_it_was_measured():
     s = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": "h200", "serving": {"engine": "vllm"},
                             "workload": {"prompt_tokens": 100, "output_tokens": 100}})
     assert s.gpu.flops_half_tokens == 56.5
+
+
+def test_step_overhead_is_borrowed_only_from_the_engine_that_measured_it():
+    # Issue 28: SGLang on MI300X was charged the 10.6 ms per step fitted on vLLM-ROCm points. The cdna3 overhead
+    # applies to vLLM (its points); SGLang has no fitted points anywhere: its own sourced default (1.5 ms).
+    def overhead(engine, gpu):
+        return Scenario.from_dict({"model": "llama-3.1-8b", "gpu": gpu, "serving": {"engine": engine},
+                                   "workload": {"prompt_tokens": 100, "output_tokens": 100}}).serving.step_overhead_s
+    assert overhead("vllm", "mi300x") == engines.FITTED_EFFICIENCY["cdna3"][2]
+    assert overhead("sglang", "mi300x") == engines.STEP_OVERHEAD_S["sglang"] == 1.5e-3
+    # TensorRT-LLM's points fitted the hopper overhead; vLLM on hopper takes the pooled fit (it has points elsewhere)
+    assert overhead("tensorrt-llm", "h100-sxm") == engines.FITTED_EFFICIENCY["hopper"][2]
+    assert overhead("vllm", "h100-sxm") == engines.FITTED_EFFICIENCY["all"][2]
