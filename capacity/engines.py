@@ -371,9 +371,12 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     if "step_overhead" not in serving:
         o, why = step_overhead_for(p.engine, gpu_family(gpu_name)) if fitted else (STEP_OVERHEAD_S[p.engine], "")
         put("step_overhead_s", o, f"step overhead {o * 1e3:.3g} ms" + (f" ({why})" if why else ""))
-    if fitted and not serving.get("_explicit_efficiency"):
-        put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
-        put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")
+    plateaus_given = bool(serving.get("_plateaus_given"))  # a calibrated profile fitted under these curves
+    if fitted and (plateaus_given or not serving.get("_explicit_efficiency")):
+        if not plateaus_given:
+            put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
+            put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")
+        out["curve_plateaus"] = (fitted[0], fitted[1])  # what small_pass_half_tokens caps the curve with
         if peak_bandwidth:
             half_bytes, half_tokens = efficiency_curves(peak_bandwidth)
             put("bandwidth_half_bytes", half_bytes,

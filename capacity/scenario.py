@@ -22,7 +22,7 @@ from .checks import input_problems
 from .engines import ALIASES
 from .errors import ScenarioError, show
 from .memory import weight_bytes_read
-from .profiles import resolve_profile
+from .profiles import PROFILE_PLATEAUS, resolve_profile
 from .quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from .quantisation import weight_bytes as scheme_weight_bytes
 from .specs import (
@@ -239,8 +239,11 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
     gpu_keys = data["gpu"] if isinstance(data["gpu"], Mapping) else {}
     explicit = not gpu.source or gpu.source == "user" or any(
         k in gpu_keys for k in ("bandwidth", "flops", "bandwidth_efficiency", "flops_efficiency", "profile"))
+    # A calibrated profile fitted under the engine's curves gives plateaus: the curves stay (profiles.apply_profile).
+    plateaus = str(gpu_keys.get("efficiency_source", "")).startswith(PROFILE_PLATEAUS)
     given = {**s, **({"allreduce_latency": 1} if "allreduce_latency" in gpu_keys else {}),
-             **({"_explicit_efficiency": True} if explicit else {})}
+             **({"_explicit_efficiency": True} if explicit else {}),
+             **({"_plateaus_given": True} if plateaus else {})}
     max_len = s.get("max_model_len", model.max_position_embeddings) or (w["prompt_tokens"] + w["output_tokens"])
     e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
                              gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
@@ -250,6 +253,9 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
         gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
     if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
         gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"], flops_efficiency=e["flops_efficiency"])
+    elif plateaus and "curve_plateaus" in e:  # a profile's plateaus; the family's where it identified none
+        gpu = replace(gpu, **{k: v for k, v in zip(("bandwidth_efficiency", "flops_efficiency"), e["curve_plateaus"],
+                                                   strict=True) if k not in gpu_keys})
     if "bandwidth_half_bytes" in e:  # the efficiency curves (engines.efficiency_curves)
         tp, pp = gpu.count, gpu.pipeline_parallel
         active = model.active_params if model.active_params is not None else model.params
@@ -257,7 +263,7 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
                                        model.experts_per_token, 1.0)) / tp
         half_tokens = float(engines.small_pass_half_tokens(
             e["flops_half_tokens"], read, model.layers * e["bandwidth_half_bytes"], active / (tp * pp),
-            e["bandwidth_efficiency"] * gpu.bandwidth, e["flops_efficiency"] * gpu.flops))
+            e["curve_plateaus"][0] * gpu.bandwidth, e["curve_plateaus"][1] * gpu.flops))
         if half_tokens < e["flops_half_tokens"]:
             lines.append(f"{s['engine']}: FLOP/s curve's half point {half_tokens:.1f} tokens, not "
                          f"{e['flops_half_tokens']:g}: a pass is not compute-bound below the weight read "

@@ -101,3 +101,28 @@ def test_step_overhead_is_borrowed_only_from_the_engine_that_measured_it():
     # TensorRT-LLM's points fitted the hopper overhead; vLLM on hopper takes the pooled fit (it has points elsewhere)
     assert overhead("tensorrt-llm", "h100-sxm") == engines.FITTED_EFFICIENCY["hopper"][2]
     assert overhead("vllm", "h100-sxm") == engines.FITTED_EFFICIENCY["all"][2]
+
+
+def test_a_saved_profile_reproduces_its_own_fit(tmp_path):
+    # Issue 28: a profile fitted under vLLM's efficiency curves, applied through gpu.profile, predicted the points
+    # it was fitted on 3-42% lower than the fit printed (its plateaus were applied without the curves).
+    from capacity.calibration import fit_factors
+    from capacity.profiles import profile_from_fit, resolve_profile, save_profile
+
+    raw = {"model": "llama-3.1-8b", "gpu": {"name": "h100-sxm"}, "serving": {"engine": "vllm"},
+           "workload": {"prompt_tokens": 1000, "output_tokens": 200}}
+    base = Scenario.from_dict(raw)
+    truth = Factors(0.6, 0.35, 0.004)
+    points = []
+    for b in (1, 8, 32, 128):
+        o = Observation(base, "tpot_s", 1.0, concurrency=b)
+        points.append(Observation(base, "tpot_s", predict(o, truth) * (1.03 if b == 8 else 1.0), concurrency=b))
+    fit = fit_factors(points, start=Factors.of(base))
+    printed = [predict(o, fit.factors) for o in points]
+    path = tmp_path / "profiles.yaml"
+    save_profile("bench", profile_from_fit(base, fit), path)
+    used = Scenario.from_dict(resolve_profile({**raw, "gpu": {"name": "h100-sxm", "profile": "bench"}}, path))
+    assert used.gpu.flops_half_tokens == base.gpu.flops_half_tokens > 0  # the curves stay
+    again = [predict(Observation(used, "tpot_s", 1.0, concurrency=o.concurrency), Factors.of(used)) for o in points]
+    # the profile stores the factors rounded to 6 digits
+    assert again == pytest.approx(printed, rel=1e-5)
