@@ -126,3 +126,37 @@ def test_a_saved_profile_reproduces_its_own_fit(tmp_path):
     again = [predict(Observation(used, "tpot_s", 1.0, concurrency=o.concurrency), Factors.of(used)) for o in points]
     # the profile stores the factors rounded to 6 digits
     assert again == pytest.approx(printed, rel=1e-5)
+
+
+def _llama_h100(prompt=1000, output=200):
+    return Scenario.from_dict({"model": "llama-3.1-8b", "gpu": {"name": "h100-sxm"}, "serving": {"engine": "ideal"},
+                               "workload": {"prompt_tokens": prompt, "output_tokens": output}})
+
+
+def test_three_points_do_not_pin_three_factors():
+    # Issue 28: three points gave a FLOP/s efficiency of 0.024, or a 1.9 ms overhead with both efficiencies at
+    # their bound. At most n - 1 factors are freed from n points; the rest keep their start value, said so.
+    from capacity.calibration import fit_factors
+
+    s = _llama_h100()
+    truth = Factors(0.7, 0.5, 0.003)
+    obs = [Observation(s, "tpot_s", 1.0, batch_size=1), Observation(s, "tpot_s", 1.0, batch_size=256),
+           Observation(_llama_h100(4000), "ttft_s", 1.0, concurrency=1)]
+    points = [Observation(o.scenario, o.metric, predict(o, truth) * k, batch_size=o.batch_size,
+                          concurrency=o.concurrency) for o, k in zip(obs, (1.1, 0.9, 1.2), strict=True)]
+    fit = fit_factors(points, start=Factors.of(s))
+    freed = [f for f in fit.fitted if f not in fit.held]
+    assert len(freed) <= 2
+    assert any(why.startswith("under-determined: 3 points") for why in fit.held.values())
+
+
+def test_an_implausible_efficiency_is_refused():
+    # TTFTs 50x what any FLOP/s the model allows would ask for ~1% of peak: held, not reported as an efficiency.
+    from capacity.calibration import fit_factors
+
+    obs = [Observation(_llama_h100(p), "ttft_s", 1.0, concurrency=1) for p in (2000, 4000, 8000, 16000)]
+    start = Factors(0.7, 0.5, 0.0)
+    points = [Observation(o.scenario, "ttft_s", predict(o, start) * 50, concurrency=1) for o in obs]
+    fit = fit_factors(points, start=start, fit=("flops_efficiency",))
+    assert fit.factors.flops_efficiency == 0.5
+    assert fit.held["flops_efficiency"].startswith("implausible")
