@@ -29,7 +29,8 @@ RTOL = 1e-12
 SMALL = {  # a KV pool of 95 blocks of 16 tokens (tests/test_simulator.py): preemption under load
     "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
     "gpu": {"memory": "16.2 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s"},
-    "serving": {"engine": "ideal", "memory_utilization": 1.0, "block_size": 16, "max_model_len": 4096, "step_overhead": "3 ms"},
+    "serving": {"engine": "ideal", "memory_utilization": 1.0, "block_size": 16, "max_model_len": 4096,
+                "step_overhead": "3 ms"},
     "workload": {"prompt_tokens": 100, "output_tokens": 50, "arrival_rate": 20},
 }
 VARIABLE = {"prompt_tokens": {"dist": "lognormal", "mean": 1000, "sigma": 0.6, "low": 16, "high": 8000},
