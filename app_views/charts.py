@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from app_views.state import UNIT_BYTES
-from capacity.answer import per_user_tokens_per_s
-from capacity.pool_picture import LABELS
+from capacity.answers.sentence import per_user_tokens_per_s
+from capacity.model.pool_picture import LABELS
+from capacity.render.ticks import linear_ticks, log_ticks
 
 POOL_COLOURS = ["#e5e7eb", "#7c3aed", "#2563eb", "#f59e0b"]  # free, shared, private, partial
 
@@ -26,6 +27,9 @@ def _figure(data: list[dict], title: str, x: str, y: str, marks: list[tuple] = (
     (a raw 200 there stretched the axis to 1e200).
     """
     shapes, notes = [], []
+    xs = [float(x) for trace in data for x in (trace.get("x") if trace.get("x") is not None else [])
+          if isinstance(x, int | float) and np.isfinite(x)]
+    right = max(xs, default=0.0)
     for axis, value, colour, dash, label, yref in marks:
         at = float(np.log10(value)) if (axis == "x" and "x" in log_axes) or (axis == "y" and yref in log_axes) \
             else value
@@ -33,8 +37,9 @@ def _figure(data: list[dict], title: str, x: str, y: str, marks: list[tuple] = (
         if axis == "x":
             shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": value, "x1": value, "y0": 0, "y1": 1,
                            "line": line})
+            near_right = right > 0 and value > 0.7 * right  # the label reads leftwards, off the right-hand axis
             notes.append({"x": at, "xref": "x", "yref": "paper", "y": 1.0 - 0.08 * len(notes), "text": label,
-                          "showarrow": False, "xanchor": "left", "font": {"size": 11}})
+                          "showarrow": False, "xanchor": "right" if near_right else "left", "font": {"size": 11}})
         else:
             shapes.append({"type": "line", "xref": "paper", "yref": yref, "x0": 0, "x1": 1, "y0": value, "y1": value,
                            "line": line})
@@ -90,8 +95,11 @@ def decode_chart(curve: pd.DataFrame, batch_now: float, balance: float, in_fligh
         marks.append(("x", balance, "grey", "dash", f"compute overtakes memory at {balance:,.0f}", "y"))
     if in_flight and np.isfinite(in_flight) and in_flight < batch_now:
         marks.append(("x", in_flight, "green", "dash", f"batch at goodput {in_flight:,.0f}", "y"))
+    step_ms = pd.concat([curve["memory_s"], curve["compute_s"], curve["step_s"]]) * 1e3
     return _figure(data, "Decode step and throughput vs batch size", "batch (sequences)", "ms", marks,
-                   yaxis2={"overlaying": "y", "side": "right", "title": {"text": "tokens/s"}})
+                   yaxis={"title": {"text": "time per step"}, **linear_ticks(step_ms, "ms")},
+                   yaxis2={"overlaying": "y", "side": "right", "title": {"text": "throughput (tokens/s)"},
+                           **linear_ticks(curve["tokens_per_s"], "rate")})
 
 
 def load_chart(curve: pd.DataFrame, ceiling: float, goodput: float, tpot_slo_ms: float | None,
@@ -110,9 +118,10 @@ def load_chart(curve: pd.DataFrame, ceiling: float, goodput: float, tpot_slo_ms:
     if ttft_slo_ms:
         marks.append(("y", ttft_slo_ms, "orange", "dot", f"TTFT promise {ttft_slo_ms:,.0f} ms", "y2"))
     return _figure(data, "Latency vs arrival rate", "arrival rate (requests/s)", "TPOT (ms)", marks, ("y2",),
-                   yaxis={"title": {"text": "TPOT (ms)"}, "rangemode": "tozero"},
-                   yaxis2={"overlaying": "y", "side": "right", "title": {"text": "TTFT (ms, log scale)"},
-                           "type": "log"})
+                   yaxis={"title": {"text": "TPOT"}, "rangemode": "tozero",
+                          **linear_ticks([*tpot, tpot_slo_ms or 0.0], "ms")},
+                   yaxis2={"overlaying": "y", "side": "right", "title": {"text": "TTFT (log scale)"},
+                           "type": "log", **log_ticks([*ttft, *([ttft_slo_ms] if ttft_slo_ms else [])], "ms")})
 
 
 def context_chart(curve: pd.DataFrame, tokens_now: float, fits_now: float) -> dict:

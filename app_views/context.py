@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capacity.scenario import Results
-from capacity.sizing import Sizing
+from capacity.model.scenario import Results
+from capacity.planning.sizing import Sizing
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +19,7 @@ class Context:
     unit: str                  # "GB" or "GiB": how bytes are shown
     headroom: float            # spare capacity every fleet is sized with [fraction]
     peak_factor: float         # design load over the entered load [-]
-    sizing: Sizing = None  # type: ignore[assignment]  # the one answer (``capacity.sizing.size``) every view renders its fleet figures from
+    sizing: Sizing = None  # type: ignore[assignment]  # the one answer (``capacity.planning.sizing.size``) every view renders its fleet figures from
 
     @property
     def binary(self) -> bool:

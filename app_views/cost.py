@@ -6,8 +6,8 @@ from typing import Any
 
 from app_views.context import Context
 from app_views.text import plain
-from capacity.answer import answer, layout_words
-from capacity.formatting import format_value
+from capacity.answers.sentence import answer, layout_words
+from capacity.render.formatting import format_value
 
 
 def money(value: float | None, digits: int = 2) -> str:

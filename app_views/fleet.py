@@ -1,6 +1,6 @@
 """Fleet view: the entered load in, the GPU options ranked by cost, cost per million tokens, the Pareto chart.
 
-Renders ``capacity.fleet.fleet_options`` for the sidebar's load, headroom and peak factor (the same the
+Renders ``capacity.planning.fleet.fleet_options`` for the sidebar's load, headroom and peak factor (the same the
 Cost view and the headline use); no formulas here.
 """
 
@@ -16,10 +16,10 @@ import streamlit as st
 
 from app_views.context import Context
 from app_views.text import plain
-from capacity import catalog
-from capacity.answer import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month
-from capacity.fleet import MODES, TENSOR_PARALLEL, fleet_options, target_rps, tokens_per_day
-from capacity.formatting import format_value
+from capacity.answers.sentence import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month
+from capacity.inputs import catalog
+from capacity.planning.fleet import MODES, TENSOR_PARALLEL, fleet_options, target_rps, tokens_per_day
+from capacity.render.formatting import format_value
 
 #: Ranked-table columns shown, with headers in words and units.
 SHOWN = {"rank": "rank", "gpu": "GPU", "tensor_parallel": "tensor parallel", "mode": "serving", "gpus": "GPUs",

@@ -20,17 +20,19 @@ from app_views.summary import cached_verdict
 from app_views.text import plain
 from app_views.views import VIEWS
 from capacity import Scenario, ScenarioError
-from capacity.answer import answer, binds, cautions, layout_words
-from capacity.budget import BudgetExceeded, time_budget
-from capacity.files import safe_filename
-from capacity.formatting import format_value
-from capacity.sizing import MODE_WORDS, Sizing, mode_rates, size
+from capacity.answers.sentence import answer, binds, cautions, layout_words
+from capacity.fileio.files import safe_filename
+from capacity.planning.sizing import MODE_WORDS, Sizing, mode_rates, size
+from capacity.planning.ways_forward import WayForward, ways_forward
+from capacity.render.formatting import format_value
+from capacity.runtime.budget import BudgetExceeded, time_budget
 
 # What exists once the page's modules are imported (libraries, catalogs, presets) lives as long as the server: the
 # garbage collector need not scan it again (``.streamlit/config.toml`` turns off the full pass after every run).
 gc.freeze()
 
-#: Time budget of one evaluation and of drawing one view [s] (``capacity.budget``): work estimated to take longer
+#: Time budget of one evaluation and of drawing one view [s] (``capacity.runtime.budget``): work estimated to take
+#: longer
 #: is refused before it starts, work that runs past it is stopped, so one session never holds a core for long.
 #: A valid scenario evaluates in milliseconds and the heaviest view (Fleet) in about a second.
 BUDGET_S = 5.0
@@ -53,7 +55,7 @@ def evaluate(scenario_json: str) -> tuple[Any, list[str] | None]:
 
 @st.cache_resource(show_spinner=False, max_entries=256)
 def answer_of(scenario_json: str, _results: Any) -> Sizing:
-    """The one answer (``capacity.sizing.size``) of the sizing ``scenario_json`` (whose Results are ``_results``)."""
+    """The one answer (``capacity.planning.sizing.size``) of the sizing ``scenario_json`` (Results: ``_results``)."""
     with time_budget(BUDGET_S):
         return size(_results.scenario, _results)
 
@@ -86,6 +88,45 @@ def headline(results: Any, ctx: Context) -> None:
     ]))
     if z.reasons:
         st.info(plain(" ".join(r[0].upper() + r[1:] + "." for r in z.reasons)))
+
+
+@st.cache_data(show_spinner="Looking for a layout that fits...", max_entries=64)
+def cached_ways(scenario_json: str) -> list[WayForward]:
+    with time_budget(BUDGET_S):
+        return ways_forward(json.loads(scenario_json))
+
+
+#: Scenario paths a way forward changes -> the sidebar field that holds each.
+WAY_FIELDS = {("gpu", "name"): "gpu", ("gpu", "count"): "gpu_count", ("model", "weight_dtype"): "weight_dtype",
+              ("model", "kv_dtype"): "kv_dtype"}
+
+
+def apply_way(changes: tuple) -> None:
+    """Set each changed field as if the user had chosen it in the sidebar (a GPU first: the count is kept)."""
+    for (path, value) in sorted(changes, key=lambda change: change[0] != ("gpu", "name")):
+        key = WAY_FIELDS[path]
+        st.session_state[key] = value
+        if key == "gpu":
+            sidebar.on_choice("gpu")
+        else:
+            sidebar.on_field(key)
+
+
+def ways_forward_buttons(scenario_json: str) -> None:
+    """Instead of a dead end: the evaluated changes that would serve this sizing, as buttons."""
+    try:
+        ways = cached_ways(scenario_json)
+    except BudgetExceeded:
+        return
+    if not ways:
+        return
+    st.markdown("**What would fit** (each evaluated; one click applies it):")
+    columns = st.columns(len(ways))
+    for i, (column, way) in enumerate(zip(columns, ways, strict=True)):
+        price = f", ${way.cost_per_hour:,.2f}/h per replica" if way.cost_per_hour is not None else ""
+        column.button(f"Use {way.label}", key=f"way_forward_{i}", on_click=apply_way, args=(way.changes,),
+                      help=f"{way.gpus_per_replica} GPUs per replica, {way.requests_fit:,.0f} requests fit at once"
+                           f"{price}")
 
 
 def main() -> None:
@@ -149,6 +190,7 @@ def main() -> None:
 
     if ctx is None:
         st.error(plain("This sizing cannot be evaluated:\n" + "\n".join(f"• {p}" for p in shown)))
+        ways_forward_buttons(scenario_json)
         return
     for line in cautions(results):
         st.warning(plain(line))

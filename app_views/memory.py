@@ -9,11 +9,11 @@ import numpy as np
 from app_views import charts
 from app_views.context import Context
 from app_views.figures import figures_markdown
-from capacity.answer import memory_split, paged_over_contiguous
-from capacity.curves import concurrency_curve
-from capacity.formatting import format_value
-from capacity.pool_picture import pool_map
-from capacity.units import format_bytes
+from capacity.answers.sentence import memory_split, paged_over_contiguous
+from capacity.inputs.units import format_bytes
+from capacity.model.curves import concurrency_curve
+from capacity.model.pool_picture import pool_map
+from capacity.render.formatting import format_value
 
 #: Request lengths the concurrency chart spans [tokens]: 256 to 128K, two points per doubling.
 CONTEXTS = np.unique(np.round(2.0 ** np.arange(8, 17.01, 0.5)))

@@ -7,16 +7,18 @@ from typing import Any
 import pandas as pd
 
 from app_views.context import Context
-from capacity.analysis import RESULTS
-from capacity.formatting import SECTIONS, format_value
+from capacity.model.analysis import RESULTS
+from capacity.render.formatting import SECTIONS, format_value
+from capacity.render.glossary import in_words, value_in_words
 
 
 def table(ctx: Context) -> pd.DataFrame:
     r = ctx.results
     placed = [key for keys in SECTIONS.values() for key in keys]
     sections = [*SECTIONS.items(), ("Serving options", [k for k in RESULTS if k not in placed])]
-    return pd.DataFrame([{"section": sec, "quantity": key, "value": format_value(key, r[key], ctx.binary),
-                          "meaning": RESULTS[key][1]} for sec, keys in sections for key in keys])
+    return pd.DataFrame([{"section": sec, "quantity": key,
+                          "value": value_in_words(format_value(key, r[key], ctx.binary)),
+                          "meaning": in_words(RESULTS[key][1])} for sec, keys in sections for key in keys])
 
 
 def render(st: Any, ctx: Context) -> None:

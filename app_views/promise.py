@@ -11,9 +11,9 @@ from app_views import charts
 from app_views.context import Context
 from app_views.figures import figures_markdown
 from app_views.text import plain
-from capacity.answer import answer, binds, capacity_gap_rps
-from capacity.formatting import format_value
-from capacity.sizing import MODE_WORDS, latency_curve, mode_rates
+from capacity.answers.sentence import answer, binds, capacity_gap_rps
+from capacity.planning.sizing import MODE_WORDS, latency_curve, mode_rates
+from capacity.render.formatting import format_value
 
 
 def render(st: Any, ctx: Context) -> None:

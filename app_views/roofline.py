@@ -9,8 +9,8 @@ import numpy as np
 from app_views import charts
 from app_views.context import Context
 from app_views.figures import figures_markdown
-from capacity.curves import balance_batch, decode_curve
-from capacity.formatting import format_value
+from capacity.model.curves import balance_batch, decode_curve
+from capacity.render.formatting import format_value
 
 
 def render(st: Any, ctx: Context) -> None:

@@ -41,10 +41,10 @@ from app_views.state import (
     with_sources,
 )
 from app_views.text import plain
-from capacity import catalog
 from capacity.errors import ScenarioError
-from capacity.hf_config import model_from_text
-from capacity.scenario import RESERVES
+from capacity.inputs import catalog
+from capacity.inputs.hf_config import model_from_text
+from capacity.model.scenario import RESERVES
 
 PRESETS = presets()
 MAX_UPLOAD_BYTES = 1_000_000

@@ -21,8 +21,8 @@ import streamlit as st
 from app_views.context import Context
 from app_views.text import plain
 from capacity import Scenario, ScenarioError
-from capacity.budget import BudgetExceeded, time_budget
-from capacity.formatting import format_value
+from capacity.render.formatting import format_value
+from capacity.runtime.budget import BudgetExceeded, time_budget
 from capacity.simulator import simulate
 from capacity.simulator.metrics import waiting_timeline
 from capacity.simulator.scheduler import load_compiled_loop
@@ -38,7 +38,7 @@ ROWS = [("mean_ttft_s", "mean TTFT"), ("p99_ttft_s", "p99 TTFT"), ("mean_tpot_s"
         ("requests_rejected", "rejected (503)"), ("prefix_cache_hit_rate", "prefix-cache hit rate")]
 UNITS = {"throughput_rps": "requests/s", "goodput_rps": "requests/s", "output_tokens_per_s": "tokens/s",
          "slot_utilization": "%", "preemptions": "", "requests_rejected": "", "prefix_cache_hit_rate": "%"}
-#: Time budget of one simulation pair in the app [s] (``capacity.budget``; nested in the view's, so the smaller
+#: Time budget of one simulation pair in the app [s] (``capacity.runtime.budget``; nested in the view's, so the smaller
 #: applies): a run estimated to take longer is refused up front, one that runs past it is stopped.
 SIMULATION_BUDGET_S = 4.0
 #: Largest trace accepted from an upload [bytes].

@@ -30,12 +30,12 @@ from typing import Any
 
 import yaml
 
-from capacity import catalog
 from capacity.errors import ScenarioError, show
-from capacity.safe_load import load_shipped, parse_json
-from capacity.scenario import RESERVES, parse_yaml
-from capacity.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
-from capacity.units import parse_quantity
+from capacity.fileio.safe_load import load_shipped, parse_json
+from capacity.inputs import catalog
+from capacity.inputs.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
+from capacity.inputs.units import parse_quantity
+from capacity.model.scenario import RESERVES, parse_yaml
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 CUSTOM = "custom"

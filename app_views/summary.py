@@ -13,14 +13,14 @@ import streamlit
 from app_views.context import Context
 from app_views.state import humanise
 from app_views.text import plain
-from capacity.analysis import RESULTS
-from capacity.answer import memory_split
-from capacity.formatting import format_value
-from capacity.units import format_bytes
-from capacity.verdict import verdict
+from capacity.answers.sentence import memory_split
+from capacity.answers.verdict import verdict
+from capacity.inputs.units import format_bytes
+from capacity.model.analysis import RESULTS
+from capacity.render.formatting import format_value
 
 #: The figures a salesperson is asked about after the headline, in the order a conversation takes: result key ->
-#: its name on screen (the meaning column is the library's, ``capacity.analysis.RESULTS``).
+#: its name on screen (the meaning column is the library's, ``capacity.model.analysis.RESULTS``).
 KEY_FIGURES = {"kv_bytes_per_token": "KV cache per token", "pool_bytes": "KV pool per GPU",
                "blocks_per_request": "Blocks per request", "decode_step_s": "Decode step",
                "decode_bound": "Decode step bound by", "prefill_s": "Prefill",
@@ -45,7 +45,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 @streamlit.cache_resource(show_spinner=False, max_entries=256)
 def cached_verdict(scenario_json: str, _results: Any) -> list[str]:
-    """``capacity.verdict`` of the sizing whose canonical JSON is ``scenario_json`` (it re-evaluates what-ifs)."""
+    """``capacity.answers.verdict`` of the sizing whose canonical JSON is ``scenario_json`` (re-evaluates what-ifs)."""
     return verdict(_results)
 
 

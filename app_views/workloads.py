@@ -20,11 +20,11 @@ from app_views.charts import _figure
 from app_views.context import Context
 from app_views.text import plain
 from capacity import Scenario
-from capacity.daily import DailyPlan, diurnal_rates, plan_scenario_day
-from capacity.guidance import inspect_first, queue_limits, ttft_target_s
-from capacity.mix import mix_model
-from capacity.percentiles import sizing
-from capacity.workload_curves import concurrency_curve, knee, load_curve
+from capacity.answers.guidance import inspect_first, queue_limits, ttft_target_s
+from capacity.model.mix import mix_model
+from capacity.model.mix_curves import concurrency_curve, knee, load_curve
+from capacity.model.percentiles import sizing
+from capacity.planning.daily import DailyPlan, diurnal_rates, plan_scenario_day
 
 #: Loads of the throughput-latency curve, as shares of the mix's ceiling (fewer than the library's default 32:
 #: each point solves every class's quantiles).

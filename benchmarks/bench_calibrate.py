@@ -28,7 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from capacity import Scenario, calibration  # noqa: E402
+from capacity import Scenario  # noqa: E402
+from capacity.planning import calibration  # noqa: E402
 
 #: The last commit with the interval-by-interval solver (quadratic in the points).
 BASELINE_COMMIT = "a22d354"
@@ -58,7 +59,7 @@ def timed(module, n: int) -> float:
 
 
 def baseline_module():
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{BASELINE_COMMIT}:capacity/calibration.py"],
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{BASELINE_COMMIT}:capacity/planning/calibration.py"],
                             capture_output=True, text=True, check=True).stdout
     path = Path("/tmp/capacity_calibration_baseline.py")
     path.write_text(source)

@@ -1,7 +1,7 @@
 """Benchmark: the million-scenario call against the floor of its arithmetic, measured in the same run.
 
-The project's time is ``capacity.frame.evaluate_frame`` (DataFrame in, every result out) and
-``capacity.frame.evaluate_arrays`` (arrays in and out) on the million of ``bench_million.scenarios``
+The project's time is ``capacity.model.frame.evaluate_frame`` (DataFrame in, every result out) and
+``capacity.model.frame.evaluate_arrays`` (arrays in and out) on the million of ``bench_million.scenarios``
 (the 16 catalog models on the 9 catalog GPUs, tensor parallel 1-8, random lengths, loads and promises).
 
 The floor (``floor_goodput`` below, written here on purpose as the baseline) computes only what the
@@ -42,10 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_million import scenarios  # noqa: E402
 
-from capacity import memory, roofline, slo  # noqa: E402
-from capacity.analysis import complete_inputs, step_model  # noqa: E402
-from capacity.frame import CHUNK_ROWS, evaluate_arrays, evaluate_frame, frame_inputs  # noqa: E402
-from capacity.threads import default_threads, ordered_map  # noqa: E402
+from capacity.formulas import memory, roofline, slo  # noqa: E402
+from capacity.model.analysis import complete_inputs, step_model  # noqa: E402
+from capacity.model.frame import CHUNK_ROWS, evaluate_arrays, evaluate_frame, frame_inputs  # noqa: E402
+from capacity.runtime.threads import default_threads, ordered_map  # noqa: E402
 
 
 def floor_goodput(inputs: dict[str, np.ndarray]) -> np.ndarray:

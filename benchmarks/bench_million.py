@@ -4,14 +4,14 @@ The million varies model (every catalog model: dense, GQA, MLA, sliding windows,
 catalog GPU, tensor parallel 1/2/4/8), prompt and answer lengths, shared prefix, memory utilisation,
 batch cap, arrival rate and the TPOT/TTFT promises. It prints:
 
-* the wall and CPU time of ``capacity.frame.evaluate_frame`` on the million (every result, one call),
+* the wall and CPU time of ``capacity.model.frame.evaluate_frame`` on the million (every result, one call),
   scenarios per second, and the same for the dense rows alone (closed forms) and the MoE rows alone
   (bisection);
 * the scalar path, ``analyse`` on one scenario's scalars and ``Scenario.evaluate``, timed in a loop on a
   sample, and the speed-up of the vectorised call per scenario;
 * that the sample's vectorised values equal the scalar ones;
 * the app's full recompute after a slider change: ``Scenario.from_dict`` + ``evaluate`` + the curves of
-  ``capacity/curves.py`` (decode curve, balance batch, load curve over 300 rates).
+  ``capacity/model/curves.py`` (decode curve, balance batch, load curve over 300 rates).
 
     python benchmarks/bench_million.py [--rows N] [--sample N] [--repeat N]
 
@@ -31,10 +31,11 @@ import time
 import numpy as np
 import pandas as pd
 
-from capacity import Scenario, ScenarioError, analyse, catalog
-from capacity.analysis import RESULTS
-from capacity.curves import balance_batch, decode_curve, load_curve
-from capacity.frame import evaluate_frame
+from capacity import Scenario, ScenarioError, analyse
+from capacity.inputs import catalog
+from capacity.model.analysis import RESULTS
+from capacity.model.curves import balance_batch, decode_curve, load_curve
+from capacity.model.frame import evaluate_frame
 
 #: Tensor-parallel sizes tried for every model and GPU.
 TP_SIZES = (1, 2, 4, 8)

@@ -1,6 +1,6 @@
 """Benchmark: ``capacity search`` throughput, configurations simulated per second on 1 and N local workers.
 
-The search (``capacity.search.search``) over a grid of engine settings for the workload of
+The search (``capacity.planning.search.search``) over a grid of engine settings for the workload of
 ``tests/data/search-llama-8b.yaml`` (llama-3.1-8b chat, 20 requests/s, lognormal prompts, uniform answers,
 roofline cost model), with ``--requests`` requests per simulation. Each worker count runs the same search
 with the simulator's Python loop (``--event-loop python``, the baseline; ``--loops auto`` leaves it out) and
@@ -47,8 +47,8 @@ STARTED = time.perf_counter()  # before the project's imports: the end-to-end fi
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's capacity, also when another copy is installed
 
-from capacity.scenario import read_yaml  # noqa: E402
-from capacity.search import executor_for, search, settings_grid  # noqa: E402
+from capacity.model.scenario import read_yaml  # noqa: E402
+from capacity.planning.search import executor_for, search, settings_grid  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "data" / "search-llama-8b.yaml"
 LOOPS = ("python", "auto")
@@ -129,8 +129,8 @@ def _child(*args: str, root: Path = ROOT) -> dict:
 
 def warm_cache() -> dict:
     """Load (or, the first time, compile) the compiled loop in a process of its own: seconds it took."""
-    from capacity.scenario import Scenario
-    from capacity.search import Setting, scenario_data
+    from capacity.model.scenario import Scenario
+    from capacity.planning.search import Setting, scenario_data
     from capacity.simulator import simulate
 
     start = time.perf_counter()

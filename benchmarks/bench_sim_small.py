@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's capacity, also when another copy is installed
 
-from capacity.scenario import load_scenario  # noqa: E402
+from capacity.model.scenario import load_scenario  # noqa: E402
 from capacity.simulator import simulate_table  # noqa: E402
 from capacity.simulator.config import config_from_scenario  # noqa: E402
 from capacity.simulator.workloads import generate  # noqa: E402

@@ -51,7 +51,7 @@ def _setup(requests: int, rate: float, shared_prefix: int = 0, prefix_groups: in
            offload: tuple[str | None, str | None] = (None, None)):
     """The scenario, config and request table; ``offload``: the CPU tier's bytes and link bandwidth (None: none)."""
     sys.path.insert(0, str(ROOT))
-    from capacity.scenario import load_scenario
+    from capacity.model.scenario import load_scenario
     from capacity.simulator.config import config_from_scenario
     from capacity.simulator.workloads import generate
 

@@ -27,12 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's capacity, also when another copy is installed
 sys.path.insert(1, str(ROOT / "tests"))  # the step-by-step reference loop the tests check the engine against
 
-from simulator_reference import naive_continuous  # noqa: E402
-
-from capacity.scenario import load_scenario  # noqa: E402
+from capacity.model.scenario import load_scenario  # noqa: E402
 from capacity.simulator import RooflineCost, simulate_table  # noqa: E402
 from capacity.simulator.config import config_from_scenario  # noqa: E402
 from capacity.simulator.workloads import generate  # noqa: E402
+from tests.simulator_reference import naive_continuous  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "sim-essay-001-analytic.yaml"
 

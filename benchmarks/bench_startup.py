@@ -63,7 +63,7 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "import numpy, 1 BLAS thread": ("import numpy", ONE_THREAD),
     "capacity --version": (_command("--version"), {}),
     "import for evaluate": ("import capacity.cli as cli\ncli._one_blas_thread()\n"
-                            "import capacity.scenario, capacity.formatting", {}),
+                            "import capacity.model.scenario, capacity.render.formatting", {}),
     "capacity evaluate": (_command("evaluate", str(SCENARIO)), {}),
     "capacity evaluate (catalog)": (_command("evaluate", str(CATALOG_SCENARIO)), {}),
 }
@@ -88,7 +88,7 @@ def timed(name, import_):
 bootstrap._find_and_load = timed
 import capacity.cli as cli
 cli._one_blas_thread()
-import capacity.scenario, capacity.formatting
+import capacity.model.scenario, capacity.render.formatting
 print(json.dumps(own))
 """
 

@@ -7,7 +7,7 @@ csv, ...) and medians reported. Beside them, in this process, the pieces on the 
 * evaluation alone (``sweep.record_batches``: the grid built from its indices, evaluated, as Arrow batches);
 * CSV formatting: ours (``sweep.csv_text``: each number formatted once, rows joined by Arrow) against
   ``pyarrow.csv.CSVWriter`` on the same batches (the floor this replaces; parsed values are identical,
-  ``tests/test_sweep_stream.py``);
+  ``tests/planning/test_sweep_stream.py``);
 * the old path for reference, on a 100,000-row slice (``--baseline``): the whole grid in one DataFrame and
   ``DataFrame.to_csv``, scaled to the full grid.
 
@@ -16,7 +16,7 @@ csv, ...) and medians reported. Beside them, in this process, the pieces on the 
 Targets (issue 17): a 1,000,000-row sweep to CSV <= 10 s end to end, to Parquet <= 3 s, peak <= 500 MB.
 A 100,000,000-row sweep keeps the same peak: the grid is never held whole (65,536 rows at a time, the next
 evaluated while the last is written), and the Parquet footer's row groups wait in a spool, not in pyarrow's writer
-(``capacity/parquet_stream.py``: pyarrow held 90 KB per row group, 1.35 MB per million rows, and copied it at
+(``capacity/fileio/parquet_stream.py``: pyarrow held 90 KB per row group, 1.35 MB per million rows, and copied it at
 close); only its time grows, linearly. To show it:
 
     python benchmarks/bench_sweep.py --rows 100000000 --formats parquet --repeat 1 --no-pieces --progress
@@ -68,8 +68,8 @@ def run_cli(fmt: str, steps: int, out_dir: str, progress: bool = False) -> tuple
 def pieces(steps: int) -> None:
     import pyarrow.csv as pacsv
 
-    from capacity.scenario import load_scenario
-    from capacity.sweep import arrow_schema, csv_text, make_grid, record_batches
+    from capacity.model.scenario import load_scenario
+    from capacity.planning.sweep import arrow_schema, csv_text, make_grid, record_batches
 
     grid = make_grid(load_scenario(SCENARIO), vary(steps))
     schema = arrow_schema(grid)
@@ -96,9 +96,9 @@ def baseline(steps: int) -> None:
     """The pre-streaming path on a 100,000-row slice: one DataFrame, ``DataFrame.to_csv``; scaled up."""
     import pandas as pd
 
-    from capacity.frame import evaluate_arrays
-    from capacity.scenario import load_scenario
-    from capacity.sweep import make_grid
+    from capacity.model.frame import evaluate_arrays
+    from capacity.model.scenario import load_scenario
+    from capacity.planning.sweep import make_grid
 
     grid = make_grid(load_scenario(SCENARIO), vary(steps))
     n = min(grid.rows, 100_000)

@@ -1,4 +1,4 @@
-"""Analytic percentiles (capacity/percentiles.py) against the simulator on a grid of shapes and loads.
+"""Analytic percentiles (capacity/model/percentiles.py) against the simulator on a grid of shapes and loads.
 
 Prints one row per shape and load: analytic and simulated p50/p90/p99 TPOT and TTFT [ms] and the worst
 error up to each load, for the table in docs/workloads.md. The simulator runs the analytic model's engine
@@ -10,7 +10,7 @@ error up to each load, for the table in docs/workloads.md. The simulator runs th
 from __future__ import annotations
 
 from capacity import Scenario, load_scenario
-from capacity.percentiles import validation
+from capacity.planning.simulated_percentiles import percentile_validation as validation
 
 BASE = {
     "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},

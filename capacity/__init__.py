@@ -17,20 +17,20 @@ __version__ = "0.1.0"
 
 #: Public name -> the module (relative to this package) that defines it.
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("INPUTS", "RESULTS", "analyse"), "analysis"),
+    **dict.fromkeys(("INPUTS", "RESULTS", "analyse"), "model.analysis"),
     "ScenarioError": "errors",
-    **dict.fromkeys(("fleet_for_load", "fleet_options"), "fleet"),
-    "evaluate_frame": "frame",
+    **dict.fromkeys(("fleet_for_load", "fleet_options"), "planning.fleet"),
+    "evaluate_frame": "model.frame",
     **dict.fromkeys(("blocks_for", "floor_count", "kv_bytes_per_token", "max_requests_contiguous",
                      "max_requests_paged", "max_requests_shared_prefix", "pool_blocks", "pool_bytes",
-                     "private_blocks", "shared_blocks", "weight_bytes"), "memory"),
+                     "private_blocks", "shared_blocks", "weight_bytes"), "formulas.memory"),
     **dict.fromkeys(("ceiling_rps", "critical_batch", "decode_compute_s", "decode_memory_s", "decode_share",
                      "decode_step_s", "gpu_time_per_request_s", "prefill_s", "single_stream_tokens_per_s",
-                     "tpot_at_ceiling_s"), "roofline"),
-    **dict.fromkeys(("Results", "Scenario", "load_scenario"), "scenario"),
+                     "tpot_at_ceiling_s"), "formulas.roofline"),
+    **dict.fromkeys(("Results", "Scenario", "load_scenario"), "model.scenario"),
     **dict.fromkeys(("cost_per_million_tokens", "goodput_rps", "in_flight", "max_rate_for_tpot_rps",
-                     "max_rate_for_ttft_rps", "tpot_at_rate_s", "ttft_at_rate_s"), "slo"),
-    **dict.fromkeys(("format_bytes", "format_time", "parse_quantity"), "units"),
+                     "max_rate_for_ttft_rps", "tpot_at_rate_s", "ttft_at_rate_s"), "formulas.slo"),
+    **dict.fromkeys(("format_bytes", "format_time", "parse_quantity"), "inputs.units"),
 }
 
 __all__ = sorted(_HOMES)
@@ -39,7 +39,7 @@ __all__ = sorted(_HOMES)
 def __getattr__(name: str) -> Any:
     """Import the module defining ``name`` on first use and cache the name here."""
     home = _HOMES.get(name)
-    if home is None:  # a submodule (capacity.memory, capacity.simulator ...) reached as an attribute
+    if home is None:  # a submodule (capacity.formulas.memory, capacity.simulator ...) reached as an attribute
         if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
             raise AttributeError(f"module 'capacity' has no attribute {name!r}")
         return importlib.import_module(f".{name}", __name__)

@@ -54,10 +54,10 @@ def _vm_size(field: str = "VmSize:") -> int:
 def run_forked(argv: list[str], cwd: str | Path | None = None, memory_bytes: int = MEMORY_BYTES,
                wall_s: float = WALL_S, cpu_s: int = CPU_S) -> Outcome:
     """``capacity.cli.main(argv)`` in a forked child under the limits; its exit status, output and CPU time."""
-    import capacity.calibration
-    import capacity.simulator.command
-    import capacity.sweep
-    import capacity.xlsx  # noqa: F401 - imported once here, not again in every child
+    import capacity.cli.simulate_command
+    import capacity.planning.calibration
+    import capacity.planning.sweep
+    import capacity.render.xlsx  # noqa: F401 - imported once here, not again in every child
     from capacity.cli import main
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,7 @@
 
 The event-driven engine skips ahead over runs of decode steps in which the batch does not change; this loop
 visits every iteration and every sequence, so it is slow on purpose and easy to check by eye. The simulator's
-tests compare the engine with it (tests/test_simulator.py), and ``benchmarks/bench_simulator.py`` times both.
+tests compare the engine with it (tests/simulator/test_simulator.py), and ``benchmarks/bench_simulator.py`` times both.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ parallel go in as ``gpu.expert_parallel`` / ``gpu.attention_data_parallel``: whe
 scenario, the row is counted as *not expressible* with the planner's own reason, so a row becomes expressible by
 itself once the planner takes its layout.
 
-How each metric is predicted (``capacity.calibration``, the library's own step model):
+How each metric is predicted (``capacity.planning.calibration``, the library's own step model):
 
 * aggregated row at concurrency C: TPOT at the closed-loop batch ``b = min(C, B_max)`` (the running batch the row
   states; ``calibration._terms_for``), TTFT at C = 1 (one prefill); TTFT at C > 1 needs the queue of a closed
@@ -20,7 +20,7 @@ How each metric is predicted (``capacity.calibration``, the library's own step m
 
 Scores: MAPE of the predictions with the planner's defaults for the engine (what a user gets), and
 leave-one-group-out (``--no-fit`` skips it): the general rules (bandwidth and FLOP/s plateaus and step overhead
-per engine x GPU family, ``capacity.calibration.fit_factors``) refitted without the group being predicted,
+per engine x GPU family, ``capacity.planning.calibration.fit_factors``) refitted without the group being predicted,
 a group being model x GPU x engine x precision. Nothing measured is changed.
 """
 
@@ -43,9 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from capacity import Scenario, ScenarioError, catalog, engines  # noqa: E402
-from capacity.calibration import Factors, Observation, fit_factors, predict  # noqa: E402
-from capacity.quantisation import SCHEMES  # noqa: E402
+from capacity import Scenario, ScenarioError  # noqa: E402
+from capacity.formulas.quantisation import SCHEMES  # noqa: E402
+from capacity.inputs import catalog, engines  # noqa: E402
+from capacity.planning.calibration import Factors, Observation, fit_factors, predict  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "silicon" / "silicon_train.csv"
 FIDELITY = ROOT / "docs" / "fidelity.md"
@@ -53,7 +54,7 @@ FIDELITY = ROOT / "docs" / "fidelity.md"
 #: The file's ``backend`` -> the planner's ``serving.engine``.
 ENGINE_OF = {"vllm": "vllm", "trtllm": "tensorrt-llm", "sglang": "sglang"}
 
-#: ``precision`` / ``gemm_quant_mode`` -> the planner's quantisation scheme (capacity/quantisation.py) and the
+#: ``precision`` / ``gemm_quant_mode`` -> the planner's quantisation scheme (capacity/formulas/quantisation.py) and the
 #: label the tables use. ``int4_wo``: TensorRT-LLM's int4 weight-only GEMM (W4A16, bf16 matmuls after
 #: dequantisation), read as the group-128 scheme (0.52 B per weight; per-channel scales would be 0.50).
 SCHEME_OF = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "int4_wo": "w4a16-awq", "bf16": "bf16",

@@ -5,7 +5,7 @@
 Each point becomes a scenario built from its own setup (catalog GPU and model, tensor parallel, dtypes,
 input/output tokens, load) with the DEFAULT settings everywhere else: the catalog's peak figures times
 its default efficiencies (bandwidth 0.6, FLOP/s 0.76), no step overhead, memory utilisation 0.90, block
-size 16, no engine reserves. How each metric is predicted is ``capacity.calibration``'s docstring;
+size 16, no engine reserves. How each metric is predicted is ``capacity.planning.calibration``'s docstring;
 memory points: ``gpu_blocks = pool_blocks`` and ``max_concurrency = pool_blocks x block_size /
 max_model_len`` (vLLM's kv_cache_utils). A point the planner cannot express is listed as skipped with
 the reason. Then a leave-one-out calibration: each timing point is predicted with the factors fitted on
@@ -34,8 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from capacity import Scenario, ScenarioError, catalog, engines  # noqa: E402
-from capacity.calibration import (  # noqa: E402
+from capacity import Scenario, ScenarioError  # noqa: E402
+from capacity.inputs import catalog, engines  # noqa: E402
+from capacity.inputs.hf_config import model_from_config  # noqa: E402
+from capacity.planning.calibration import (  # noqa: E402
     FACTORS,
     Factors,
     Fit,
@@ -45,7 +47,6 @@ from capacity.calibration import (  # noqa: E402
     predict,
     terms_for,
 )
-from capacity.hf_config import model_from_config  # noqa: E402
 
 MEASUREMENTS = Path(__file__).resolve().parent / "measurements.yaml"
 
@@ -65,7 +66,7 @@ GPU_MAP: dict[str, tuple[str, str]] = {
 }
 
 #: GPUs outside the catalog, with numbers their point's own source states. bandwidth and flops are
-#: placeholders: memory metrics never read them (tests/test_validation.py checks that).
+#: placeholders: memory metrics never read them (tests/planning/test_validation.py checks that).
 EXPLICIT_GPUS: dict[str, tuple[dict[str, Any], str]] = {
     "rtx-3090": ({"name": "rtx-3090 (from its log)", "memory": "23.58 GiB", "bandwidth": "1 TB/s",
                   "flops": "1 TFLOP/s"},
@@ -583,7 +584,8 @@ def report(cases: Sequence[Case], per_gpu: Mapping[str, Fit], markdown: bool = F
     if timing and not math.isnan(timing[0].loso):
         out.append("Summary: MAPE by class. 'no engine' is the essays' convention (catalog efficiencies 0.6 / 0.76, "
                    "no overhead, no reserves, no batch cap); 'engine profile' applies the engine each source names "
-                   "(capacity.engines, with the per-family fitted efficiencies); 'leave-one-source-out' refits those "
+                   "(capacity.inputs.engines, with the per-family fitted efficiencies); 'leave-one-source-out' refits "
+                   "those "
                    "efficiencies without the source being predicted.\n")
         out.append(summary(cases, markdown))
         rows = [[c.id, c.engine, family_of(c), _kind(c), _fmt(c.measured, _unit(c)), _fmt(c.predicted, _unit(c)),

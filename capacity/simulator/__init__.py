@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import budget
-from ..scenario import Scenario
-from .config import SimulationConfig, config_from_scenario
-from .cost_models import CostModel, PrefilledCost, RooflineCost, TeachingCost, cost_model_for
-from .engine import Engine
-from .metrics import Books, SimulationResult, books, request_times, result_of
-from .router import assign, merge, subset
-from .scheduler import run_continuous, run_static
-from .workloads import RequestTable, request_table
+from capacity.model.scenario import Scenario
+from capacity.runtime import budget
+from capacity.simulator.config import SimulationConfig, config_from_scenario
+from capacity.simulator.cost_models import CostModel, PrefilledCost, RooflineCost, TeachingCost, cost_model_for
+from capacity.simulator.engine import Engine
+from capacity.simulator.metrics import Books, SimulationResult, books, request_times, result_of
+from capacity.simulator.router import assign, merge, subset
+from capacity.simulator.scheduler import run_continuous, run_static
+from capacity.simulator.workloads import RequestTable, request_table
 
 #: Running sequences when neither the simulation block nor serving.max_num_seqs caps them (the pool does).
 UNLIMITED = 1 << 40
@@ -45,7 +45,7 @@ def simulate(scenario: Scenario, base_dir: str | Path | None = None, event_loop:
     config = config_from_scenario(scenario, event_loop, **overrides)
     table = request_table(config, scenario.serving.max_model_len, base_dir)
     if config.retries:
-        from .retries import simulate_retries
+        from capacity.simulator.retries import simulate_retries
 
         return simulate_retries(scenario, config, table)
     return simulate_table(scenario, config, table, event_loop, analytic)
@@ -79,7 +79,7 @@ def _simulate_pools(scenario: Scenario, config: SimulationConfig, table: Request
                     event_loop: str, times_only: bool = False) -> SimulationResult | tuple[dict[str, np.ndarray], str]:
     """Separate prefill and decode pools (``pools.py``): the prefill pool's handoffs, then the decode pool's
     engines; the requests in id order with the times a user sees (or, ``times_only``, those times alone)."""
-    from . import pools
+    from capacity.simulator import pools
 
     analytic = analytic if analytic is not None else scenario.evaluate()
     cost = cost_model_for(scenario, config)
@@ -156,8 +156,8 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     engine = Engine(table, config, cost or cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
                     scenario.serving.max_model_len, slots, offered)
     if config.cpu_offload_bytes:
-        from .. import memory
-        from ..offload import reload_s
+        from capacity.formulas import memory
+        from capacity.model.offload import reload_s
 
         kv = float(analytic["kv_bytes_per_token_per_gpu"])
         bs = scenario.serving.block_size

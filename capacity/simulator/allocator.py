@@ -18,7 +18,7 @@ instead of prefilling them again; the engine charges the transfer (``offload.rel
 
 The compiled event loop (``compiled.py``) mirrors ``take``, ``offload``, ``cpu_hits``, ``room_for``, ``prefix_hits``,
 ``acquire_prefix`` and ``release_prefix`` step for step over arrays: a change here changes them there too
-(``tests/test_simulator_compiled.py`` compares both loops bit for bit, the CPU tier included).
+(``tests/simulator/test_compiled.py`` compares both loops bit for bit, the CPU tier included).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ cost model's own functions (``cost_models.dense_window``, ``roofline_step_s``, `
 here from the very same Python functions, so there is one home for every formula and the floating-point
 operations happen in the same order. The allocator's methods work on a dict and an OrderedDict, which numba
 cannot compile: their arithmetic is mirrored step for step, each function naming the method it mirrors.
-Results are bit-identical to the Python loop (``tests/test_simulator_compiled.py``), the end state of the prefix
+Results are bit-identical to the Python loop (``tests/simulator/test_compiled.py``), the end state of the prefix
 cache and of the CPU tier (entries, LRU orders, counts) included.
 
 What it runs (``config.compiled_loop_problem`` on the settings, the one home shared with the estimate's
@@ -43,12 +43,13 @@ from typing import Any
 import numba
 import numpy as np
 
-from .. import budget, roofline
-from . import cost_models
-from .allocator import PrefixEntry
-from .config import compiled_loop_problem
-from .cost_models import PrefilledCost, TeachingCost
-from .engine import Engine
+from capacity.formulas import roofline
+from capacity.runtime import budget
+from capacity.simulator import cost_models
+from capacity.simulator.allocator import PrefixEntry
+from capacity.simulator.config import compiled_loop_problem
+from capacity.simulator.cost_models import PrefilledCost, TeachingCost
+from capacity.simulator.engine import Engine
 
 #: Iterations per kernel call: the deadline is checked between calls (tens of milliseconds apart).
 CHUNK_ITERATIONS = 1 << 16
@@ -162,8 +163,8 @@ def load() -> None:
     of one request, so that later runs start at once (``scheduler.load_compiled_loop``)."""
     if compiled_here():
         return
-    from .config import SimulationConfig
-    from .workloads import RequestTable
+    from capacity.simulator.config import SimulationConfig
+    from capacity.simulator.workloads import RequestTable
 
     def one(value: float, dtype: type) -> np.ndarray:
         return np.array([value], dtype=dtype)

@@ -13,15 +13,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import budget
-from ..errors import ScenarioError, show
-from ..lengths import LengthDist, length_dist, prefix_problem
-from ..scenario import Scenario
-from ..specs import DEFAULT_MAX_BATCHED_TOKENS, non_negative, positive, positive_int
-from ..units import parse_quantity
+from capacity.errors import ScenarioError, show
+from capacity.inputs.lengths import LengthDist, length_dist, prefix_problem
+from capacity.inputs.specs import DEFAULT_MAX_BATCHED_TOKENS, non_negative, positive, positive_int
+from capacity.inputs.units import parse_quantity
+from capacity.model.scenario import Scenario
+from capacity.runtime import budget
 
 if TYPE_CHECKING:
-    from .cost_models import CostModel
+    from capacity.simulator.cost_models import CostModel
 
 POLICIES = ("static", "continuous")
 COST_MODELS = ("teaching", "roofline")
@@ -86,7 +86,7 @@ class SimulationConfig:
     replicas: int = 1
     router: str = "round_robin"
     record_tokens: bool = False
-    classes: tuple = ()  # the scenario's workload classes (capacity/mix.py), when its lengths are not overridden
+    classes: tuple = ()  # the scenario's workload classes (capacity/model/mix.py), when its lengths are not overridden
     retries: int = 0  # client retries of a rejected or timed-out request (simulator/retries.py)
     retry_backoff_s: float = 0.0  # wait before the first retry; doubles with each further attempt
     retry_timeout_s: float | None = None  # a client that sees no first token by then sends the request again
@@ -290,7 +290,7 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
         raise ScenarioError(*problems)
     if scenario.raw and scenario.raw.get("workloads") is not None and not {"prompt_tokens", "output_tokens",
                                                                           "shared_prefix_tokens"} & set(merged):
-        from ..mix import classes_of
+        from capacity.model.mix import classes_of
 
         values["classes"] = classes_of(scenario)
     return SimulationConfig(**values)
@@ -325,7 +325,7 @@ def compiled_loop_problem(policy: str, record_tokens: bool, cost: CostModel) -> 
         return f"policy {policy}"
     if record_tokens:
         return "record_tokens"
-    from .cost_models import compiled_cost_problem
+    from capacity.simulator.cost_models import compiled_cost_problem
 
     return compiled_cost_problem(cost)
 
@@ -334,11 +334,11 @@ def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
     """Whether the run of these settings will go through the compiled loop with no start-up time: its kernel is
     loaded in this process (``scheduler.compiled_loop_loaded``: "auto" then picks it, budget or not) and it
     supports the settings (``compiled_loop_problem``)."""
-    from .scheduler import compiled_loop_loaded
+    from capacity.simulator.scheduler import compiled_loop_loaded
 
     if not compiled_loop_loaded():
         return False
-    from .cost_models import cost_model_for
+    from capacity.simulator.cost_models import cost_model_for
 
     cost = cost_model_for(scenario, SimulationConfig(cost_model=values.get("cost_model", "roofline")))
     return compiled_loop_problem(values.get("policy", "continuous"), bool(values.get("record_tokens")), cost) is None
@@ -352,7 +352,7 @@ def work_problems(values: Mapping[str, Any], block_size: int, compiled: bool = F
     ``budget.time_budget``, the smaller. ``compiled``: the run goes through the compiled loop
     (``compiled_loop_runs``).
     """
-    from .workloads import DEFAULT_REQUESTS
+    from capacity.simulator.workloads import DEFAULT_REQUESTS
 
     problems = []
     requests = values.get("requests") or DEFAULT_REQUESTS

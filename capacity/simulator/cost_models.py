@@ -25,10 +25,10 @@ from typing import Protocol
 
 import numpy as np
 
-from .. import roofline
-from ..analysis import complete_inputs, step_model
-from ..scenario import Scenario
-from .config import SimulationConfig
+from capacity.formulas import roofline
+from capacity.model.analysis import complete_inputs, step_model
+from capacity.model.scenario import Scenario
+from capacity.simulator.config import SimulationConfig
 
 _pass_s = roofline.pass_s  # one forward pass from its memory, compute and all-reduce terms (the model layer's)
 

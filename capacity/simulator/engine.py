@@ -18,11 +18,11 @@ from array import array
 
 import numpy as np
 
-from .allocator import BlockAllocator, GrowthTracker
-from .config import SimulationConfig
-from .cost_models import CostModel
-from .entities import Request, Segments, Timeline, Windows
-from .workloads import RequestTable
+from capacity.simulator.allocator import BlockAllocator, GrowthTracker
+from capacity.simulator.config import SimulationConfig
+from capacity.simulator.cost_models import CostModel
+from capacity.simulator.entities import Request, Segments, Timeline, Windows
+from capacity.simulator.workloads import RequestTable
 
 NAN = math.nan
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..scenario import Scenario
-from .config import SimulationConfig
-from .engine import Engine
-from .workloads import RequestTable
+from capacity.model.scenario import Scenario
+from capacity.simulator.config import SimulationConfig
+from capacity.simulator.engine import Engine
+from capacity.simulator.workloads import RequestTable
 
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is built: a search's simulations build none
     import pandas as pd
@@ -163,7 +163,7 @@ class SimulationResult:
             out["prefill_utilization"] = c["prefill_busy_s"] / (self.config.prefill_replicas * span) if span > 0 \
                 else math.nan
         if self.config.retries:  # what the users saw when clients resend (simulator/retries.py)
-            from .retries import retry_summary
+            from capacity.simulator.retries import retry_summary
 
             out.update({("retries_sent" if k == "retries" else f"retry_{k}"): v
                         for k, v in retry_summary(self).items() if k != "requests"})

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import options
-from ..scenario import Scenario
-from .config import SimulationConfig
-from .cost_models import CostModel
-from .metrics import SimulationResult, tpot_of
-from .router import assign
-from .workloads import RequestTable
+from capacity.model import serving_modes as options
+from capacity.model.scenario import Scenario
+from capacity.simulator.config import SimulationConfig
+from capacity.simulator.cost_models import CostModel
+from capacity.simulator.metrics import SimulationResult, tpot_of
+from capacity.simulator.router import assign
+from capacity.simulator.workloads import RequestTable
 
 
 def fifo_finish_s(arrival_s: np.ndarray, service_s: np.ndarray) -> np.ndarray:

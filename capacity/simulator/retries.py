@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..scenario import Scenario
-from .config import SimulationConfig
-from .metrics import SimulationResult
-from .workloads import RequestTable
+from capacity.model.scenario import Scenario
+from capacity.simulator.config import SimulationConfig
+from capacity.simulator.metrics import SimulationResult
+from capacity.simulator.workloads import RequestTable
 
 #: Most engine runs before giving up on a fixed point (``converged`` False in the summary).
 MAX_ROUNDS = 100
@@ -63,7 +63,7 @@ def simulate_retries(scenario: Scenario, config: SimulationConfig, base: Request
     The result's ``requests`` has one row per attempt with ``origin_id`` and ``attempt`` columns; its
     ``counters`` carry ``retry_rounds`` and ``retry_converged``; see ``retry_summary``.
     """
-    from . import simulate_table
+    from capacity.simulator import simulate_table
 
     children: dict[tuple[int, int], float] = {}
     converged, rounds = False, 0

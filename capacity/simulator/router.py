@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scenario import Scenario
-from .config import SimulationConfig
-from .metrics import TIMELINE_COLUMNS, Books, SimulationResult, timeline_frame
-from .workloads import RequestTable
+from capacity.model.scenario import Scenario
+from capacity.simulator.config import SimulationConfig
+from capacity.simulator.metrics import TIMELINE_COLUMNS, Books, SimulationResult, timeline_frame
+from capacity.simulator.workloads import RequestTable
 
 #: Most rows a merged timeline keeps.
 TIMELINE_ROWS = 4000

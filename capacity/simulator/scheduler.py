@@ -24,9 +24,9 @@ from types import ModuleType
 
 import numpy as np
 
-from .. import budget
-from .engine import Engine
-from .entities import Request
+from capacity.runtime import budget
+from capacity.simulator.engine import Engine
+from capacity.simulator.entities import Request
 
 #: Iterations without progress before the engine gives up (a bug guard, never expected).
 STALL_LIMIT = 1000
@@ -40,7 +40,7 @@ EVENT_LOOPS = ("auto", "compiled", "python")
 #: Once the kernel is loaded in the process, "auto" runs the compiled loop whatever the size: from 10 to 100
 #: requests the two loops take the same time within noise (the run's fixed costs dominate), from 300 up the
 #: compiled one is 2x to 20x faster (benchmarks/bench_sim_small.py). A process that runs many simulations (a
-#: search) loads it on purpose: ``capacity.search.event_loop_for_search``, ``load_compiled_loop`` (the app).
+#: search) loads it on purpose: ``capacity.planning.search.event_loop_for_search``, ``load_compiled_loop`` (the app).
 AUTO_MIN_REQUESTS = 25_000
 #: ... and, where the compiled functions cannot be cached on disk, while the kernel is not compiled in this
 #: process yet (compiling takes seconds: the benchmark prints it). Under an active time budget (the app) "auto"
@@ -107,7 +107,7 @@ def load_compiled_loop() -> bool:
 
 def _load_quietly() -> None:
     try:
-        from . import compiled
+        from capacity.simulator import compiled
 
         compiled.load()
     except Exception:  # noqa: BLE001 - numba missing or broken: the Python loop gives the same results
@@ -125,7 +125,7 @@ def _compiled_loop(e: Engine, event_loop: str) -> ModuleType | None:
                        "be interrupted)"
         return None
     try:
-        from . import compiled  # imports numba (about 0.4 s): only here, only for a run that uses it
+        from capacity.simulator import compiled  # imports numba (about 0.4 s): only here, only for a run that uses it
     except ImportError as exc:  # numba missing or broken: the Python loop gives the same results, slower
         e.event_loop = f"python (compiled loop unavailable: {exc})"
         return None
@@ -169,7 +169,7 @@ def _run_unchunked(e: Engine) -> None:
 
     Between arrivals nothing waits, so most iterations are one decode window: ``_window`` and
     ``Engine.run_decode`` step by step, in the same order on the same numbers, without a call per event
-    (the hot path of a million-request run; ``tests/test_simulator_pinned.py`` guards the equality).
+    (the hot path of a million-request run; ``tests/simulator/test_pinned.py`` guards the equality).
     """
     cost, growth, alloc = e.cost, e.growth, e.alloc
     window, steps_to_reach = cost.window, cost.steps_to_reach

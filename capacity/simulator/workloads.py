@@ -14,7 +14,7 @@ Arrival processes (the first request arrives at t = 0; rate λ in requests/s):
 Lengths are fixed, uniform integers or lognormal (``mu = ln(mean) - sigma²/2`` so the
 mean is ``mean``). Everything comes from one ``numpy.random.Generator(seed)``.
 
-Workload classes (a scenario's ``workloads:`` list, ``capacity/mix.py``): each request draws its class by
+Workload classes (a scenario's ``workloads:`` list, ``capacity/model/mix.py``): each request draws its class by
 share, then its lengths from the class's distributions; it carries the class's shared prefix (prefix id =
 class index) with probability ``prefix_hit_rate``, else none. ``RequestTable.workload_class`` says which.
 
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ScenarioError, show
-from ..lengths import LengthDist
-from ..safe_load import parse_json, read_bytes
-from .config import SimulationConfig
+from capacity.errors import ScenarioError, show
+from capacity.fileio.safe_load import parse_json, read_bytes
+from capacity.inputs.lengths import LengthDist
+from capacity.simulator.config import SimulationConfig
 
 #: Default number of synthetic requests when the simulation block does not say.
 DEFAULT_REQUESTS = 1000

@@ -1,0 +1,213 @@
+"""The answer a salesperson reads out, and the few derived figures the app and reports show beside it.
+
+``answer(results)`` is one sentence: what the sizing serves, at what time per token, at what price per
+million output tokens, and what binds. The figures it and the app need beyond ``analysis.RESULTS``
+(monthly cost, where one GPU's memory goes, paged over contiguous, the capacity the promises cost) live
+here, each in one function, so the CLI, the app and the reports say the same thing.
+
+One definition of cost per million tokens everywhere: the GPU cost of the hardware serving a load,
+divided by the output tokens that load produces (``slo.cost_per_million_tokens``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from capacity.formulas import slo
+from capacity.inputs.units import format_time
+from capacity.model.scenario import Results, Scenario
+from capacity.planning.sizing import HOURS_PER_MONTH, MODE_WORDS, Sizing, size
+
+
+def cost_per_hour(results: Results) -> float | None:
+    """GPU cost of the whole sizing: ``price per GPU-hour x GPUs per replica x replicas`` [$/h]; None if no price."""
+    gpu = results.scenario.gpu
+    if gpu.price_per_hour is None:
+        return None
+    return gpu.price_per_hour * gpu.gpus_per_replica * gpu.replicas
+
+
+def cost_per_month(per_hour: float | None) -> float | None:
+    """A month of a cost per hour: ``per_hour x 730`` [$/month] (365 x 24 / 12 hours); None stays None."""
+    return None if per_hour is None else per_hour * HOURS_PER_MONTH
+
+
+def monthly_cost(results: Results) -> float | None:
+    """What the sizing's GPUs cost in a month, running all the time [$/month]; None without a price."""
+    return cost_per_month(cost_per_hour(results))
+
+
+def cost_per_million_output_tokens(per_hour: float | None | np.ndarray, load_rps: float | np.ndarray,
+                                   output_tokens: float) -> float | np.ndarray:
+    """GPU cost over the output tokens a load produces: ``per_hour / (λ A 3600) x 1e6`` [$]; inf at no load.
+
+    The headline's figure (``cost_per_million_tokens``, at the goodput) is this at one replica; a fleet sized
+    for a load uses it at that load (arrays of fleets at once). NaN when no price is set.
+    """
+    if per_hour is None:
+        return math.nan
+    value = slo.cost_per_million_tokens(per_hour, 1.0, load_rps, output_tokens)
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def memory_split(results: Results) -> dict[str, float]:
+    """Where one GPU's memory goes [B]: weights, engine reserve, KV pool, and ``memory x (1 - utilisation)`` left free.
+
+    The four parts add up to the GPU's memory when the weights fit (the KV pool is ``memory x utilisation -
+    weights - reserve``, essay 000).
+    """
+    s = results.scenario
+    return {"weights": results["weight_bytes_per_gpu"], "engine reserve": s.serving.reserved_bytes,
+            "KV pool": max(results["pool_bytes"], 0.0),
+            "left free (1 - utilisation)": s.gpu.memory_bytes * (1.0 - s.serving.memory_utilization)}
+
+
+def usable_bytes(results: Results) -> float:
+    """Memory the engine may use on one GPU: ``memory x utilisation`` [B]."""
+    s = results.scenario
+    return s.gpu.memory_bytes * s.serving.memory_utilization
+
+
+def paged_over_contiguous(results: Results) -> float:
+    """How many times more requests paged blocks fit than contiguous reservations [x]; inf if none fit so."""
+    contiguous = results["max_requests_contiguous"]
+    return results["max_requests_paged"] / contiguous if contiguous > 0 else math.inf
+
+
+def capacity_gap_rps(results: Results) -> float:
+    """Load the promises give up: ``ceiling - goodput`` [requests/s]."""
+    return results["ceiling_rps"] - results["goodput_rps"]
+
+
+def per_user_tokens_per_s(tpot_s: float) -> float:
+    """What one user sees at a time per output token: ``1 / TPOT`` [tokens/s]; a 50 ms promise is 20 tokens/s."""
+    return 1.0 / tpot_s
+
+
+def what_binds(results: Results) -> str:
+    """What limits the goodput, in words: KV memory, the max_num_seqs cap, the TPOT or the TTFT promise."""
+    limit = results["goodput_limit"]
+    if limit == "nothing_fits" or results["batch_max"] <= 0:
+        return "nothing fits in the KV memory"
+    if limit == "tpot":
+        return "the TPOT promise"
+    if limit == "ttft":
+        return "the TTFT promise"
+    return "the max_num_seqs cap" if results["batch_limit"] == "max_num_seqs" else "KV memory"
+
+
+def binds(sizing: Sizing) -> str:
+    """What sets one replica's goodput in the chosen layout, in words (the binding class named)."""
+    promise = sizing.binding_promise
+    where = f" of the {sizing.binding_class} class" if sizing.binding_class else ""
+    at = "" if sizing.goodput_basis == "mean" else f" at {sizing.goodput_basis}"
+    if promise in ("tpot", "ttft"):
+        return f"the {promise.upper()} promise{where}{at}"
+    if promise == "nothing_fits":
+        return "nothing fits in the KV memory"
+    return what_binds(sizing.replica) if sizing.mode == "colocated" else "GPU capacity"
+
+
+def layout_words(sizing: Sizing, replicas: int | None = None) -> str:
+    """The fleet in words: ``16 x h100-sxm (2 replicas of 8 GPUs, chunked prefill)``; one replica of the scenario's
+    own colocated layout stays ``4 x h100-sxm``."""
+    gpu = sizing.replica.scenario.gpu
+    n = sizing.replicas if replicas is None else replicas
+    per = sizing.gpus_per_replica
+    if not n:
+        return f"{per} x {gpu.name}"
+    parts = []
+    if n > 1 or not sizing.stated_layout or sizing.mode != "colocated":
+        if sizing.mode == "disaggregated" and sizing.prefill_replicas is not None and replicas is None:
+            parts.append(f"{sizing.prefill_replicas:,} prefill + {sizing.decode_replicas:,} decode replicas of "
+                         f"{per} GPU{'s' if per > 1 else ''}")
+        else:
+            parts.append(f"{n:,} replica{'s' if n > 1 else ''} of {per} GPU{'s' if per > 1 else ''}")
+        if sizing.mode != "colocated":
+            parts.append(MODE_WORDS[sizing.mode])
+    inside = f" ({', '.join(parts)})" if parts else ""
+    return f"{n * per:,} x {gpu.name}{inside}"
+
+
+def promises_words(scenario: Scenario) -> str:
+    """The promises in words: `` within TPOT <= 40.0 ms and TTFT <= 1.50 s for 99% of requests``."""
+    o = scenario.slo
+    if (scenario.raw or {}).get("workloads"):
+        return " within each class's promises"
+    parts = [f"{name} <= {format_time(value)}" for name, value in (("TPOT", o.tpot_s), ("TTFT", o.ttft_s))
+             if value is not None]
+    if not parts:
+        return " (no latency promise)"
+    return " within " + " and ".join(parts) + _share(scenario)
+
+
+def _share(scenario: Scenario) -> str:
+    return f" for {scenario.slo.percentile:g}% of requests" if scenario.slo.percentile is not None else ""
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+
+
+def answer(results: Results | Sizing) -> str:
+    """One sentence, rendered from the one answer (``sizing.size``).
+
+    With a load: ``To serve 20 requests/s of 2,000-token prompts and 400-token answers within TPOT <= 40.0 ms, you
+    need 16 x h100-sxm (2 replicas of 8 GPUs, chunked prefill) at about $55.84/hour ($40,763/month); each replica
+    carries 10.00 requests/s at TPOT 38.6 ms and TTFT 187.3 ms; the TPOT promise sets each replica's limit of 10.13
+    requests/s.`` Without one: ``4 x h100-sxm serve 4.90 req/s at 38.2 ms per token (promise <= 50.0 ms) for $1.98
+    per million output tokens; KV memory is what binds.`` (every replica at its goodput; ``cost_per_million_tokens``).
+    """
+    z = results if isinstance(results, Sizing) else size(results.scenario, results)
+    s, r = z.scenario, z.replica
+    if r["batch_max"] <= 0:
+        return f"{s.model.name} does not fit on {layout_words(z, 1)} with room for one request: {binds(z)}."
+    if z.replica_goodput_rps <= 0:
+        return f"{layout_words(z, 1)} serve no load within the promises; {binds(z)} cannot be kept at any load."
+    if z.load_rps:
+        shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
+                 f"{promises_words(s)}")
+        if z.replicas is None:
+            return (f"No layout allowed serves {z.load_rps:,.3g} requests/s of {shape}: {binds(z)} limits each "
+                    f"replica to {z.replica_goodput_rps:,.2f} requests/s.")
+        design = "" if z.peak_factor == 1 and z.headroom == 0 else (
+            f" (designed for {z.design_load_rps:,.3g} requests/s at peak x{z.peak_factor:g}"
+            f"{f', {z.headroom:.0%} headroom' if z.headroom else ''})")
+        money = (f" at about {_money(z.cost_per_hour)}/hour ({_money(z.cost_per_month)}/month)"
+                 if z.cost_per_hour is not None else " (no GPU price set, so no cost)")
+        at = (f"TPOT {format_time(z.tpot_at_percentile_s)} and TTFT {format_time(z.ttft_at_percentile_s)} at "
+              f"{z.goodput_basis}" if z.tpot_at_percentile_s is not None else
+              f"TPOT {format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}")
+        return (f"To serve {z.load_rps:,.3g} requests/s of {shape}, you need {layout_words(z)}{design}{money}; each "
+                f"replica carries {z.load_per_replica_rps:,.2f} requests/s at {at}; {binds(z)} sets each replica's "
+                f"limit of {z.replica_goodput_rps:,.2f} requests/s.")
+    hw = layout_words(z)
+    promise = f" (promise <= {format_time(s.slo.tpot_s)}{_share(s)})" if s.slo.tpot_s else ""
+    cost = z.cost_per_million_tokens
+    price = (f"for ${cost:,.2f} per million output tokens" if cost is not None and math.isfinite(cost)
+             else "(no GPU price set)")
+    verb = "serves" if hw.startswith("1 x ") else "serve"
+    tpot = z.tpot_at_percentile_s if z.tpot_at_percentile_s is not None else z.tpot_at_load_s
+    return (f"{hw} {verb} {z.served_rps:,.2f} req/s at {format_time(tpot)} per token{promise} {price}; "
+            f"{binds(z)} is what binds.")
+
+
+def cautions(results: Results) -> list[str]:
+    """What an engine would refuse or a buyer would ask about that the numbers alone do not say.
+
+    Today: a max model length beyond the model's context window (vLLM refuses to start with it).
+    """
+    s = results.scenario
+    out = []
+    window, length = s.model.max_position_embeddings, s.serving.max_model_len
+    if window and length and length > window:
+        out.append(f"max model length {length:,} tokens exceeds {s.model.name}'s context window ({window:,} tokens): "
+                   "vLLM refuses to start with it")
+    return out
+
+
+__all__ = ["HOURS_PER_MONTH", "answer", "capacity_gap_rps", "cautions", "cost_per_hour",
+           "binds", "cost_per_million_output_tokens", "cost_per_month", "layout_words", "memory_split", "monthly_cost",
+           "paged_over_contiguous", "per_user_tokens_per_s", "usable_bytes", "what_binds"]

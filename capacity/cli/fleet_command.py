@@ -1,0 +1,158 @@
+"""``capacity fleet SCENARIO.yaml --target-rps 100 [--peak 10] [--headroom 0.2] [--gpus h100-sxm,h200 ...]``.
+
+``--peak`` and ``--headroom`` default to the scenario's ``fleet: {peak_factor, headroom}`` (what the app saves).
+
+Prints the ranked fleet options of ``capacity.planning.fleet.fleet_options`` as a table (default), CSV or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from capacity.errors import ScenarioError, clean_line
+from capacity.inputs.specs import FLEET_FIELDS, FLEET_MODES, FLEET_TENSOR_PARALLEL, FleetPlan, check_section
+from capacity.model.scenario import read_scenario_mapping
+
+
+def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``fleet`` subcommand to the ``capacity`` parser."""
+    p = subparsers.add_parser("fleet", help="GPUs, replicas and cost for a target load, per GPU type and layout")
+    p.add_argument("scenario", help="scenario YAML file (its model, serving settings, workload shape, promises)")
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--target-rps", help="target load in requests/s")
+    load.add_argument("--tokens-per-day", help="target load in (input + output) tokens per day")
+    p.add_argument("--peak", help="peak factor on the target (a sale day: 10); default: the scenario's "
+                                  "fleet.peak_factor, else 1")
+    p.add_argument("--headroom", help="spare share of each replica's goodput, in [0, 1); default: the scenario's "
+                                      "fleet.headroom, else 0")
+    p.add_argument("--gpus", default="", help="comma-separated catalog GPUs (default: the scenario's GPU)")
+    p.add_argument("--tp", default=",".join(map(str, FLEET_TENSOR_PARALLEL)),
+                   help="tensor-parallel sizes, e.g. 1,2,4,8")
+    p.add_argument("--modes", default=",".join(FLEET_MODES), help=f"serving modes, from {', '.join(FLEET_MODES)}")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    return p
+
+
+#: Most GPU types, tensor-parallel sizes and layouts (GPU types x sizes) one run sizes.
+MAX_GPUS, MAX_TP_SIZES, MAX_LAYOUTS = 64, 16, 256
+MAX_TP = 1024
+
+
+def _number(option: str, text: str | None, low: float, high: float, open_low: bool = False,
+            open_high: bool = False) -> float | None:
+    """``text`` as a finite number in [low, high] (or with open ends); ScenarioError naming ``option``."""
+    if text is None:
+        return None
+    ends = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+    try:
+        value = float(text) if len(text) <= 40 else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < low or value > high or (open_low and value == low) or (
+            open_high and value == high):
+        raise ScenarioError(f"{option} must be a finite number in {ends}, got {clean_line(repr(text), 60)}")
+    return value
+
+
+def _list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = []
+    for part in _list(text):
+        if not part.isdigit() or not 1 <= int(part) <= MAX_TP:
+            raise ScenarioError(f"--tp {clean_line(repr(part), 60)} must be a whole number in [1, {MAX_TP}]")
+        sizes.append(int(part))
+    if not sizes or len(sizes) > MAX_TP_SIZES:
+        raise ScenarioError(f"--tp must list 1 to {MAX_TP_SIZES} tensor-parallel sizes, got {len(sizes)}")
+    return list(dict.fromkeys(sizes))
+
+
+def _plan(mapping: Mapping[str, Any]) -> FleetPlan:
+    """The scenario's ``fleet`` section (peak factor, headroom), validated; the defaults when it has none."""
+    problems: list[str] = []
+    plan = FleetPlan(**check_section("fleet", mapping.get("fleet"), FLEET_FIELDS, problems=problems))
+    if problems:
+        raise ScenarioError(*problems)
+    return plan
+
+
+def run_fleet(args: argparse.Namespace) -> str:
+    """Run ``capacity fleet``; returns the text to print. ScenarioError on bad input."""
+    mapping = read_scenario_mapping(args.scenario)
+    if not isinstance(mapping, Mapping):
+        raise ScenarioError(f"{clean_line(args.scenario, 120)} must hold a scenario mapping")
+    sizes, gpus = _sizes(args.tp), list(dict.fromkeys(_list(args.gpus)))
+    if len(gpus) > MAX_GPUS or max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
+        raise ScenarioError(f"--gpus x --tp gives {max(len(gpus), 1) * len(sizes):,} layouts; the limit is "
+                            f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
+    target = _number("--target-rps", args.target_rps, 0, 1e9)
+    per_day = _number("--tokens-per-day", args.tokens_per_day, 0, 1e18)
+    plan = _plan(mapping)
+    peak = _number("--peak", args.peak, 0, 1e6, open_low=True) if args.peak is not None else plan.peak_factor
+    headroom = (_number("--headroom", args.headroom, 0, 1, open_high=True) if args.headroom is not None
+                else plan.headroom)
+    from capacity.planning.fleet import fleet_options  # numpy and pandas load only once the input is read and checked
+
+    try:
+        table = fleet_options(mapping, target=target, tokens_per_day=per_day,
+                              peak_factor=peak, headroom=headroom, gpus=gpus or None,
+                              tensor_parallel=sizes, modes=_list(args.modes))
+    except ScenarioError:
+        raise
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    sized = table["mode"].astype(str) != ""
+    if not sized.any():  # not one layout holds the scenario: that is an invalid input, not an empty answer
+        reasons = list(dict.fromkeys(p for text in table["problem"].astype(str) for p in text.split("; ") if p))
+        raise ScenarioError(*(reasons or ["no GPU layout holds this scenario"]))
+    if args.format == "csv":
+        from capacity.fileio.csv_safe import frame_to_csv
+
+        return frame_to_csv(table)
+    if args.format == "json":
+        rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+                for row in table.to_dict("records")]
+        return json.dumps(rows, indent=2, default=str) + "\n"
+    return engine_line(mapping) + render(table)
+
+
+def engine_line(mapping: Mapping) -> str:
+    """The engine choice the answer states (``engines.engine_choice``): the vLLM assumption where the scenario
+    names no engine, the essays' conventions for ``ideal``; "" for a named engine. One line with its newline."""
+    from capacity.inputs.engines import engine_choice
+
+    serving = mapping.get("serving") if isinstance(mapping.get("serving"), Mapping) else {}
+    named = serving.get("engine")
+    note = engine_choice(None if named is None else str(named).lower())[1]
+    return f"note: {note}\n" if note else ""
+
+
+def render(table) -> str:
+    """The options as aligned text: cheapest that keeps the promises first."""
+    lines = [f"{'rank':>4}  {'GPU':<12} {'TP':>2}  {'serving':<13} {'GPUs':>6} {'$/hour':>10} {'$/M in':>8} "
+             f"{'$/M out':>8} {'TPOT':>9} {'TTFT':>9}  note"]
+    for row in table.to_dict("records"):
+        def num(v: float, fmt: str) -> str:
+            return format(v, fmt) if isinstance(v, float) and math.isfinite(v) else "-"
+
+        note = clean_line(str(row["problem"]), 200) if row["problem"] else None
+        note = note or ("pareto" if row["pareto"] else "") or ("" if row["meets_slo"] else "misses")
+        mode = row["mode"] if isinstance(row["mode"], str) else ""
+        gpu = clean_line(str(row["gpu"]), 40)
+        lines.append(f"{num(row['rank'], '.0f'):>4}  {gpu:<12} {row['tensor_parallel']:>2}  {mode:<13} "
+                     f"{num(row['gpus'], ',.0f'):>6} {num(row['cost_per_hour'], ',.2f'):>10} "
+                     f"{num(row['cost_per_million_input_tokens'], '.3f'):>8} "
+                     f"{num(row['cost_per_million_output_tokens'], '.3f'):>8} "
+                     f"{num(row['tpot_at_design_s'] * 1e3, ',.1f'):>7}ms "
+                     f"{num(row['ttft_at_design_s'] * 1e3, ',.0f'):>7}ms  {note}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["add_fleet_command", "render", "run_fleet"]

@@ -1,0 +1,157 @@
+"""``capacity search SCENARIO.yaml [--gpus ...] [--tp ...] [--workers N | --cluster ADDRESS]``: the options,
+the run on local processes or a Dask cluster (``capacity.planning.search``) and the table it prints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from capacity.errors import ScenarioError
+from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
+from capacity.planning.search import (
+    DEFAULT_REQUESTS,
+    EVENT_LOOPS,
+    MAX_BATCHED_TOKENS,
+    MAX_NUM_SEQS,
+    SearchResult,
+    Setting,
+    executor_for,
+    search,
+    settings_grid,
+)
+
+
+def _ints(text: str, flag: str, allow_none: bool = False) -> list[int | None]:
+    out: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip()
+        if allow_none and part.lower() == "none":
+            out.append(None)
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise ScenarioError(f"{flag}: {part!r} is not a whole number >= 1 (give a comma-separated list)")
+        out.append(int(part))
+    return out
+
+
+def add_search_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``capacity search SCENARIO.yaml [--gpus ...] [--tp ...] [--workers N | --cluster ADDRESS]``."""
+    p = subparsers.add_parser("search", help="simulate engine settings to find the cheapest that keeps the promises")
+    p.add_argument("scenario", help="scenario YAML: model, workload, slo promises, and a simulation block")
+    p.add_argument("--gpus", help="comma-separated catalog GPU names (default: the scenario's GPU)")
+    p.add_argument("--tp", default=",".join(map(str, TENSOR_PARALLEL)), help="tensor-parallel sizes (default 1,2,4,8)")
+    p.add_argument("--max-num-seqs", default=",".join(map(str, MAX_NUM_SEQS)),
+                   help="batch caps to try, 'none' for no cap (default 64,128,256)")
+    p.add_argument("--max-batched-tokens", default=",".join(map(str, MAX_BATCHED_TOKENS)),
+                   help="token budgets of one iteration (default 2048,8192)")
+    p.add_argument("--chunked", choices=["both", "on", "off"], default="both", help="chunked prefill (default both)")
+    p.add_argument("--separate-pools", choices=["both", "on", "off"], default="both",
+                   help="also (both) or only (on) settings split into prefill and decode replicas (default both)")
+    p.add_argument("--percentile", type=float, default=99.0, help="percentile the promises hold at (default 99)")
+    p.add_argument("--rate", type=float, help="arrival rate in requests/s (default: the scenario's)")
+    p.add_argument("--requests", type=int, help=f"requests per simulation (default: the scenario's, else "
+                                                f"{DEFAULT_REQUESTS})")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="local worker processes (default: the CPUs)")
+    p.add_argument("--cluster", metavar="ADDRESS", help="run on this Dask scheduler (tcp://host:8786) instead")
+    p.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
+                   help="simulator loop: auto (the compiled loop where it is cached and supports the engine), "
+                        "compiled, or python (the reference); the results are the same")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    return p
+
+
+def run_search(args: argparse.Namespace) -> str:
+    """What ``capacity search`` prints."""
+    from capacity.model.scenario import read_yaml
+
+    path = Path(args.scenario)
+    raw = read_yaml(path)
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"{path}: a scenario must be a mapping")
+    if args.rate is not None and not args.rate > 0:
+        raise ScenarioError(f"--rate must be > 0 requests/s, got {args.rate}")
+    if args.workers < 1:
+        raise ScenarioError(f"--workers must be >= 1, got {args.workers}")
+    gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
+    chunked = {"both": [False, True], "on": [True], "off": [False]}[args.chunked]
+    pools = {"both": [False, True], "on": [True], "off": [False]}[args.separate_pools]
+    settings = settings_grid(gpus, _ints(args.tp, "--tp"), _ints(args.max_num_seqs, "--max-num-seqs", True),
+                             _ints(args.max_batched_tokens, "--max-batched-tokens"), chunked, pools)
+    overrides = {"requests": args.requests} if args.requests else {}
+    if args.requests is not None and args.requests < 1:
+        raise ScenarioError(f"--requests must be >= 1, got {args.requests}")
+    from capacity.model.scenario import Scenario
+    from capacity.simulator.config import config_from_scenario
+
+    config_from_scenario(Scenario.from_dict(raw), **overrides)  # a bad file is refused before any worker starts
+    executor, owner = executor_for(args.workers, args.cluster, args.event_loop)
+    try:
+        result = search(raw, settings, args.percentile, args.rate, executor, str(path.parent), overrides,
+                        workers=args.workers if not args.cluster else len(owner.scheduler_info()["workers"]),
+                        event_loop=args.event_loop)
+    finally:
+        if owner is not None:
+            owner.close() if args.cluster else owner.shutdown()
+    if args.format == "json":
+        return json.dumps(result.to_json_dict(), indent=1, default=_json_default) + "\n"
+    return render_search_table(result)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def render_search_table(result: SearchResult) -> str:
+    """The cheapest configuration, the Pareto front, every setting's fewest replicas, and what was pruned."""
+    p = f"p{result.percentile:g}"
+    lines = [f"search at {result.rate_rps:g} requests/s, promises at the {p}: {len(result.runs)} simulations in "
+             f"{result.wall_s:.1f} s on {result.workers} worker(s); ranked by {result.objective}", ""]
+    best = result.cheapest
+    if best is None:
+        lines.append("no setting kept the promises")
+    else:
+        lines.append(f"cheapest: {_describe(best, p)}")
+    lines += ["", f"{'':2}{'gpu':<14}{'tp':>3}{'seqs':>6}{'budget':>7}{'chunk':>6}{'repl':>9}{'gpus':>5}{'$/h':>9}"
+              f"{p + ' ttft':>12}{p + ' tpot':>12}"]
+    for row in result.best:
+        cost = "-" if row["cost_per_hour"] is None else f"{row['cost_per_hour']:.2f}"
+        pools = row.get("separate_pools")
+        replicas = _replicas_text(row)
+        lines.append(f"{'*' if row['pareto'] else ' ':2}{row['gpu'] or 'scenario':<14}{row['tensor_parallel']:>3}"
+                     f"{row['max_num_seqs'] or '-':>6}{'-' if pools else row['max_batched_tokens']:>7}"
+                     f"{'-' if pools else 'on' if row['chunked_prefill'] else 'off':>6}{replicas:>9}{row['gpus']:>5}"
+                     f"{cost:>9}{row['ttft_s'] * 1e3:>10.1f}ms{row['tpot_s'] * 1e3:>10.1f}ms")
+    lines.append("(* on the Pareto front of cost and the two percentiles; P+D: prefill + decode replicas)")
+    if result.pruned:
+        lines += ["", "pruned:"]
+        lines += [f"  {Setting(**{k: r[k] for k in Setting.__slots__}).label()}: {r['reason']}" for r in result.pruned]
+    return "\n".join(lines) + "\n"
+
+
+def _replicas_text(row: Mapping[str, Any]) -> str:
+    """``N``, or ``P+D`` for separate pools."""
+    if row.get("separate_pools"):
+        return f"{row['prefill_replicas']}+{row['replicas'] - row['prefill_replicas']}"
+    return str(row["replicas"])
+
+
+def _describe(row: Mapping[str, Any], p: str) -> str:
+    cost = "" if row["cost_per_hour"] is None else f", ${row['cost_per_hour']:.2f}/h"
+    if row.get("separate_pools"):
+        engine = (f"{_replicas_text(row)} prefill + decode replicas of ({row['gpu'] or 'scenario GPU'} "
+                  f"x{row['tensor_parallel']}), max_num_seqs {row['max_num_seqs'] or 'none'}")
+    else:
+        engine = (f"{row['replicas']} x ({row['gpu'] or 'scenario GPU'} x{row['tensor_parallel']}), max_num_seqs "
+                  f"{row['max_num_seqs'] or 'none'}, max_batched_tokens {row['max_batched_tokens']}, chunked prefill "
+                  f"{'on' if row['chunked_prefill'] else 'off'}")
+    return (f"{engine}: {row['gpus']} GPUs{cost}; {p} TTFT {row['ttft_s'] * 1e3:.1f} ms, {p} TPOT "
+            f"{row['tpot_s'] * 1e3:.1f} ms")

@@ -1,0 +1,1 @@
+"""Files: bounded reading of user files, atomic writing, CSV neutralising and Parquet streams."""

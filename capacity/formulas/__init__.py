@@ -1,0 +1,1 @@
+"""The formulas: one quantity per function, in explicit units, for scalars or numpy arrays."""

@@ -1,0 +1,1 @@
+"""Inputs: the scenario's fields validated, the catalogs, engine profiles, model configs and units."""

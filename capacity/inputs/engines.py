@@ -1,0 +1,398 @@
+"""Engine profiles: what vLLM, TensorRT-LLM and SGLang do by default, each constant with its source.
+
+``serving.engine`` (and ``serving.engine_version`` where a default changed between versions) fills every
+serving setting the scenario leaves out with the engine's own default; an explicit scenario value always
+wins, and ``engine_defaults`` (a tuple of lines) says which defaults were applied. Without an engine nothing
+changes: the essays' convention (no reserves, no overhead, no batch cap) holds.
+
+What a profile sets:
+
+* **the KV-pool rule.** vLLM: ``gpu_memory_utilization x total - weights - activation peak - non-torch``
+  (vllm/v1/worker/gpu_worker.py ``determine_available_memory``: requested memory minus the profiled peak
+  of a dummy forward pass of ``max_num_batched_tokens`` tokens). TensorRT-LLM: ``free_gpu_memory_fraction x
+  (total - weights - runtime buffers)`` ("fraction of free memory after loading the model", KvCacheConfig,
+  default 0.9). SGLang: ``mem_fraction_static x total - weights`` (weights and KV pool share the static
+  fraction; activations and CUDA graphs live in the rest).
+* **batch limits.** vLLM ``max_num_seqs`` / ``max_num_batched_tokens`` (``EngineArgs.get_batch_defaults``:
+  1024 / 8192 on GPUs of >= 70 GiB other than A100, else 256 / 2048, for ``vllm serve``; V0, before 0.8:
+  256 and ``max(max_model_len, 2048)`` without chunked prefill). TensorRT-LLM ``max_batch_size`` 2048,
+  ``max_num_tokens`` 8192 (``BuildConfig``). SGLang: no fixed cap (``max_running_requests`` is derived
+  from the pool), ``chunked_prefill_size`` 8192.
+* **the activation peak** that vLLM profiles and TensorRT-LLM reserves for runtime buffers, from
+  ``max_num_batched_tokens`` and the model's shapes (``activation_peak_bytes``).
+* **a step overhead and an all-reduce latency** (``STEP_OVERHEAD_S``, ``ALLREDUCE_LATENCY_S``).
+* **TensorRT-LLM: an FP8 checkpoint's KV cache is FP8** unless the scenario says otherwise ("If you specify
+  FP8 quantization, the KV cache will automatically be set to FP8 as well!", TensorRT-LLM perf-overview.md).
+* **quantisation schemes**: a plain ``weight_dtype`` is read as the scheme engines load (``quantisation``),
+  with 16-bit embeddings and lm_head.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from capacity.formulas import roofline
+
+ENGINES = ("vllm", "tensorrt-llm", "sglang")
+
+#: ``serving.engine: ideal``: the essays' idealised conventions (no engine reserves, overhead or batch cap beyond
+#: those the scenario states, efficiencies as given), under which every essay number is exact.
+IDEAL = "ideal"
+
+#: The engine whose profile a scenario that names none gets, stated on the answer as an assumption. vLLM: "the
+#: most-deployed open-source OpenAI-compatible chat-completions server in 2026" and "the default benchmark
+#: target" (https://spotinference.com/research/vllm-engine); the customer benchmark this planner reads first is
+#: ``vllm bench serve`` (docs/fidelity.md, calibrate).
+DEFAULT_ENGINE = "vllm"
+DEFAULT_ENGINE_SOURCE = ("the most-deployed open-source serving engine in 2026 "
+                         "(https://spotinference.com/research/vllm-engine)")
+
+
+def engine_choice(named: str | None) -> tuple[str | None, str]:
+    """(the engine whose profile applies, None for ``ideal``; the line the answer states about that choice).
+
+    No engine named: ``DEFAULT_ENGINE``, an assumption the answer states. ``ideal``: no profile, the essays'
+    conventions. A named engine: itself, no line.
+    """
+    if named is None:
+        return DEFAULT_ENGINE, (f"assumption: no serving.engine named, so {DEFAULT_ENGINE}'s profile applies "
+                                f"({DEFAULT_ENGINE_SOURCE}); name serving.engine: ideal for the essays' conventions")
+    if named == IDEAL:
+        return None, ("serving.engine: ideal: the essays' conventions (no engine reserves, overhead or batch cap "
+                      "beyond those the scenario states; efficiencies as given)")
+    return named, ""
+ALIASES = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm", "tensorrt_llm": "tensorrt-llm", "nim": "tensorrt-llm"}
+
+GiB = 1024.0 ** 3
+
+#: Bytes per activation value (bf16/fp16 activations in every engine).
+ACTIVATION_VALUE_BYTES = 2.0
+
+#: Fixed time of one forward pass beyond the roofline [s]: scheduling, input preparation, sampling and the
+#: detokenising/streaming loop, per engine step. Source: the vLLM v0.6.0 profile of Llama-3-8B on one H100
+#: ("The HTTP API server takes 33% of the total execution time. 29% of the total execution time is spent on
+#: scheduling [...]" before the fix; https://blog.vllm.ai/2024/09/05/perf-update.html), which v0.6 and V1 hide
+#: partly behind the GPU (async output processing, multi-step). See docs/fidelity.md for how it compares with
+#: batch-1 measurements.
+STEP_OVERHEAD_S = {"vllm": 2.0e-3, "tensorrt-llm": 1.0e-3, "sglang": 1.5e-3}
+
+#: Fixed time of one tensor-parallel all-reduce of a decode step's small message [s]. nccl-tests
+#: all_reduce_perf on an 8-GPU NVLink/NVSwitch node: 12.49 us at 4-8 B, 16.4 us at 1 KiB, 16.7 us at 4 KiB
+#: (https://github.com/deepseek-ai/DeepEP/issues/303, H20 node, NVLink 4 as on H100/H200). Engines' custom
+#: all-reduce kernels (vLLM custom_all_reduce, TensorRT-LLM's AllReduce plugin) run under that; the NCCL
+#: small-message figure is the one measured.
+ALLREDUCE_LATENCY_S = 12.5e-6
+
+
+#: FLOP/s efficiency curve ``e(T) = e_max T / (T + T_half)`` of a pass over T tokens: T_half [tokens], fitted
+#: (``fit_efficiency_curve``) on our H200 bf16 matrix products above the ridge point (T >= 256 tokens; below it
+#: a product is a weight read and the memory term decides): Llama-3-8B/70B shapes, 42 products, e_max 0.693,
+#: T_half 56.5, MAPE 3.0% (benchmarks/results/h200-microbench-2026-11-30.json, docs/gpu-measurements.md). The
+#: only GPU with such data: every family takes it; e_max is fitted per family (``FITTED_EFFICIENCY``).
+FLOPS_HALF_TOKENS = 56.5
+
+#: Bandwidth efficiency curve ``e(S) = e_max S / (S + S_half)`` of a step moving S bytes per GPU, with
+#: ``S_half = layers x LAYER_HALF_S x peak bandwidth``: each layer's kernels (about 11, a few microseconds each)
+#: cost a fixed time, worth LAYER_HALF_S seconds of reading at the datasheet peak. Fitted on our H200's whole
+#: Llama-3-8B-shaped decode steps at batch <= 32 (memory-bound; 6 steps): ``t = (S + 4.64 GB) / (0.832 x 4.8
+#: TB/s)``, 4.64 GB / 32 layers / 4.8 TB/s = 30.2 us, MAPE 1.2% (a fixed 1.16 ms per step;
+#: benchmarks/results/h200-decode-step-2026-11-30.json). Kernel floors are times, so the time is carried to
+#: other GPUs; the family's fitted e_max stays its own.
+LAYER_HALF_S = 30.2e-6
+
+
+def fit_efficiency_curve(amounts: ArrayLike, seconds: ArrayLike, seconds_per_unit_at_peak: ArrayLike
+                         ) -> tuple[float, float, float]:
+    """(e_max, x_half, MAPE %) of ``t = (x + x_half) t_unit / e_max`` fitted to measured pass times.
+
+    The curve ``e(x) = e_max x / (x + x_half)`` is linear in time: ``t = a x + b`` with ``a = t_unit / e_max``
+    and ``b = a x_half``; least squares on the relative errors ``(a x + b) / t - 1``. ``t_unit`` is the time of
+    one unit (byte, token) at the datasheet peak [s], so ``e_max`` is a share of that peak.
+    """
+    x, t = np.asarray(amounts, float), np.asarray(seconds, float)
+    unit = np.broadcast_to(np.asarray(seconds_per_unit_at_peak, float), x.shape)
+    design = np.stack([x * unit, unit], axis=1) / t[:, None]
+    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    predicted = (a * x + b) * unit
+    return float(1.0 / a), float(b / a), float(np.mean(np.abs(predicted / t - 1.0)) * 100.0)
+
+
+def efficiency_curves(peak_bandwidth: float) -> tuple[float, float]:
+    """(bytes per layer at half the plateau bandwidth [B], tokens per pass at half the plateau FLOP/s [tokens]):
+    ``LAYER_HALF_S x BW_peak`` and ``FLOPS_HALF_TOKENS`` (the curves of ``roofline.efficiency_at``).
+    H200, 4.8 TB/s: 30.2 us x 4.8 TB/s = 145 MB per layer."""
+    return LAYER_HALF_S * peak_bandwidth, FLOPS_HALF_TOKENS
+
+
+def small_pass_half_tokens(half_tokens: ArrayLike, weight_read_bytes: ArrayLike, half_bytes_total: ArrayLike,
+                           params_per_gpu: ArrayLike, bandwidth_plateau: ArrayLike, flops_plateau: ArrayLike
+                           ) -> np.ndarray:
+    """The FLOP/s curve's half-plateau tokens, capped so that a pass too small to be compute-bound is not [tokens]:
+    ``min(T_half, t_w F_e / (2 N_gpu))`` with ``t_w = (W_read(1) + L S_half) / BW_e`` the step's weight read.
+
+    The curve ``e(T) = e_max T / (T + T_half)`` was fitted above the ridge point (T >= 256 tokens); its time form
+    charges a pass ``(T + T_half) 2 N / (e_max F)``, whose fixed part ``T_half 2 N / (e_max F)`` stands for the
+    matmuls' fixed cost. At T -> 0 a matrix product is a weight read (a GEMV), which the memory term charges, so that
+    fixed part can never exceed the weight read: on a low-FLOP GPU (H20: 148 TFLOP/s bf16 against 4.0 TB/s) the
+    uncapped curve made one token per pass compute-bound, and bf16, fp8 and AWQ weights predicted the same step
+    (issue 28). ``BW_e``, ``F_e``: the family's fitted plateaus times the peaks (constants, not the scenario's
+    factors, so a calibrated profile applied later keeps the same curve). H200 bf16, Llama-3.1-8B: the cap is
+    ~190 tokens, above 56.5: no change where the curve was measured.
+    """
+    t_w = (np.asarray(weight_read_bytes, float) + np.asarray(half_bytes_total, float)) / np.asarray(
+        bandwidth_plateau, float)
+    ridge = t_w * np.asarray(flops_plateau, float) / (2.0 * np.asarray(params_per_gpu, float))
+    return np.minimum(np.asarray(half_tokens, float), ridge)
+
+
+def efficiencies_used(bandwidth_plateau: float, flops_plateau: float, half_bytes_per_layer: float,
+                      half_tokens: float, layers: float, decode_memory_s: float, effective_bandwidth: float,
+                      decode_tokens: float, prefill_tokens: float) -> tuple[float, float, float, float]:
+    """(bytes per step per GPU [B], bandwidth efficiency at the decode step, FLOP/s efficiency at the decode step,
+    at the prefill) [-] on the curves of ``roofline.efficiency_at``.
+
+    The step's bytes come back from its memory term: ``t_mem x BW_eff = S + layers x S_half``
+    (``roofline.curve_amount``), so the efficiency shown is the one the prediction used.
+    """
+    half_total = layers * half_bytes_per_layer
+    step_bytes = max(decode_memory_s * effective_bandwidth - half_total, 0.0)
+    return (step_bytes, float(roofline.efficiency_at(step_bytes, bandwidth_plateau, half_total)),
+            float(roofline.efficiency_at(decode_tokens, flops_plateau, half_tokens)),
+            float(roofline.efficiency_at(prefill_tokens, flops_plateau, half_tokens)))
+
+
+#: GPU families: name fragments (lowercase) -> family. Efficiencies are fitted per family, where data exist.
+FAMILIES: tuple[tuple[str, str], ...] = (
+    ("gh200", "hopper"), ("h200", "hopper"), ("h100", "hopper"), ("h800", "hopper"), ("h20", "hopper"),
+    ("gb200", "blackwell"), ("b200", "blackwell"), ("b300", "blackwell"), ("5090", "blackwell"),
+    ("a100", "ampere"), ("a10", "ampere"), ("a800", "ampere"), ("l40", "ada"), ("l4", "ada"), ("4090", "ada"),
+    ("mi300", "cdna3"), ("mi325", "cdna3"), ("mi355", "cdna4"),
+)
+
+
+def gpu_family(name: str) -> str | None:
+    """The family of a GPU by its catalog key or name ("h100-sxm" -> "hopper"); None when unknown."""
+    low = name.lower()
+    for fragment, family in FAMILIES:
+        if fragment in low:
+            return family
+    return None
+
+
+#: Bandwidth and FLOP/s efficiency plateaus e_max [-] (of the curves above) and step overhead [s] per GPU family,
+#: fitted (log-error least squares, ``capacity.planning.calibration.fit_factors``) on the published timing points of
+#: validation/measurements.yaml with the engine profiles and curves applied (``python validation/validate.py
+#: --fit`` prints this table). A family's own overhead is fitted only from points of >= 2 sources; otherwise
+#: it is the "all" row's (validate.fit_families). A family without points takes the "all" row, fitted on
+#: every point pooled.
+FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {
+    "ada": (0.627, 0.354, 3.44e-04),  # 6 points, 1 sources, in-sample MAPE 28.6%
+    "ampere": (0.762, 0.586, 2.91e-03),  # 11 points, 2 sources, in-sample MAPE 14.0%
+    "cdna3": (1.000, 0.180, 1.06e-02),  # 12 points, 2 sources, in-sample MAPE 9.6%
+    "hopper": (0.771, 0.422, 4.36e-04),  # 54 points, 4 sources, in-sample MAPE 15.6%
+    "all": (0.724, 0.395, 3.44e-04),  # 83 points, 6 sources, in-sample MAPE 28.1%
+}
+
+
+#: The engines whose published points fitted each row of ``FITTED_EFFICIENCY`` (validation/measurements.yaml:
+#: every hopper, ada and ampere timing point ran TensorRT-LLM or NIM, every cdna3 point vLLM-ROCm). A step
+#: overhead is the engine's own scheduling and launch loop, so a family's fitted overhead applies only to those
+#: engines (issue 28: SGLang on MI300X was charged the 10.6 ms fitted on vLLM-ROCm points; Llama-4 Maverick
+#: batch 1 measured 5.95 ms per step).
+FITTED_OVERHEAD_ENGINES: dict[str, tuple[str, ...]] = {
+    "ada": ("tensorrt-llm",), "ampere": ("tensorrt-llm",), "cdna3": ("vllm",), "hopper": ("tensorrt-llm",),
+    "all": ("tensorrt-llm", "vllm"),
+}
+
+
+def step_overhead_for(engine: str, family: str | None) -> tuple[float, str]:
+    """(step overhead [s], where it comes from) for an engine on a GPU family: the family's fitted overhead where
+    that engine's points fitted it; else the pooled fit ("all") where the engine has points there; else the
+    engine's own sourced ``STEP_OVERHEAD_S`` (the documented fallback: no measured pair)."""
+    key = ALIASES.get(engine, engine)
+    if family in FITTED_EFFICIENCY and key in FITTED_OVERHEAD_ENGINES.get(family, ()):
+        return FITTED_EFFICIENCY[family][2], f"fitted, {family}"
+    if key in FITTED_OVERHEAD_ENGINES.get("all", ()):
+        return FITTED_EFFICIENCY["all"][2], f"fitted, pooled: no {key} points on {family or 'this GPU'}"
+    return STEP_OVERHEAD_S[key], f"{key}'s sourced default: no fitted {key} points"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One engine version's defaults (see the module docstring); None where the engine has no such default."""
+
+    engine: str
+    version: str
+    pool_rule: str                    # "of_total" (vLLM, SGLang) or "of_free" (TensorRT-LLM)
+    memory_fraction: float            # gpu_memory_utilization / free_gpu_memory_fraction / mem_fraction_static
+    max_num_seqs: int | None
+    max_batched_tokens: int
+    reserves_activation: bool         # the activation peak is held out of the pool
+    fp8_kv_with_fp8_weights: bool
+    block_size: int
+    sources: Mapping[str, str]
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...]:
+    if not version:
+        return ()
+    return tuple(int(p) for p in re.findall(r"\d+", str(version))[:3])
+
+
+def _sglang_fraction(tp: int) -> float:
+    """SGLang's mem_fraction_static default by tensor-parallel size (ServerArgs.__post_init__, v0.4)."""
+    for size, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+        if tp >= size:
+            return frac
+    return 0.88
+
+
+VLLM_SOURCE = ("vllm/engine/arg_utils.py get_batch_defaults (commit 99d7eb5): 'if device_memory >= 70 * GiB_bytes "
+               "and \"a100\" not in device_name: [...] UsageContext.OPENAI_API_SERVER: 8192 [...] 1024' "
+               "else 2048 / 256; gpu_memory_utilization default 0.9")
+TRTLLM_SOURCE = ("tensorrt_llm/builder.py BuildConfig: 'max_batch_size: int = 2048', 'max_num_tokens: int = 8192'; "
+                 "KvCacheConfig 'free_gpu_memory_fraction ... = 0.9' (https://nvidia.github.io/TensorRT-LLM/"
+                 "llm-api/reference/KvCacheConfig.html)")
+SGLANG_SOURCE = ("sglang python/sglang/srt/server_args.py ServerArgs.__post_init__ (v0.4): mem_fraction_static "
+                 "0.88 (tp 1), 0.87 (tp >= 2), 0.85 (tp >= 4), 0.81 (tp >= 8), 0.79 (tp >= 16); chunked_prefill_size "
+                 "8192 (2048 under 25 GB)")
+
+
+def profile(engine: str, version: str | None, tp: int, gpu_memory_bytes: float, gpu_name: str,
+            max_model_len: int) -> Profile:
+    """The defaults of ``engine`` (at ``version``; the newest rules when None) on this GPU and layout."""
+    key = ALIASES.get(engine, engine)
+    v = _version_tuple(version)
+    if key == "vllm":
+        big = gpu_memory_bytes >= 70 * GiB and "a100" not in gpu_name.lower()
+        if v and v < (0, 8):  # V0 engine: no chunked prefill by default up to 32k context
+            chunked = max_model_len > 32768
+            return Profile(key, version or "", "of_total", 0.9, 256,
+                           512 if chunked else max(max_model_len, 2048), True, False, 16,
+                           {"batch": "vLLM V0 SchedulerConfig: max_num_seqs 256; max_num_batched_tokens = "
+                                     "max(max_model_len, 2048) without chunked prefill (on by default only above "
+                                     "32k context, then 512)", "pool": VLLM_SOURCE})
+        return Profile(key, version or "", "of_total", 0.9, 1024 if big else 256, 8192 if big else 2048, True,
+                       False, 16, {"batch": VLLM_SOURCE, "pool": VLLM_SOURCE})
+    if key == "tensorrt-llm":
+        return Profile(key, version or "", "of_free", 0.9, 2048, 8192, True, True, 32,
+                       {"batch": TRTLLM_SOURCE, "pool": TRTLLM_SOURCE})
+    if key == "sglang":
+        small = gpu_memory_bytes < 25e9
+        return Profile(key, version or "", "of_total", _sglang_fraction(tp), None, 2048 if small else 8192, False,
+                       False, 1, {"batch": SGLANG_SOURCE, "pool": SGLANG_SOURCE})
+    raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+
+
+def activation_peak_bytes(tokens: ArrayLike, hidden_size: ArrayLike, intermediate_size: ArrayLike,
+                          tp: ArrayLike) -> np.ndarray:
+    """Activation peak of a forward pass over ``tokens`` tokens on one GPU: ``T x 2 B x (3 I / tp + 3 H)`` [B].
+
+    At the MLP, the tensors alive at once are the gate/up projection's output (2 I / tp values per token), the
+    activated product (I / tp) and three hidden-size buffers (residual, normed input, layer output; H each),
+    in bf16. It is the peak vLLM's profile run measures: Llama-3.1-8B (H 4,096, I 14,336) at 20,000 and
+    29,000 batched tokens gives 2.06 and 2.99 GiB, where vLLM logged 2.07 and 2.99 GiB (peak_torch_memory
+    - weights, https://github.com/vllm-project/vllm/issues/10517).
+    """
+    t = np.asarray(tokens, float)
+    return t * ACTIVATION_VALUE_BYTES * (3.0 * np.asarray(intermediate_size, float) / np.asarray(tp, float)
+                                          + 3.0 * np.asarray(hidden_size, float))
+
+
+def pool_bytes_of_free(gpu_memory_bytes: ArrayLike, free_fraction: ArrayLike, used_bytes: ArrayLike) -> np.ndarray:
+    """TensorRT-LLM's KV pool: ``fraction x (memory - weights - runtime buffers)`` [B] (may be <= 0).
+
+    KvCacheConfig.free_gpu_memory_fraction: "fraction of free memory after loading the model" (default 0.9).
+    80 GiB, 0.9, 16 GiB used: 0.9 x 64 GiB = 57.6 GiB, where the of-total rule gives 56 GiB.
+    Excel: ``=free_fraction*(gpu_memory_bytes-used_bytes)``.
+    """
+    return np.asarray(free_fraction, float) * (np.asarray(gpu_memory_bytes, float) - np.asarray(used_bytes, float))
+
+
+def batched_prefill_s(prefill_s: Callable[[np.ndarray], np.ndarray], prompt_tokens: ArrayLike,
+                      budget_tokens: ArrayLike) -> np.ndarray:
+    """GPU time one prompt costs when the engine packs prompts into passes of ``T`` tokens [s]:
+    ``t_prefill(T) x P / T`` with ``T = max(budget, P)``.
+
+    Continuous-batching engines run the prompts waiting together, up to the token budget of one pass
+    (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens, SGLang chunked_prefill_size), so a pass's
+    weight read and fixed costs are shared by its prompts; one prompt alone pays them in full.
+    Excel (``prefill_s(T)`` the prefill of a pass over T tokens, written out): ``=prefill_s(MAX(budget_tokens,
+    prompt_tokens))*prompt_tokens/MAX(budget_tokens,prompt_tokens)``.
+    """
+    p = np.asarray(prompt_tokens, float)
+    t = np.maximum(np.asarray(budget_tokens, float), p)
+    return prefill_s(t) * p / t
+
+
+def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: int, gpu_memory_bytes: float,
+          gpu_name: str, max_model_len: int, hidden_size: int | None, intermediate_size: int | None,
+          peak_bandwidth: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Serving values the engine supplies for keys absent from ``serving``, and one line per default applied.
+
+    Keys returned: memory_utilization or kv_cache_free_gpu_memory_fraction, max_num_seqs, max_batched_tokens,
+    block_size, step_overhead_s, allreduce_latency_s, activation_bytes. The caller merges them under the
+    user's keys.
+    """
+    p = profile(engine, version, tp, gpu_memory_bytes, gpu_name, max_model_len)
+    name = f"{p.engine}{' ' + p.version if p.version else ''}"
+    out: dict[str, Any] = {}
+    lines: list[str] = []
+
+    def put(key: str, value: Any, line: str) -> None:
+        out[key] = value
+        lines.append(f"{name}: {line}")
+
+    if p.pool_rule == "of_free":
+        if "kv_cache_free_gpu_memory_fraction" not in serving and "memory_utilization" not in serving:
+            put("kv_cache_free_gpu_memory_fraction", p.memory_fraction,
+                f"KV pool = {p.memory_fraction:g} x (memory - weights - runtime buffers) (free_gpu_memory_fraction)")
+    elif "memory_utilization" not in serving:
+        what = "mem_fraction_static" if p.engine == "sglang" else "gpu_memory_utilization"
+        put("memory_utilization", p.memory_fraction, f"{what} {p.memory_fraction:g}")
+    if p.max_num_seqs is not None and "max_num_seqs" not in serving:
+        put("max_num_seqs", p.max_num_seqs, f"max_num_seqs {p.max_num_seqs}"
+            + (" (max_batch_size)" if p.engine == "tensorrt-llm" else ""))
+    tokens = serving.get("max_batched_tokens", p.max_batched_tokens)
+    if "max_batched_tokens" not in serving:
+        put("max_batched_tokens", p.max_batched_tokens, f"max_num_batched_tokens {p.max_batched_tokens}")
+    if "block_size" not in serving:
+        put("block_size", p.block_size, f"block size {p.block_size} tokens")
+    put("batched_prefill", 1.0, f"prompts batched into prefill passes of {tokens} tokens")
+    family = gpu_family(gpu_name)
+    fitted = FITTED_EFFICIENCY.get(family or "") or FITTED_EFFICIENCY.get("all")
+    family = family if family in FITTED_EFFICIENCY else "pooled over the families with data"
+    if "step_overhead" not in serving:
+        o, why = step_overhead_for(p.engine, gpu_family(gpu_name)) if fitted else (STEP_OVERHEAD_S[p.engine], "")
+        put("step_overhead_s", o, f"step overhead {o * 1e3:.3g} ms" + (f" ({why})" if why else ""))
+    plateaus_given = bool(serving.get("_plateaus_given"))  # a calibrated profile fitted under these curves
+    if fitted and (plateaus_given or not serving.get("_explicit_efficiency")):
+        if not plateaus_given:
+            put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
+            put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")
+        out["curve_plateaus"] = (fitted[0], fitted[1])  # what small_pass_half_tokens caps the curve with
+        if peak_bandwidth:
+            half_bytes, half_tokens = efficiency_curves(peak_bandwidth)
+            put("bandwidth_half_bytes", half_bytes,
+                f"bandwidth efficiency curve e(S) = {fitted[0]:.3f} S / (S + layers x {half_bytes / 1e6:.0f} MB), "
+                f"S the bytes per step per GPU ({LAYER_HALF_S * 1e6:.1f} us of peak bandwidth per layer, H200 "
+                f"decode steps)")
+            put("flops_half_tokens", half_tokens,
+                f"FLOP/s efficiency curve e(T) = {fitted[1]:.3f} T / (T + {half_tokens:g}), T the tokens per pass "
+                f"(H200 bf16 matmuls)")
+    if tp > 1 and "allreduce_latency" not in serving:
+        put("allreduce_latency_s", ALLREDUCE_LATENCY_S, f"all-reduce latency {ALLREDUCE_LATENCY_S * 1e6:g} us")
+    if p.reserves_activation and "activation_memory" not in serving:
+        if hidden_size and intermediate_size:
+            act = float(activation_peak_bytes(tokens, hidden_size, intermediate_size, tp))
+            put("activation_bytes", act, f"activation peak {act / GiB:.2f} GiB ({tokens} tokens x 2 B x "
+                                         f"(3 x {intermediate_size}/{tp} + 3 x {hidden_size}))")
+        else:
+            lines.append(f"{name}: activation peak not reserved (the model gives no hidden/intermediate size)")
+    return out, lines

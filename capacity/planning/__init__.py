@@ -1,0 +1,1 @@
+"""Planning: the one answer's sizing, fleets, sweeps, searches and calibration over scenarios."""

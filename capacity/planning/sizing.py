@@ -1,0 +1,613 @@
+"""The one answer: a scenario's sizing, computed once, that every surface renders.
+
+``size(scenario)`` turns a scenario (its load, promises at their stated percentile, workload classes, fleet
+section and price) into a ``Sizing``: the serving layout chosen, replicas and GPUs, the load each replica carries
+and the latencies at that load, what binds, and the cost from one price. The app's headline and views, the customer
+report, the XLSX Summary, ``capacity evaluate|fleet|report|flags`` render this object; none recomputes a part of it.
+
+The layout. Among the serving modes (``colocated``: prefills pause decoding; ``chunked``: chunked prefill;
+``disaggregated``: separate prefill and decode pools) and tensor-parallel sizes the scenario allows (``fleet.modes``
+and ``fleet.tensor_parallel``; by default every mode, and TP 1, 2, 4, 8 and the scenario's own ``gpu.count``), on the
+scenario's GPU, the answer is the cheapest option that keeps every promise at the design load ``D = λ x peak``
+(ties: lower TPOT, then fewer GPUs; ``order``). Each option needs
+
+    replicas = ceil(D / (λ_r (1 - h)))                         (``replicas_for``; λ_r: one replica's goodput)
+
+and carries ``D / replicas`` requests/s per replica; separate pools need ``ceil(D / (λ_d (1 - h)))`` decode and
+``ceil(D / (λ_p (1 - h)))`` prefill replicas. Without a load the answer is the scenario's own layout (its TP, the
+first mode it allows) and its stated replicas.
+
+Promises at a percentile. A promise kept by p% of requests (``slo.percentile``) or a mix of workload classes sizes a
+colocated replica on ``percentiles.percentile_goodput_rps`` (the largest load at which each class keeps its promises
+at its percentile), not on the mean model's goodput; the latencies at the load are then those at the binding class's
+percentile. The percentile model is the colocated engine's, so chunked and separate-pool options are not offered for
+such scenarios (a reason says so).
+
+Cost, from one price: ``gpu.price_per_hour`` (the scenario's, else the catalog's; ``price_source`` says which)
+
+    cost per hour = GPUs x price;   per month = x 730 h
+    cost per million output tokens = cost per hour / (λ A 3600) x 1e6          (``slo.cost_per_million_tokens``)
+
+at the target load λ (not the peak: the fleet sized for the peak runs all day); without a load at the goodput of the
+replicas, which is the per-replica results' ``cost_per_million_tokens``. ``cost_per_million_all_tokens`` divides by
+prompt and output tokens, ``(P + A)``.
+
+Essay 001's GPU (TPOT <= 50 ms, $2/GPU-hour) at 100 requests/s, colocated only: goodput 5.897 requests/s,
+ceil(100 / 5.897) = 17 GPUs, $34/hour, $24,820/month.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from capacity.errors import ScenarioError
+from capacity.formulas import slo
+from capacity.inputs import catalog
+from capacity.inputs.specs import FLEET_MODES as MODES
+from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
+from capacity.model.analysis import analyse
+from capacity.model.scenario import Results, Scenario
+from capacity.model.serving_modes import decode_pool_ceiling_rps, prefill_pool_ttft_s
+
+#: Hours in an average month: 365 x 24 / 12 [h].
+HOURS_PER_MONTH = 730.0
+
+#: How ``Results.notes`` starts the note of a load one replica cannot carry.
+OVERLOAD_NOTE = "the arrival rate exceeds what the GPU can decode"
+
+#: Words for the serving modes.
+MODE_WORDS = {"colocated": "prefill and decode on the same GPUs", "chunked": "chunked prefill",
+              "disaggregated": "separate prefill and decode pools"}
+
+
+def replicas_for(design_rps: float | np.ndarray, replica_rps: float | np.ndarray,
+                 headroom: float = 0.0) -> np.ndarray:
+    """Replicas for a design load: ``ceil(D / (λ_r (1 - h)))`` [-]; 0 for no load, inf where ``λ_r`` is 0.
+
+    A hair (1e-9) is taken off before rounding up so that an exact multiple is not rounded to one more.
+    Essay 001: ceil(100 / 5.897) = 17.
+    """
+    d, r = np.asarray(design_rps, float), np.asarray(replica_rps, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.ceil(d / (r * (1.0 - headroom)) - 1e-9)
+    return np.where(d <= 0, 0.0, np.where(r > 0, np.maximum(need, 1.0), np.inf))
+
+
+def check_plan(target: float, peak_factor: float, headroom: float) -> None:
+    """ValueError unless the load is finite and >= 0, the peak factor finite and > 0, headroom in [0, 1)."""
+    if not (math.isfinite(target) and target >= 0 and math.isfinite(peak_factor) and peak_factor > 0
+            and 0 <= headroom < 1):
+        raise ValueError("target load must be >= 0, peak factor > 0 and headroom in [0, 1)")
+
+
+# --- layouts: the scenario on other tensor-parallel sizes ---------------------------------------------------------
+
+def layout_scenarios(mapping: Mapping[str, Any], gpus: Iterable[str] | None = None,
+                     tensor_parallel: Iterable[int] = TENSOR_PARALLEL
+                     ) -> tuple[list[tuple[str, int, Scenario]], list[dict[str, Any]]]:
+    """The scenario on each GPU type and tensor-parallel size: ``([(gpu label, tp, Scenario)], skipped)``.
+
+    ``gpus``: catalog names, or None for the scenario's own GPU. A named GPU that is the scenario's own (by catalog
+    key or alias) keeps the scenario's figures and price: one price for the same GPUs. Other names take their catalog
+    figures and price, the scenario's pipeline stages kept. ``skipped`` lists the layouts that do not build, with the
+    reason in ``problem``.
+    """
+    base_gpu = mapping.get("gpu")
+    base = dict(base_gpu) if isinstance(base_gpu, Mapping) else {"name": base_gpu}
+    own = _catalog_key(base.get("name"))
+    names = [None] if gpus is None else list(gpus)
+    built, skipped = [], []
+    for name in names:
+        same = name is None or (own is not None and _catalog_key(name) == own)
+        for tp in dict.fromkeys(int(t) for t in tensor_parallel):
+            data = copy.deepcopy(dict(mapping))
+            gpu = dict(base) if same else {"name": name, "pipeline_parallel": base.get("pipeline_parallel", 1)}
+            gpu.pop("replicas", None)
+            gpu["count"] = tp
+            data["gpu"] = gpu
+            label = name or str(base.get("name") or "scenario GPU")
+            try:
+                built.append((label, tp, Scenario.from_dict(data)))
+            except ScenarioError as exc:
+                skipped.append({"gpu": label, "tensor_parallel": tp, "problem": "; ".join(exc.problems)})
+    return built, skipped
+
+
+def _catalog_key(name: Any) -> str | None:
+    if not isinstance(name, str):
+        return None
+    try:
+        return str(catalog.gpu(name).get("key") or name).lower()
+    except ScenarioError:
+        return None
+
+
+# --- one replica's goodput at the promises' percentile -------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class PromiseGoodput:
+    """One colocated replica's goodput at the promises' percentile [requests/s], and what binds it."""
+
+    rate_rps: float
+    basis: str            # "p99", "p90", ... or "mean" (classes without a percentile)
+    binding_class: str | None
+    binding_promise: str  # tpot, ttft, capacity or nothing_fits
+
+
+def sized_per_class(scenario: Scenario) -> bool:
+    """Whether a scenario is sized per class: it lists ``workloads:`` classes or names a percentile promise."""
+    raw = scenario.raw or {}
+    return raw.get("workloads") is not None or scenario.slo.percentile is not None
+
+
+def promise_goodput(scenario: Scenario) -> PromiseGoodput | None:
+    """``percentiles.percentile_goodput_rps`` of the scenario's mix and its binding class; None for a single shape
+    with promises on the mean (``analysis``' goodput is then the answer)."""
+    if not sized_per_class(scenario):
+        return None
+    from capacity.model.mix import mix_model
+    from capacity.model.percentiles import percentile_goodput_rps
+
+    mix = mix_model(scenario)
+    rates = [percentile_goodput_rps(mix, j) for j in range(len(mix.classes))]
+    j = int(np.argmin(rates))
+    c = mix.classes[j]
+    rate = float(rates[j])
+    basis = f"p{c.percentile:g}" if c.percentile is not None else "mean"
+    if mix.batch_max <= 0:
+        promise = "nothing_fits"
+    elif rate >= mix.ceiling_rps * (1 - 1e-9) or (c.tpot_s is None and c.ttft_s is None):
+        promise = "capacity"
+    else:
+        promise = _binding_promise(mix, j, rate, c)
+    return PromiseGoodput(rate, basis, c.name if len(mix.classes) > 1 or scenario.raw.get("workloads") else None,
+                          promise)
+
+
+def _binding_promise(mix: Any, j: int, rate: float, c: Any) -> str:
+    """The promise of class j closest to its limit at ``rate``: the larger latency over promise."""
+    from capacity.model.percentiles import class_latency
+
+    p = (c.percentile or 50.0) / 100.0
+    at = class_latency(mix, j, rate, (p,)) if c.percentile is not None else class_latency(mix, j, rate, ())
+    key = f"p{100 * p:g}" if c.percentile is not None else "mean"
+    ratios = {name: at[f"{key}_{name}_s"] / promise for name, promise in (("tpot", c.tpot_s), ("ttft", c.ttft_s))
+              if promise}
+    return max(ratios, key=ratios.get) if ratios else "capacity"
+
+
+def latency_at_percentile(scenario: Scenario, rate_rps: float, class_name: str | None) -> dict[str, float]:
+    """TPOT and TTFT [s] of one replica at ``rate_rps``, at the (binding) class's percentile."""
+    from capacity.model.mix import mix_model
+    from capacity.model.percentiles import class_latency
+
+    mix = mix_model(scenario)
+    names = [c.name for c in mix.classes]
+    j = names.index(class_name) if class_name in names else 0
+    c = mix.classes[j]
+    if c.percentile is None:
+        at = class_latency(mix, j, rate_rps, ())
+        return {"tpot_s": at["mean_tpot_s"], "ttft_s": at["mean_ttft_s"]}
+    p = c.percentile / 100.0
+    at = class_latency(mix, j, rate_rps, (p,))
+    return {"tpot_s": at[f"p{100 * p:g}_tpot_s"], "ttft_s": at[f"p{100 * p:g}_ttft_s"]}
+
+
+# --- every option of a set of layouts at a design load (numpy; the fleet table is this as a DataFrame) -------------
+
+def stack(rows: list[dict[str, float]]) -> dict[str, np.ndarray]:
+    """Flat inputs of many scenarios (``Scenario.inputs``) as one array per input."""
+    return {key: np.array([r[key] for r in rows], dtype=float) for key in rows[0]}
+
+
+def size_options(x: Mapping[str, np.ndarray], design_rps: float, headroom: float = 0.0,
+                 modes: Iterable[str] = MODES, target: float | None = None,
+                 promise_rps: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Replicas, GPUs, cost and latency at the design load for every layout row of ``x`` and serving mode.
+
+    ``x``: flat inputs (``stack``), one row per layout. Rows come mode by mode, the layouts in order within each.
+    ``target`` (requests/s, default the design load) is the load the costs per token are taken at.
+    ``promise_rps``: per layout, a colocated replica's goodput at the promises' percentile (``promise_goodput``);
+    where given (finite), the colocated rows use it and the other modes are not offered.
+    Keys: ``fleet.COLUMNS`` less the text labels, plus ``layout`` (the row of ``x``) and ``mode``.
+    """
+    modes = list(modes)
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        raise ValueError(f"unknown serving modes {sorted(unknown)}; use {', '.join(MODES)}")
+    target = design_rps if target is None else target
+    r = analyse(x, text=False)
+    n = int(np.size(r["goodput_rps"]))
+    g = np.broadcast_to(r["gpus_per_replica"], (n,)).astype(float)
+    price = np.broadcast_to(x["price_per_hour"], (n,)).astype(float)
+    p_tokens = np.broadcast_to(x["prompt_tokens"], (n,)).astype(float)
+    a_tokens = np.broadcast_to(x["output_tokens"], (n,)).astype(float)
+    percentile = (np.zeros(n, bool) if promise_rps is None
+                  else np.isfinite(np.broadcast_to(np.asarray(promise_rps, float), (n,))))
+    parts = []
+    for mode in modes:
+        out: dict[str, np.ndarray] = {"layout": np.arange(n), "mode": np.full(n, mode, dtype=object),
+                                      "gpus_per_replica": g, "price_per_gpu_hour": price}
+        if mode == "disaggregated":
+            decode = replicas_for(design_rps, r["disagg_decode_rps"], headroom)
+            prefill = replicas_for(design_rps, r["disagg_prefill_rps"], headroom)
+            out["replicas"], out["prefill_replicas"], out["decode_replicas"] = decode + prefill, prefill, decode
+            out["replica_rps"] = np.broadcast_to(r["disagg_goodput_per_gpu_rps"] * g, (n,))
+            out["goodput_limit"] = np.full(n, "pools", dtype=object)
+        else:
+            if mode == "colocated":
+                rate = np.broadcast_to(r["goodput_rps"], (n,)).astype(float)
+                if promise_rps is not None:
+                    rate = np.where(percentile, np.broadcast_to(np.asarray(promise_rps, float), (n,)), rate)
+                limit = np.asarray(["nothing_fits", "capacity", "tpot", "ttft"], dtype=object)[
+                    np.broadcast_to(r["goodput_limit"], (n,))]
+            else:
+                rate = np.broadcast_to(r["chunked_goodput_rps"], (n,)).astype(float)
+                limit = np.full(n, "chunked", dtype=object)
+            out["replicas"] = replicas_for(design_rps, rate, headroom)
+            out["prefill_replicas"] = out["decode_replicas"] = np.full(n, np.nan)
+            out["replica_rps"], out["goodput_limit"] = rate, limit
+        out["gpus"] = out["replicas"] * g
+        out["cost_per_hour"] = out["gpus"] * price
+        parts.append(_at_design(out, x, r, mode, design_rps, target, p_tokens, a_tokens, n,
+                                percentile if mode != "colocated" else np.zeros(n, bool)))
+    return {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in parts[0]}
+
+
+def _at_design(out: dict[str, np.ndarray], x: Mapping[str, np.ndarray], r: Mapping[str, np.ndarray], mode: str,
+               design: float, target: float, p_tokens: np.ndarray, a_tokens: np.ndarray, n: int,
+               not_offered: np.ndarray) -> dict[str, np.ndarray]:
+    """Latency and cost per token with the design load spread over the replicas of ``out``."""
+    def at(load: np.ndarray) -> dict[str, np.ndarray]:
+        return analyse({**x, "arrival_rate": np.where(np.isfinite(load), load, 0.0)}, text=False)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if mode == "disaggregated":
+            per_decode = design / out["decode_replicas"]
+            per_prefill = design / out["prefill_replicas"]
+            tpot = np.broadcast_to(at(per_decode)["disagg_tpot_at_load_s"], (n,))
+            ttft = np.broadcast_to(prefill_pool_ttft_s(per_prefill, r["prefill_s"], r["kv_transfer_s"]), (n,))
+            f_in = out["prefill_replicas"] / out["replicas"]
+            out["load_per_replica_rps"] = per_decode
+        else:
+            per = design / out["replicas"]
+            values = at(per)
+            prefix = "" if mode == "colocated" else "chunked_"
+            tpot = np.broadcast_to(values[f"{prefix}tpot_at_load_s"], (n,))
+            ttft = np.broadcast_to(values[f"{prefix}ttft_at_load_s"], (n,))
+            f_in = np.minimum(per * np.broadcast_to(r["prefill_s"], (n,)), 1.0)
+            out["load_per_replica_rps"] = per
+        cost = out["cost_per_hour"]
+        out["tpot_at_design_s"], out["ttft_at_design_s"], out["input_share"] = tpot, ttft, f_in
+        out["cost_per_million_input_tokens"] = cost * f_in / (design * p_tokens * 3600.0) * 1e6
+        out["cost_per_million_output_tokens"] = cost * (1 - f_in) / (design * a_tokens * 3600.0) * 1e6
+        out["cost_per_million_tokens"] = slo.cost_per_million_tokens(cost, 1.0, target, a_tokens)
+        out["cost_per_million_all_tokens"] = cost / (target * (p_tokens + a_tokens) * 3600.0) * 1e6
+    tpot_slo = np.broadcast_to(x["tpot_slo_s"], (n,)).astype(float)
+    ttft_slo = np.broadcast_to(x["ttft_slo_s"], (n,)).astype(float)
+    feasible = np.isfinite(out["replicas"]) & (out["replicas"] > 0) & ~not_offered
+    # A colocated replica sized at a percentile keeps its promises at that percentile: its mean latencies are below.
+    out["meets_slo"] = feasible & (tpot <= tpot_slo) & (ttft <= ttft_slo)
+    out["problem"] = np.where(not_offered, "percentile promises are modelled for colocated serving only",
+                              np.where(feasible, "", "serves no load within the promises")).astype(object)
+    return out
+
+
+def order(meets: np.ndarray, cost: np.ndarray, tpot: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """Row order of options: those that keep the promises first, cheapest first (no price: fewest GPUs), then lower
+    TPOT, then fewer GPUs; the rest after, by the same keys. Stable: equal options keep their order."""
+    return np.lexsort((np.asarray(gpus, float), np.asarray(tpot, float), np.asarray(cost, float),
+                       ~np.asarray(meets, bool)))
+
+
+def latency_curve(scenario: Scenario, mode: str, rates: np.ndarray) -> dict[str, np.ndarray]:
+    """TPOT and TTFT [s] of one replica of ``scenario`` in ``mode`` at each arrival rate of ``rates`` [requests/s]:
+    ``analysis.analyse`` with the rates as its arrival rate, the very composition of the answer's latencies at the
+    load (``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``, ``tpot_s``, ``ttft_s``."""
+    lam = np.asarray(rates, dtype=float)
+    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
+    values = analyse({**scenario.inputs(), "arrival_rate": lam})
+    return {"rate_rps": lam, "tpot_s": np.broadcast_to(values[f"{prefix}tpot_at_load_s"], lam.shape),
+            "ttft_s": np.broadcast_to(values[f"{prefix}ttft_at_load_s"], lam.shape)}
+
+
+def mode_rates(replica: Results, mode: str) -> tuple[float, float]:
+    """(ceiling, goodput) of one replica in ``mode`` [requests/s] (the decode replica's for separate pools)."""
+    if mode == "chunked":
+        return float(replica["chunked_ceiling_rps"]), float(replica["chunked_goodput_rps"])
+    if mode == "disaggregated":
+        ceiling = decode_pool_ceiling_rps(replica["batch_max"], replica["decode_step_s"],
+                                          replica.scenario.workload.output_tokens)
+        return float(ceiling), float(replica["disagg_decode_rps"])
+    return float(replica["ceiling_rps"]), float(replica["goodput_rps"])
+
+
+# --- the answer -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sizing:
+    """The one answer for a scenario. Times [s], loads [requests/s], money [$]; None where it does not apply.
+
+    ``scenario`` and ``results``: as stated (one replica of the scenario's own layout). ``replica``: the chosen
+    layout's scenario evaluated at the load one replica carries (``load_per_replica_rps``), or at the scenario's own
+    arrival rate without a load. ``options``: every option compared (``size_options``), ``chosen`` its row.
+    """
+
+    scenario: Scenario
+    results: Results
+    replica: Results
+    mode: str
+    tensor_parallel: int
+    gpus_per_replica: int
+    stated_layout: bool          # the chosen layout is the scenario's own (its TP, first mode allowed)
+    load_rps: float | None       # the target load (workload.arrival_rate)
+    design_load_rps: float | None
+    peak_factor: float
+    headroom: float
+    replica_goodput_rps: float   # one replica's goodput in the chosen layout, at the promises' percentile
+    goodput_basis: str           # "mean", or the percentile a promise holds at ("p99")
+    replicas: int | None         # None: no layout serves the load within the promises
+    prefill_replicas: int | None
+    decode_replicas: int | None
+    gpus: int | None
+    load_per_replica_rps: float | None
+    tpot_at_load_s: float        # mean TPOT at the load per replica (at the goodput without a load)
+    ttft_at_load_s: float
+    tpot_at_percentile_s: float | None  # at the binding class's percentile, where a percentile is promised
+    ttft_at_percentile_s: float | None
+    binding_promise: str         # what sets one replica's goodput: tpot, ttft, capacity, nothing_fits
+    binding_class: str | None
+    keeps_promises: bool
+    price_per_gpu_hour: float | None
+    price_source: str
+    cost_per_hour: float | None
+    cost_per_month: float | None
+    cost_per_million_tokens: float | None      # output tokens, at the target load (without: at the goodput)
+    cost_per_million_all_tokens: float | None  # prompt + output tokens
+    reasons: tuple[str, ...] = ()
+    options: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    chosen: int = 0
+    stated_option: int | None = None  # row of ``options`` of the scenario's own layout in the chosen mode
+
+    @property
+    def served_rps(self) -> float:
+        """Requests/s the answer serves: the load, or without one every replica at its goodput."""
+        return self.load_rps if self.load_rps else self.replica_goodput_rps * (self.replicas or 0)
+
+    @property
+    def stated_load_per_replica_rps(self) -> float | None:
+        """Load one replica of the scenario's own layout carries when that layout serves the load in the chosen mode
+        (its fleet sized the same way) [requests/s]; None without a load or where it serves none."""
+        i = self.stated_option
+        if not self.load_rps or i is None or not np.isfinite(self.options["load_per_replica_rps"][i]):
+            return None
+        return float(self.options["load_per_replica_rps"][i])
+
+    def notes(self) -> list[str]:
+        """The per-replica results' notes, less the one-replica overload note where the fleet carries the load,
+        then the answer's reasons."""
+        carried = self.replicas is not None and self.load_rps
+        notes = [n for n in self.results.notes() if not (carried and n.startswith(OVERLOAD_NOTE))]
+        if carried and any(n.startswith(OVERLOAD_NOTE) for n in self.results.notes()):
+            notes.append(f"one replica of the stated layout cannot carry {self.load_rps:,.3g} requests/s alone; the "
+                         f"answer spreads the load over {self.replicas:,} replicas of {self.gpus_per_replica} GPUs, "
+                         f"{self.load_per_replica_rps:,.3g} requests/s each")
+        return [*notes, *self.reasons]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer's ``sizing_*`` results (``SIZING_RESULTS``) in base units; None where undefined."""
+        values = {"sizing_mode": self.mode, "sizing_tensor_parallel": self.tensor_parallel,
+                  "sizing_gpus_per_replica": self.gpus_per_replica, "sizing_replicas": self.replicas,
+                  "sizing_prefill_replicas": self.prefill_replicas, "sizing_decode_replicas": self.decode_replicas,
+                  "sizing_gpus": self.gpus, "sizing_load_rps": self.load_rps,
+                  "sizing_design_load_rps": self.design_load_rps,
+                  "sizing_load_per_replica_rps": self.load_per_replica_rps,
+                  "sizing_replica_goodput_rps": self.replica_goodput_rps, "sizing_goodput_basis": self.goodput_basis,
+                  "sizing_tpot_at_load_s": self.tpot_at_load_s, "sizing_ttft_at_load_s": self.ttft_at_load_s,
+                  "sizing_tpot_at_percentile_s": self.tpot_at_percentile_s,
+                  "sizing_ttft_at_percentile_s": self.ttft_at_percentile_s,
+                  "sizing_binding_promise": self.binding_promise, "sizing_binding_class": self.binding_class,
+                  "sizing_keeps_promises": self.keeps_promises, "sizing_price_per_gpu_hour": self.price_per_gpu_hour,
+                  "sizing_price_source": self.price_source, "sizing_cost_per_hour": self.cost_per_hour,
+                  "sizing_cost_per_month": self.cost_per_month,
+                  "sizing_cost_per_million_tokens": self.cost_per_million_tokens,
+                  "sizing_cost_per_million_all_tokens": self.cost_per_million_all_tokens}
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
+
+
+#: The answer's results: name -> (unit, meaning); ``capacity evaluate`` prints them after ``analysis.RESULTS``.
+SIZING_RESULTS: dict[str, tuple[str, str]] = {
+    "sizing_mode": ("", "serving mode chosen: colocated, chunked or disaggregated"),
+    "sizing_tensor_parallel": ("GPUs", "tensor-parallel GPUs per replica chosen"),
+    "sizing_gpus_per_replica": ("GPUs", "GPUs per replica chosen (tensor x pipeline parallel)"),
+    "sizing_replicas": ("replicas", "replicas the load needs (without a load: as stated)"),
+    "sizing_prefill_replicas": ("replicas", "separate pools: prefill replicas"),
+    "sizing_decode_replicas": ("replicas", "separate pools: decode replicas"),
+    "sizing_gpus": ("GPUs", "GPUs of the fleet: replicas x GPUs per replica"),
+    "sizing_load_rps": ("requests/s", "target load (workload.arrival_rate)"),
+    "sizing_design_load_rps": ("requests/s", "load the fleet is sized for: target x peak factor"),
+    "sizing_load_per_replica_rps": ("requests/s", "load each replica carries (decode replica for separate pools)"),
+    "sizing_replica_goodput_rps": ("requests/s", "one replica's goodput in the chosen layout, at the promises' "
+                                                 "percentile"),
+    "sizing_goodput_basis": ("", "what the goodput keeps: promises on the mean, or at a percentile (p99)"),
+    "sizing_tpot_at_load_s": ("s", "mean TPOT at each replica's load (without a load: at the goodput)"),
+    "sizing_ttft_at_load_s": ("s", "mean TTFT at each replica's load (without a load: at the goodput)"),
+    "sizing_tpot_at_percentile_s": ("s", "TPOT at the promise's percentile at each replica's load"),
+    "sizing_ttft_at_percentile_s": ("s", "TTFT at the promise's percentile at each replica's load"),
+    "sizing_binding_promise": ("", "what sets one replica's goodput: tpot, ttft, capacity, pools or nothing_fits"),
+    "sizing_binding_class": ("", "the workload class whose promise binds"),
+    "sizing_keeps_promises": ("", "whether the fleet keeps every promise at the design load"),
+    "sizing_price_per_gpu_hour": ("$/h", "the one price per GPU-hour every cost uses"),
+    "sizing_price_source": ("", "where the price comes from: scenario or catalog (with its source)"),
+    "sizing_cost_per_hour": ("$/h", "GPU cost of the fleet per hour"),
+    "sizing_cost_per_month": ("$/month", "GPU cost of the fleet per month (730 h)"),
+    "sizing_cost_per_million_tokens": ("$", "fleet cost of a million output tokens at the target load"),
+    "sizing_cost_per_million_all_tokens": ("$", "fleet cost of a million prompt + output tokens at the target load"),
+}
+
+
+def price_source(scenario: Scenario) -> str:
+    """Where the price per GPU-hour comes from: ``scenario``, ``catalog (<its source>)`` or ``none``."""
+    if scenario.gpu.price_per_hour is None:
+        return "none"
+    raw_gpu = (scenario.raw or {}).get("gpu")
+    if isinstance(raw_gpu, Mapping) and raw_gpu.get("price_per_hour") is not None:
+        return "scenario"
+    try:
+        source = catalog.gpu(scenario.gpu.name).get("price_source")
+    except ScenarioError:
+        source = None
+    return f"catalog ({source})" if source else "catalog"
+
+
+def allowed_layouts(scenario: Scenario) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Serving modes and tensor-parallel sizes the scenario allows: its ``fleet`` section's, by default every mode
+    and TP 1, 2, 4, 8 and its own ``gpu.count`` (its own first)."""
+    modes = tuple(scenario.fleet.modes) if scenario.fleet.modes else MODES
+    if scenario.fleet.tensor_parallel:
+        tps = tuple(scenario.fleet.tensor_parallel)
+    else:
+        tps = tuple(dict.fromkeys((scenario.gpu.count, *TENSOR_PARALLEL)))
+    return modes, tps
+
+
+def size(scenario: Scenario, results: Results | None = None) -> Sizing:
+    """The sizing of ``scenario`` (module docstring): layout, fleet, latencies at the load, cost, reasons."""
+    results = results if results is not None else scenario.evaluate()
+    modes, tps = allowed_layouts(scenario)
+    load = scenario.workload.arrival_rate or None
+    peak, headroom = scenario.fleet.peak_factor, scenario.fleet.headroom
+    mapping = dict(scenario.raw) if scenario.raw else None
+    if load and mapping is not None:
+        built, skipped = layout_scenarios(mapping, None, tps)
+    else:  # without a load (or a scenario built in code) the scenario's own layout
+        built, skipped = [(scenario.gpu.name, scenario.gpu.count, scenario)], []
+    own = next((i for i, (_, tp, _) in enumerate(built) if tp == scenario.gpu.count), None)
+    if own is None:  # the scenario's own TP is not among those allowed: still shown as the stated option
+        built.insert(0, (scenario.gpu.name, scenario.gpu.count, scenario))
+        own = 0
+    scenarios = [s for _, _, s in built]
+    promised = [promise_goodput(s) for s in scenarios]
+    per_class = promised[0] is not None
+    reasons: list[str] = []
+    if per_class and set(modes) - {"colocated"}:
+        reasons.append("promises at a percentile (or workload classes) are sized on colocated serving, where the "
+                       "percentile model holds; chunked prefill and separate pools are not offered")
+    if per_class and "colocated" not in modes:
+        modes = ("colocated", *modes)
+    x = stack([s.inputs() for s in scenarios])
+    promise_rps = np.array([p.rate_rps if p else np.nan for p in promised]) if per_class else None
+    design = (load or 0.0) * peak
+    if load:
+        check_plan(load, peak, headroom)
+        opts = size_options(x, design, headroom, modes, target=load, promise_rps=promise_rps)
+        # Options not offered (percentile promises on chunked or pooled serving) never meet the promises.
+        ranked = order(opts["meets_slo"], _cost_key(opts), opts["tpot_at_design_s"], opts["gpus"])
+        chosen = int(ranked[0])
+        keeps = bool(opts["meets_slo"][chosen])
+    else:
+        opts = size_options(x, 0.0, headroom, modes[:1], promise_rps=promise_rps)
+        chosen, keeps = own, True
+    layout = int(opts["layout"][chosen])
+    stated_option = next((i for i in range(len(opts["mode"])) if int(opts["layout"][i]) == own
+                          and opts["mode"][i] == opts["mode"][chosen]), None)
+    return _answer(scenario, results, scenarios[layout], str(opts["mode"][chosen]), promised[layout], opts, chosen,
+                   keeps, load, design, peak, headroom, tuple(reasons), layout == own, stated_option, skipped)
+
+
+def _cost_key(opts: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Cost per hour where a price is set, else GPUs (the same order for one price)."""
+    cost = opts["cost_per_hour"]
+    return np.where(np.isfinite(cost), cost, opts["gpus"])
+
+
+def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mode: str,
+            promised: PromiseGoodput | None, opts: dict[str, np.ndarray], chosen: int, keeps: bool,
+            load: float | None, design: float, peak: float, headroom: float, reasons: tuple[str, ...],
+            stated: bool, stated_option: int | None, skipped: list[dict[str, Any]]) -> Sizing:
+    g = chosen_scenario.gpu
+    row = {key: value[chosen] for key, value in opts.items()}
+    replica_rps = float(row["replica_rps"])
+    price = g.price_per_hour
+    reasons_list = list(reasons)
+    if load:
+        served = keeps and math.isfinite(float(row["replicas"]))
+        replicas = int(row["replicas"]) if served else None
+        per_replica = float(row["load_per_replica_rps"]) if served else None
+        prefill = int(row["prefill_replicas"]) if served and mode == "disaggregated" else None
+        decode = int(row["decode_replicas"]) if served and mode == "disaggregated" else None
+        if not served:
+            reasons_list.append("no layout allowed serves the load within the promises")
+    else:
+        replicas, per_replica, prefill, decode = g.replicas, None, None, None
+    gpus = replicas * g.gpus_per_replica if replicas is not None else None
+    # One replica of the chosen layout at the load it carries (the decode replica's, for separate pools).
+    at = per_replica if per_replica is not None else (scenario.workload.arrival_rate or None)
+    replica = replace(chosen_scenario, workload=replace(chosen_scenario.workload, arrival_rate=at)).evaluate()
+    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
+    if per_replica is not None:
+        tpot, ttft = float(row["tpot_at_design_s"]), float(row["ttft_at_design_s"])
+    else:
+        tpot, ttft = float(replica[f"{prefix}tpot_at_goodput_s"]), float(replica[f"{prefix}ttft_at_goodput_s"])
+    tpot_p = ttft_p = None
+    if promised is not None and promised.basis != "mean":
+        rate = per_replica if per_replica is not None else replica_rps
+        if rate > 0:
+            p = latency_at_percentile(chosen_scenario, rate, promised.binding_class)
+            tpot_p, ttft_p = p["tpot_s"], p["ttft_s"]
+    binding = promised.binding_promise if promised is not None else _binding(replica, mode)
+    cost_hour = gpus * price if price is not None and gpus is not None else None
+    a, p_tokens = scenario.workload.output_tokens, scenario.workload.prompt_tokens
+    served_rps = load if load else (replica_rps * replicas if replicas else 0.0)
+    per_m = per_m_all = None
+    if cost_hour is not None and served_rps > 0:
+        per_m = float(slo.cost_per_million_tokens(cost_hour, 1.0, served_rps, a))
+        per_m_all = cost_hour / (served_rps * (p_tokens + a) * 3600.0) * 1e6
+    if not stated:
+        reasons_list.append(f"the cheapest layout that keeps the promises is TP{g.count} ({MODE_WORDS[mode]}); the "
+                            f"scenario's own TP{scenario.gpu.count} is among the options compared")
+    for item in skipped:
+        reasons_list.append(f"TP{item['tensor_parallel']} not offered: {item['problem']}")
+    return Sizing(
+        scenario=scenario, results=results, replica=replica, mode=mode, tensor_parallel=g.count,
+        gpus_per_replica=g.gpus_per_replica, stated_layout=stated, load_rps=load,
+        design_load_rps=design if load else None, peak_factor=peak, headroom=headroom,
+        replica_goodput_rps=replica_rps, goodput_basis=promised.basis if promised else "mean", replicas=replicas,
+        prefill_replicas=prefill, decode_replicas=decode, gpus=gpus, load_per_replica_rps=per_replica,
+        tpot_at_load_s=tpot, ttft_at_load_s=ttft, tpot_at_percentile_s=tpot_p, ttft_at_percentile_s=ttft_p,
+        binding_promise=binding, binding_class=promised.binding_class if promised else None, keeps_promises=keeps,
+        price_per_gpu_hour=price, price_source=price_source(chosen_scenario), cost_per_hour=cost_hour,
+        cost_per_month=cost_hour * HOURS_PER_MONTH if cost_hour is not None else None,
+        cost_per_million_tokens=per_m, cost_per_million_all_tokens=per_m_all, reasons=tuple(reasons_list),
+        options=opts, chosen=chosen, stated_option=stated_option)
+
+
+def _binding(replica: Results, mode: str) -> str:
+    """What sets one replica's goodput in ``mode``: a promise, capacity, or nothing fits."""
+    if replica["batch_max"] <= 0:
+        return "nothing_fits"
+    if mode == "colocated":
+        return str(replica["goodput_limit"])
+    s = replica.scenario.slo
+    if mode == "chunked":
+        if replica["chunked_goodput_rps"] >= replica["chunked_ceiling_rps"] * (1 - 1e-9):
+            return "capacity"
+        tpot = replica["chunked_tpot_at_goodput_s"] / s.tpot_s if s.tpot_s else 0.0
+        ttft = replica["chunked_ttft_at_goodput_s"] / s.ttft_s if s.ttft_s else 0.0
+        return "tpot" if tpot >= ttft else "ttft"
+    ceiling = decode_pool_ceiling_rps(replica["batch_max"], replica["decode_step_s"],
+                                      replica.scenario.workload.output_tokens)
+    decode_bound = replica["disagg_decode_rps"] < float(ceiling) * (1 - 1e-9)
+    return "tpot" if decode_bound else ("ttft" if s.ttft_s else "capacity")
+
+
+__all__ = ["HOURS_PER_MONTH", "MODES", "MODE_WORDS", "SIZING_RESULTS", "PromiseGoodput", "Sizing", "TENSOR_PARALLEL",
+           "allowed_layouts", "check_plan", "latency_curve", "layout_scenarios", "latency_at_percentile", "mode_rates",
+           "order", "price_source",
+           "promise_goodput", "replicas_for", "size", "size_options", "sized_per_class", "stack"]

@@ -1,0 +1,1 @@
+"""Renderers: the one answer as JSON, CSV, XLSX, the customer's HTML report and engine flags."""

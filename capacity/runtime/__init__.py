@@ -1,0 +1,1 @@
+"""Running work: time budgets per request and work spread over threads."""

@@ -1,0 +1,1 @@
+"""The test suite: one sub-package per layer of ``capacity``."""

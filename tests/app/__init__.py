@@ -1,0 +1,1 @@
+"""The Streamlit app: AppTest and a real browser."""

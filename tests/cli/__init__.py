@@ -1,0 +1,1 @@
+"""The command line: output, errors, hostile input, start-up."""

@@ -1,0 +1,1 @@
+"""Bounded reading and streamed writing."""

@@ -1,0 +1,1 @@
+"""The formulas against hand derivations, published numbers and invariants."""

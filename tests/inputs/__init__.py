@@ -1,0 +1,1 @@
+"""Scenario fields, catalogs, engine profiles and model configs."""

@@ -1,0 +1,1 @@
+"""Sizing, fleets, sweeps, searches, calibration and validation."""
