@@ -6,7 +6,7 @@ Each row (NVIDIA aiconfigurator's public silicon sample, Apache-2.0; attribution
 becomes a scenario built from its own setup only: the catalog model named by its Hugging Face ``model_path``, the
 catalog GPU named by ``system``, the engine and its version (``serving.engine``), the precision as a quantisation
 scheme, tensor parallel as ``gpu.count``, ``isl``/``osl`` as the request shape. Expert parallel and attention data
-parallel go in as ``gpu.expert_parallel`` / ``gpu.attention_data_parallel``: where the planner refuses the
+parallel go in as ``serving.expert_parallel`` / ``attention_data_parallel`` / ``moe_tensor_parallel``: where the planner refuses the
 scenario, the row is counted as *not expressible* with the planner's own reason, so a row becomes expressible by
 itself once the planner takes its layout.
 
@@ -183,15 +183,19 @@ def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     gpu_map: dict[str, Any] = {"name": gpu, "count": tp}
     if _int(row.get(f"{pre}pp_size")) > 1:
         gpu_map["pipeline_parallel"] = _int(row.get(f"{pre}pp_size"))
+    serving: dict[str, Any] = {"engine": ENGINE_OF[str(row["backend"])], "engine_version": str(row["backend_version"])}
     ep, adp = _int(row.get(f"{pre}moe_ep_size")), _int(row.get(f"{pre}attention_dp_size"))
+    moe_tp = _int(row.get(f"{pre}moe_tp_size"))
     if ep > 1:
-        gpu_map["expert_parallel"] = ep
+        serving["expert_parallel"] = ep
     if adp > 1:
-        gpu_map["attention_data_parallel"] = adp
+        serving["attention_data_parallel"] = adp
+    if (ep > 1 or adp > 1) and moe_tp >= 1:
+        serving["moe_tensor_parallel"] = moe_tp
     return {"name": str(row["id"]),
             "model": {"name": model, "quantization": scheme},
             "gpu": gpu_map,
-            "serving": {"engine": ENGINE_OF[str(row["backend"])], "engine_version": str(row["backend_version"])},
+            "serving": serving,
             "workload": {"prompt_tokens": int(row["isl"]), "output_tokens": int(row["osl"])}}, ""
 
 
