@@ -7,8 +7,8 @@ becomes a scenario built from its own setup only: the catalog model named by its
 catalog GPU named by ``system``, the engine and its version (``serving.engine``), the precision as a quantisation
 scheme, tensor parallel as ``gpu.count``, ``isl``/``osl`` as the request shape. Expert parallel and attention data
 parallel go in as ``serving.expert_parallel`` / ``attention_data_parallel`` / ``moe_tensor_parallel``: where the
-planner refuses the scenario, the row is counted as *not expressible* with the planner's own reason, so a row becomes expressible by
-itself once the planner takes its layout.
+planner refuses the scenario, the row is counted as *not expressible* with the planner's own reason, so a row
+becomes expressible by itself once the planner takes its layout.
 
 How each metric is predicted (``capacity.planning.calibration``, the library's own step model):
 
