@@ -47,6 +47,7 @@ from capacity import Scenario, ScenarioError  # noqa: E402
 from capacity.formulas.quantisation import SCHEMES  # noqa: E402
 from capacity.inputs import catalog, engines  # noqa: E402
 from capacity.planning.calibration import Factors, Observation, fit_factors, predict  # noqa: E402
+from validation import silicon_expressible  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "silicon" / "silicon_train.csv"
 FIDELITY = ROOT / "docs" / "fidelity.md"
@@ -54,11 +55,9 @@ FIDELITY = ROOT / "docs" / "fidelity.md"
 #: The file's ``backend`` -> the planner's ``serving.engine``.
 ENGINE_OF = {"vllm": "vllm", "trtllm": "tensorrt-llm", "sglang": "sglang"}
 
-#: ``precision`` / ``gemm_quant_mode`` -> the planner's quantisation scheme (capacity/formulas/quantisation.py) and the
-#: label the tables use. ``int4_wo``: TensorRT-LLM's int4 weight-only GEMM (W4A16, bf16 matmuls after
-#: dequantisation), read as the group-128 scheme (0.52 B per weight; per-channel scales would be 0.50).
-SCHEME_OF = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "int4_wo": "w4a16-awq", "bf16": "bf16",
-             "fp16": "fp16"}
+#: ``gemm_quant_mode`` -> the planner's quantisation scheme: the data set's convention (``silicon_expressible``;
+#: ``int4_wo`` is TensorRT-LLM's int4 weight-only GEMM, W4A16 in groups of 32).
+SCHEME_OF = {**silicon_expressible.QUANT_SCHEME}
 
 #: Suffixes of a Hugging Face repository name that name a checkpoint of a catalog model (not another model).
 CHECKPOINT_SUFFIXES = ("-instruct", "-fp8", "-nvfp4", "-fp4", "-awq", "-gptq")
@@ -160,7 +159,14 @@ class Row:
 
 
 def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """(scenario mapping of the row's setup, reason it cannot be built: "" when it can)."""
+    """(scenario mapping of the row's setup, reason it cannot be built: "" when it can).
+
+    The layout columns are read by ``silicon_expressible`` (one home for the data set's conventions: model by its
+    Hugging Face id, ``tp_size`` x ``attention_dp_size`` GPUs, ``moe_tp_size`` x ``moe_ep_size`` for the experts);
+    a disaggregated row is its decode pool (``decode_*`` columns). This harness adds what scoring needs: the
+    quantisation scheme (``row_scheme``), the engine version, and no fp4 row on a Blackwell GPU without a sourced
+    FP4 peak."""
+    clean = {k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
     model = catalog_model(str(row["model_path"]))
     gpu = catalog_gpu(str(row["system"]))
     reasons = []
@@ -177,26 +183,14 @@ def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     wanted = SCHEMES[scheme].flops_key
     if wanted not in entry and engines.gpu_family(gpu) in FP4_FAMILIES and wanted == "flops_fp4":
         return None, f"{gpu} has no sourced {wanted} in the catalog ({scheme} would run on another peak)"
-    disagg = row.get("mode") == "disagg"
-    pre = "decode_" if disagg else ""
-    tp = _int(row.get(f"{pre}tp_size"))
-    gpu_map: dict[str, Any] = {"name": gpu, "count": tp}
-    if _int(row.get(f"{pre}pp_size")) > 1:
-        gpu_map["pipeline_parallel"] = _int(row.get(f"{pre}pp_size"))
-    serving: dict[str, Any] = {"engine": ENGINE_OF[str(row["backend"])], "engine_version": str(row["backend_version"])}
-    ep, adp = _int(row.get(f"{pre}moe_ep_size")), _int(row.get(f"{pre}attention_dp_size"))
-    moe_tp = _int(row.get(f"{pre}moe_tp_size"))
-    if ep > 1:
-        serving["expert_parallel"] = ep
-    if adp > 1:
-        serving["attention_data_parallel"] = adp
-    if (ep > 1 or adp > 1) and moe_tp >= 1:
-        serving["moe_tensor_parallel"] = moe_tp
-    return {"name": str(row["id"]),
-            "model": {"name": model, "quantization": scheme},
-            "gpu": gpu_map,
-            "serving": serving,
-            "workload": {"prompt_tokens": int(row["isl"]), "output_tokens": int(row["osl"])}}, ""
+    pool = "decode_" if row.get("mode") == "disagg" else ""
+    layout = silicon_expressible._layout(clean, pool)
+    mapping = silicon_expressible.row_mapping(clean)
+    mapping["model"] = {"name": model, "quantization": scheme}
+    mapping["gpu"] = {**mapping["gpu"], **layout["gpu"], "name": gpu}
+    mapping["serving"] = {"engine": mapping["serving"]["engine"], "engine_version": str(row["backend_version"]),
+                          **layout["serving"]}
+    return mapping, ""
 
 
 _SCENARIOS: dict[str, tuple[Scenario | None, str]] = {}
