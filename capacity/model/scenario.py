@@ -22,6 +22,7 @@ from capacity.formulas.memory import weight_bytes_read
 from capacity.formulas.quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import engines
+from capacity.inputs.accuracy import expected_error
 from capacity.inputs.engines import ALIASES
 from capacity.inputs.profiles import PROFILE_PLATEAUS, resolve_profile
 from capacity.inputs.specs import (
@@ -404,6 +405,9 @@ class Results:
             notes.append("cost is not computed: no gpu.price_per_hour")
         elif not math.isfinite(v["cost_per_million_tokens"]):
             notes.append("cost per million tokens is undefined: the goodput is 0")
+        error = expected_error(s.engine, self.scenario.gpu.name)  # the answer's class in the measured table
+        if error is not None:
+            notes.append(error.sentence())
         if not self.scenario.workload.arrival_rate:
             notes.append("no workload.arrival_rate: latencies at load are not computed")
         elif not math.isfinite(v["tpot_at_load_s"]):

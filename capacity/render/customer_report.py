@@ -450,10 +450,26 @@ def customer_assumptions(results: Results, report: Report) -> list[str]:
     return out
 
 
-def _fidelity_html() -> str:
+def _class_error_html(results: Results) -> str:
+    """The measured TPOT error of this scenario's own class (engine x GPU family, ``inputs.accuracy``), first."""
+    from capacity.inputs.accuracy import expected_error
+
+    s = results.scenario
+    error = expected_error(s.serving.engine, s.gpu.name)
+    if error is None:
+        return ("<p>This sizing uses the essays' idealised conventions (<code>serving.engine: ideal</code>); no "
+                "measured error applies to it.</p>")
+    own = "" if error.own_class else " (no measured rows for this engine on this GPU family: the nearest figure)"
+    return (f"<p>For this answer's class, <b>{_e(error.label)}</b>, the predicted time per output token is "
+            f"<b>{error.mape_percent:.0f}%</b> off on average over {error.rows:,} measured deployments "
+            f"(NVIDIA's public silicon sample, Apache-2.0){_e(own)}.</p>")
+
+
+def _fidelity_html(results: Results | None = None) -> str:
     f = FIDELITY
     engine_mape = num("fidelity:engine_mape_percent", f["engine_mape_percent"], f"{f['engine_mape_percent']}%")
-    return (f"<p>With an engine profile (<code>serving.engine</code>: vLLM, TensorRT-LLM or SGLang defaults) the "
+    return ((_class_error_html(results) if results is not None else "") +
+            f"<p>With an engine profile (<code>serving.engine</code>: vLLM, TensorRT-LLM or SGLang defaults) the "
             f"planner predicts {f['engine_points']} of {f['measurements']} published measurements with a mean "
             f"absolute percentage error of <b>{engine_mape}</b>, and {f['engine_loso_mape_percent']}% when each "
             f"publication is predicted with efficiencies fitted on the others (without an engine profile the same "
@@ -587,7 +603,7 @@ modes (colocated, chunked prefill, separate prefill and decode pools); red is th
 (the scenario's engine first).</p>
 {_engines_html(cr)}
 <h2>How sure we are</h2>
-{_fidelity_html()}
+{_fidelity_html(cr.results)}
 <h2>Inputs</h2>
 <p class="small">Bytes in {'GiB (2^30 B)' if s.units == 'GiB' else 'GB (1e9 B)'}; every value's exact figure in base
 units is in the element's <code>data-value</code>.</p>
