@@ -64,9 +64,12 @@ def render_fleets(st_: Any, ctx: Context) -> None:
     names = everything if show_all else customer
     own = ctx.sizing.scenario.gpu.name if ctx.sizing is not None else None
     chosen = st_.multiselect("GPU types", names, default=customer[:8], key="compare_fleet_gpus")
-    if not ctx.load_rps:
-        st_.info("Enter the load (requests/s) under Workload in the sidebar to compare the fleet each GPU needs.")
+    users = ctx.results.scenario.workload.concurrency
+    if not ctx.load_rps and not users:
+        st_.info("Enter the load (requests/s or concurrent users) under Workload in the sidebar to compare the fleet "
+                 "each GPU needs.")
         return
+    entered = f"{users:,.0f} concurrent users" if users else f"{ctx.load_rps:,.2f} requests/s"
     gpus = tuple(dict.fromkeys([*([own] if own in everything else []), *chosen]))
     if not gpus:
         return
@@ -76,7 +79,7 @@ def render_fleets(st_: Any, ctx: Context) -> None:
         st_.warning("No GPU type here keeps the promises at this load; loosen a promise or add GPU types.")
     else:
         best = keeps.iloc[0]
-        st_.markdown(f"**Cheapest for {ctx.load_rps:,.2f} requests/s:** {best['gpus']:,.0f} x {best['gpu']} "
+        st_.markdown(f"**Cheapest for {entered}:** {best['gpus']:,.0f} x {best['gpu']} "
                      f"(TP{best['tensor_parallel']:.0f}, {MODE_WORDS.get(best['mode'], best['mode'])}), "
                      f"${best['cost_per_month']:,.0f} per month.")
         line = cheaper_line(table)

@@ -38,15 +38,17 @@ def _money(value: float) -> str:
     return f"${value:,.3f}" if isinstance(value, float) and math.isfinite(value) else "-"
 
 
-def ranked_table(table: pd.DataFrame, load_rps: float, output_tokens: float) -> pd.DataFrame:
+def ranked_table(table: pd.DataFrame, load_rps: float | None, output_tokens: float) -> pd.DataFrame:
     """The options as shown: formatted money and times, replicas as 'prefill + decode' for separate pools.
 
-    Cost per million output tokens is the headline's definition (GPU cost over output tokens) at the entered load.
+    Cost per million output tokens is the headline's definition (GPU cost over output tokens) at the entered load;
+    ``load_rps`` None (concurrent users): each option's own, at the throughput its users generate.
     """
     shown = table.copy()
     cost = shown["cost_per_hour"].to_numpy(dtype=float)
     shown["cost_per_month"] = cost_per_month(cost)
-    shown["cost_per_million_output"] = cost_per_million_output_tokens(cost, load_rps, output_tokens)
+    shown["cost_per_million_output"] = (shown["cost_per_million_tokens"].to_numpy(dtype=float) if load_rps is None
+                                        else cost_per_million_output_tokens(cost, load_rps, output_tokens))
     pools = shown["mode"] == "disaggregated"
     shown["replicas"] = [f"{p:,.0f} + {d:,.0f}" if pool and math.isfinite(p + d) else
                          (f"{r:,.0f}" if isinstance(r, float) and math.isfinite(r) else "-")
@@ -144,16 +146,22 @@ def load_input(st_: Any, ctx: Context) -> None:
 
 @st.cache_data(show_spinner="Sizing every GPU option...", max_entries=32)
 def cached_options(scenario_json: str, target: float, peak: float, headroom: float, gpus: tuple[str, ...],
-                   tps: tuple[int, ...], modes: tuple[str, ...]) -> pd.DataFrame:
-    return fleet_options(json.loads(scenario_json), target=target, peak_factor=peak, headroom=headroom,
-                         gpus=gpus or None, tensor_parallel=tps, modes=modes)
+                   tps: tuple[int, ...], modes: tuple[str, ...], users: float = 0.0) -> pd.DataFrame:
+    """``fleet_options`` for ``target`` requests/s, or for ``users`` concurrent users where that is > 0."""
+    load = {"users": users} if users else {"target": target}
+    return fleet_options(json.loads(scenario_json), peak_factor=peak, headroom=headroom,
+                         gpus=gpus or None, tensor_parallel=tps, modes=modes, **load)
 
 
 def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
     """The Fleet view for the entered load; returns the options table shown (None when there is none)."""
     results = ctx.results
     load_input(st_, ctx)
-    if not ctx.load_rps:
+    users = float(results.scenario.workload.concurrency or 0)
+    if users:
+        st_.caption(f"The load is {users:,.0f} concurrent users (sidebar): every option is sized for them, colocated "
+                    "(the closed loop's model); entering requests/s here replaces them.")
+    elif not ctx.load_rps:
         st_.info("Enter the load (requests/s or tokens/day) above, or under Workload in the sidebar, to size a "
                  "fleet for it.")
         return None
@@ -169,8 +177,8 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
         st_.info("Choose at least one tensor-parallel size and one serving mode.")
         return None
     try:
-        table = cached_options(ctx.scenario_json, ctx.load_rps, ctx.peak_factor, ctx.headroom, tuple(gpus),
-                               tuple(tps), tuple(modes))
+        table = cached_options(ctx.scenario_json, ctx.load_rps or 0.0, ctx.peak_factor, ctx.headroom, tuple(gpus),
+                               tuple(tps), tuple(modes), users)
     except ValueError as exc:
         st_.error(plain(exc))
         return None
@@ -185,15 +193,18 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
         m[0].metric("Cheapest that keeps the promises", f"{best['gpus']:,.0f} GPUs", help=layout)
         m[1].metric("Cost", f"${best['cost_per_hour']:,.2f} / hour")
         m[2].metric("Cost per month", f"${cost_per_month(best['cost_per_hour']):,.0f}")
-        m[3].metric("$ per M output tokens at your load", _money(cost_per_million_output_tokens(
+        m[3].metric("$ per M output tokens at your load", _money(float(best["cost_per_million_tokens"]) if users
+                                                                  else cost_per_million_output_tokens(
             best["cost_per_hour"], ctx.load_rps, output_tokens)))
         st_.caption(f"{layout}: TPOT {_time(best['tpot_at_design_s'])} and TTFT {_time(best['ttft_at_design_s'])} "
                     f"at the peak load, {best['load_per_replica_rps']:,.2f} requests/s per replica.")
         st_.plotly_chart(pareto_chart(table, results.scenario.slo.tpot_s), width="stretch")
-    st_.dataframe(ranked_table(table, ctx.load_rps, output_tokens), hide_index=True, width="stretch")
+    st_.dataframe(ranked_table(table, None if users else ctx.load_rps, output_tokens), hide_index=True,
+                  width="stretch")
     for line in win_back_lines(results):
         st_.markdown(f"- {line}")
-    st_.caption(f"Every option is sized for the entered {ctx.load_rps:,.2f} requests/s x peak factor "
+    entered = f"{users:,.0f} concurrent users" if users else f"{ctx.load_rps:,.2f} requests/s"
+    st_.caption(f"Every option is sized for the entered {entered} x peak factor "
                 f"{ctx.peak_factor:g} with {ctx.headroom * 100:,.0f}% headroom (sidebar). Cost per million output "
                 "tokens is the fleet's GPU cost over the output tokens of the entered load. Method: docs/fleet.md.")
     return table

@@ -147,8 +147,25 @@ def on_field(key: str) -> None:
         messages[key] = [str(exc)]
     if key == "prompt_tokens":
         _fit_prefix()
+    _one_load(key)
     follow_name()
     sync()
+
+
+#: The two ways to give the load: an arrival rate (open loop) or concurrent users (closed loop). A scenario holds one.
+_DAILY = ("daily_users", "requests_per_user_per_day", "peak_hour_pct")
+_LOADS = {"arrival_rate": ("concurrency", "think_time_s", *_DAILY), "concurrency": ("arrival_rate", *_DAILY),
+          **{key: ("arrival_rate", "concurrency", "think_time_s") for key in _DAILY}}
+
+
+def _one_load(key: str) -> None:
+    """Typing one load (requests/s or concurrent users) clears the other, so the sizing holds one."""
+    if key not in _LOADS or not st.session_state.get(key):
+        return
+    for other in _LOADS[key]:
+        if st.session_state.get(other):
+            st.session_state[other] = FIELDS[other].default
+            reset_to_default(doc(), other)
 
 
 def _fit_prefix() -> None:
@@ -517,12 +534,26 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
         _number(c2, "arrival_rate", label="load (requests/s)", format="%.2f",
                 help="the traffic to size for; 0 = not set")
         c1 = c2 = _row(sb)
+        _number(c1, "concurrency", label="or concurrent users", help="users in flight, each waiting for its answer "
+                "(a closed loop, as vllm bench --max-concurrency); replaces the requests/s; 0 = not set")
+        _number(c2, "think_time_s", label="think time (s)", format="%.1f",
+                help="each user's pause between an answer and the next request (with concurrent users)")
+        c1, c2, c3 = sb.columns(3)
+        help_daily = ("or the load as daily users: users x requests a day x the peak hour's share / 3,600 s is the "
+                      "arrival rate sized for (replaces the requests/s and concurrent users)")
+        _number(c1, "daily_users", label="or daily users", format="%.0f", help=help_daily)
+        _number(c2, "requests_per_user_per_day", label="requests / user / day", format="%.1f", help=help_daily)
+        _number(c3, "peak_hour_pct", label="in peak hour (%)", format="%.1f", help=help_daily)
+        c1 = c2 = _row(sb)
         _number(c1, "headroom_pct", step=5.0, help="spare capacity every fleet is sized with (headline, Cost and "
                                                     "Fleet; saved as fleet.headroom)")
         _number(c2, "peak_factor", step=1.0, help="design load over the entered load (saved as fleet.peak_factor)")
     else:
-        _number(sb, "arrival_rate", label="load (requests/s)", format="%.2f",
+        c1 = c2 = _row(sb)
+        _number(c1, "arrival_rate", label="load (requests/s)", format="%.2f",
                 help="the traffic to size for; 0 = not set")
+        _number(c2, "concurrency", label="or concurrent users", help="users in flight, each waiting for its answer "
+                "(a closed loop); replaces the requests/s; 0 = not set")
     section_problems("workload")
 
     sb.subheader("Promises")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app_views import compare, cost, fleet, memory, numbers, promise, roofline, simulator, summary, workloads
+from app_views import autoscale, compare, cost, fleet, memory, numbers, promise, roofline, simulator, summary, workloads
 from app_views.context import Context
 
 VIEWS: dict[str, Callable[[Any, Context], Any]] = {
@@ -18,6 +18,7 @@ VIEWS: dict[str, Callable[[Any, Context], Any]] = {
     "Promise": promise.render,
     "Cost": cost.render,
     "Fleet": fleet.render,
+    "Autoscaling": autoscale.render,
     "Compare": compare.render,
     "Simulator": simulator.render,
     "Workloads": workloads.render,

@@ -70,7 +70,7 @@ def sizing_for(results: Results, target_rps: float | None = None, peak_factor: f
         return size(s, results)
     plan = replace(s.fleet, **{k: v for k, v in (("peak_factor", peak_factor), ("headroom", headroom))
                                if v is not None})
-    workload = replace(s.workload, arrival_rate=target_rps if target_rps is not None else s.workload.arrival_rate)
+    workload = s.workload if target_rps is None else replace(s.workload, arrival_rate=target_rps, concurrency=None)
     return size(replace(s, workload=workload, fleet=plan), results)
 
 

@@ -166,12 +166,14 @@ def answer(results: Results | Sizing) -> str:
         return f"{s.model.name} does not fit on {layout_words(z, 1)} with room for one request: {binds(z)}."
     if z.replica_goodput_rps <= 0:
         return f"{layout_words(z, 1)} serve no load within the promises; {binds(z)} cannot be kept at any load."
+    if z.users:
+        return _users_answer(z)
     if z.load_rps:
         shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
                  f"{promises_words(s)}")
         if z.replicas is None:
-            return (f"No layout allowed serves {z.load_rps:,.3g} requests/s of {shape}: {binds(z)} limits each "
-                    f"replica to {z.replica_goodput_rps:,.2f} requests/s.")
+            return (f"No layout allowed serves {z.load_rps:,.3g} requests/s{daily_words(s)} of {shape}: {binds(z)} "
+                    f"limits each replica to {z.replica_goodput_rps:,.2f} requests/s.")
         design = "" if z.peak_factor == 1 and z.headroom == 0 else (
             f" (designed for {z.design_load_rps:,.3g} requests/s at peak x{z.peak_factor:g}"
             f"{f', {z.headroom:.0%} headroom' if z.headroom else ''})")
@@ -180,9 +182,9 @@ def answer(results: Results | Sizing) -> str:
         at = (f"TPOT {format_time(z.tpot_at_percentile_s)} and TTFT {format_time(z.ttft_at_percentile_s)} at "
               f"{z.goodput_basis}" if z.tpot_at_percentile_s is not None else
               f"TPOT {format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}")
-        return (f"To serve {z.load_rps:,.3g} requests/s of {shape}, you need {layout_words(z)}{design}{money}; each "
-                f"replica carries {z.load_per_replica_rps:,.2f} requests/s at {at}; {binds(z)} sets each replica's "
-                f"limit of {z.replica_goodput_rps:,.2f} requests/s.")
+        return (f"To serve {z.load_rps:,.3g} requests/s{daily_words(s)} of {shape}, you need {layout_words(z)}"
+                f"{design}{money}; each replica carries {z.load_per_replica_rps:,.2f} requests/s at {at}; {binds(z)} "
+                f"sets each replica's limit of {z.replica_goodput_rps:,.2f} requests/s.")
     hw = layout_words(z)
     promise = f" (promise <= {format_time(s.slo.tpot_s)}{_share(s)})" if s.slo.tpot_s else ""
     cost = z.cost_per_million_tokens
@@ -192,6 +194,46 @@ def answer(results: Results | Sizing) -> str:
     tpot = z.tpot_at_percentile_s if z.tpot_at_percentile_s is not None else z.tpot_at_load_s
     return (f"{hw} {verb} {z.served_rps:,.2f} req/s at {format_time(tpot)} per token{promise} {price}; "
             f"{binds(z)} is what binds.")
+
+
+def daily_words(scenario: Scenario) -> str:
+    """Where a load given as daily users came from: `` (500 daily users x 20 requests a day, 10% in the peak
+    hour)``; empty for a load given in requests/s."""
+    w = scenario.workload
+    if not w.daily_users:
+        return ""
+    return (f" ({w.daily_users:,.0f} daily users x {w.requests_per_user_per_day:,.3g} requests a day, "
+            f"{w.peak_hour_share:.0%} in the peak hour)")
+
+
+def users_words(users: float, think_time_s: float) -> str:
+    """A closed loop's load in words: ``1,000 concurrent users`` and how long each thinks between answers."""
+    think = f", each pausing {format_time(think_time_s)} between an answer and the next request" if think_time_s else ""
+    return f"{users:,.0f} concurrent user{'s' if users != 1 else ''}{think}"
+
+
+def _users_answer(z: Sizing) -> str:
+    """``answer`` for a closed loop: ``To serve 1,000 concurrent users with 1,000-token prompts and 300-token
+    answers within TPOT <= 50.0 ms, you need 12 x h100-sxm (12 replicas of 1 GPU) at about $24.00/hour
+    ($17,520/month); each replica holds 83.3 users in flight, 5.6 requests/s at TPOT 48.1 ms and TTFT 140.2 ms;
+    the TPOT promise sets each replica's limit of 89.0 users.``"""
+    s = z.scenario
+    who = users_words(z.users, s.workload.think_time_s)
+    shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
+             f"{promises_words(s)}")
+    limit = binds(z)
+    if z.replicas is None:
+        return (f"No layout allowed serves {who} with {shape}: {limit} limits each replica to "
+                f"{z.replica_users or 0:,.1f} users.")
+    design = "" if z.peak_factor == 1 and z.headroom == 0 else (
+        f" (designed for {z.design_users:,.0f} users at peak x{z.peak_factor:g}"
+        f"{f', {z.headroom:.0%} headroom' if z.headroom else ''})")
+    money = (f" at about {_money(z.cost_per_hour)}/hour ({_money(z.cost_per_month)}/month)"
+             if z.cost_per_hour is not None else " (no GPU price set, so no cost)")
+    return (f"To serve {who} with {shape}, you need {layout_words(z)}{design}{money}; each replica holds "
+            f"{z.users_per_replica:,.1f} users in flight, {z.load_per_replica_rps:,.2f} requests/s at TPOT "
+            f"{format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}; {limit} sets each replica's "
+            f"limit of {z.replica_users:,.1f} users.")
 
 
 def cautions(results: Results) -> list[str]:
@@ -210,4 +252,5 @@ def cautions(results: Results) -> list[str]:
 
 __all__ = ["HOURS_PER_MONTH", "answer", "capacity_gap_rps", "cautions", "cost_per_hour",
            "binds", "cost_per_million_output_tokens", "cost_per_month", "layout_words", "memory_split", "monthly_cost",
-           "paged_over_contiguous", "per_user_tokens_per_s", "usable_bytes", "what_binds"]
+           "paged_over_contiguous", "per_user_tokens_per_s", "usable_bytes", "daily_words", "users_words",
+           "what_binds"]

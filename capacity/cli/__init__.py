@@ -45,6 +45,9 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
               "capacity.cli.report_command", "add_flags_command", "run_flags"),
     "curve": ("curves and per-class sizing of a workload mix (concurrency, knee, classes, daily, guidance)",
               "capacity.cli.curve_command", "add_curve_command", "run_curve"),
+    "autoscale": ("a day of traffic with an autoscaler: cost per policy against the promises kept, and the "
+                  "reserved/on-demand split", "capacity.cli.autoscale_command", "add_autoscale_command",
+                  "run_autoscale"),
 }
 
 

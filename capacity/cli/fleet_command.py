@@ -1,4 +1,5 @@
-"""``capacity fleet SCENARIO.yaml --target-rps 100 [--peak 10] [--headroom 0.2] [--gpus h100-sxm,h200 ...]``.
+"""``capacity fleet SCENARIO.yaml --target-rps 100 | --tokens-per-day N | --users N [--peak 10] [--headroom 0.2]
+[--gpus h100-sxm,h200 ...]``.
 
 ``--peak`` and ``--headroom`` default to the scenario's ``fleet: {peak_factor, headroom}`` (what the app saves).
 
@@ -25,6 +26,8 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--target-rps", help="target load in requests/s")
     load.add_argument("--tokens-per-day", help="target load in (input + output) tokens per day")
+    load.add_argument("--users", help="target load in concurrent users (a closed loop; the scenario's "
+                                      "workload.think_time applies)")
     p.add_argument("--peak", help="peak factor on the target (a sale day: 10); default: the scenario's "
                                   "fleet.peak_factor, else 1")
     p.add_argument("--headroom", help="spare share of each replica's goodput, in [0, 1); default: the scenario's "
@@ -94,6 +97,7 @@ def run_fleet(args: argparse.Namespace) -> str:
                             f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
     target = _number("--target-rps", args.target_rps, 0, 1e9)
     per_day = _number("--tokens-per-day", args.tokens_per_day, 0, 1e18)
+    users = _number("--users", getattr(args, "users", None), 0, 1e9, open_low=True)
     plan = _plan(mapping)
     peak = _number("--peak", args.peak, 0, 1e6, open_low=True) if args.peak is not None else plan.peak_factor
     headroom = (_number("--headroom", args.headroom, 0, 1, open_high=True) if args.headroom is not None
@@ -103,7 +107,7 @@ def run_fleet(args: argparse.Namespace) -> str:
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,
-                              tensor_parallel=sizes, modes=_list(args.modes))
+                              tensor_parallel=sizes, modes=_list(args.modes), users=users)
     except ScenarioError:
         raise
     except ValueError as exc:

@@ -193,6 +193,24 @@ def ttft_queue_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, prefill_compute_
     return t_p + select(lam > 0, wait, 0.0)
 
 
+def ttft_at_step_ends_s(throughput_rps: ArrayLike, prefill_s: ArrayLike, prefill_compute_s: ArrayLike,
+                        tpot_s: ArrayLike) -> np.ndarray:
+    """TTFT of a closed loop with no think time: each request arrives as another's answer ends [s].
+
+    ``t_p + c X TPOT``. Answers end at decode-step ends, so a new request waits for no step in progress: the
+    next iteration is the prefill pass of the requests that arrived at that step end, its own and those of the
+    other users who finished in the same step, ``X TPOT`` of them on average (X requests/s finish, one decode
+    step per TPOT; the number finishing in a step is about Poisson, whose size-biased count less one has the
+    same mean). No prompt arrives during a prefill pass (no one decodes, so no one finishes), so passes do not
+    chain as under random arrivals (``ttft_queue_s``). ``throughput_rps`` X [requests/s] (of the other users:
+    ``analysis.closed_loop`` passes ``X (C - 1) / C``), ``prefill_s`` t_p and ``prefill_compute_s`` c
+    (``prefill_compute_s``) [s], ``tpot_s`` [s].
+    Essay 001 at 100 users (X = 6.08 requests/s, of the 99 others 6.02, TPOT 54.5 ms): 109.7 + 106.7 x 0.328 =
+    144.7 ms; the simulator run closed-loop gives 144.2 ms (tests/model/test_closed_loop.py).
+    """
+    return _f(prefill_s) + _f(prefill_compute_s) * _f(throughput_rps) * _f(tpot_s)
+
+
 def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
                    prefill_compute_s: ArrayLike, decode_step_s: ArrayLike, output_tokens: ArrayLike) -> np.ndarray:
     """TTFT at load λ: queue for the next prefill pass, then that pass [s]; infinite at ``λ >= ceiling``.

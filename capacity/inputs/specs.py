@@ -138,12 +138,18 @@ class Serving:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """One request shape and the offered load [requests/s]."""
+    """One request shape and the offered load: an open loop (``arrival_rate`` [requests/s]) or a closed one
+    (``concurrency`` users in flight, each sending its next request ``think_time_s`` after its answer)."""
 
     prompt_tokens: int
     output_tokens: int
     shared_prefix_tokens: int = 0
     arrival_rate: float | None = None
+    concurrency: float | None = None   # users in flight (closed loop) [users]; None: an open loop or no load
+    think_time_s: float = 0.0          # closed loop: a user's pause between an answer and the next request [s]
+    daily_users: float | None = None   # the arrival rate's origin where given as users a day [users]
+    requests_per_user_per_day: float | None = None  # [requests/user/day]
+    peak_hour_share: float | None = None  # share of a day's requests in its busiest hour [-]
 
     @property
     def tokens_per_request(self) -> int:
@@ -330,8 +336,35 @@ SERVING_FIELDS: dict[str, Check] = {
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
-    "arrival_rate": non_negative,
+    "arrival_rate": non_negative, "concurrency": positive_int, "think_time": quantity("time", allow_zero=True),
+    "daily_users": positive, "requests_per_user_per_day": positive, "peak_hour_share": fraction,
 }
+
+#: A load given as users a day: all three keys, converted to ``arrival_rate`` (``formulas.load.peak_hour_rate_rps``).
+DAILY_LOAD = ("daily_users", "requests_per_user_per_day", "peak_hour_share")
+
+
+def load_problems(workload: Mapping[str, Any]) -> list[str]:
+    """One load per scenario: an arrival rate (open loop) or users in flight (closed loop), not both; a think
+    time only with users in flight. ``workload``: the validated ``workload`` section."""
+    problems = []
+    if workload.get("arrival_rate") and workload.get("concurrency"):
+        problems.append(f"workload gives both arrival_rate ({workload['arrival_rate']:g} requests/s) and concurrency "
+                        f"({workload['concurrency']:g} users in flight); give one load: an open loop (arrival_rate) "
+                        f"or a closed loop (concurrency, with think_time)")
+    daily = [key for key in DAILY_LOAD if workload.get(key)]
+    if daily and len(daily) < len(DAILY_LOAD):
+        missing = ", ".join(k for k in DAILY_LOAD if k not in daily)
+        problems.append(f"workload gives {', '.join(daily)} but not {missing}: a load of daily users needs all three "
+                        f"(users x requests a day x the peak hour's share)")
+    if daily and (workload.get("arrival_rate") or workload.get("concurrency")):
+        other = "arrival_rate" if workload.get("arrival_rate") else "concurrency"
+        problems.append(f"workload gives daily users and {other}; give one load: requests/s, users in flight, or "
+                        f"daily users")
+    if workload.get("think_time") and not workload.get("concurrency"):
+        problems.append("workload.think_time is a closed loop's pause between an answer and the next request; it "
+                        "needs workload.concurrency (users in flight)")
+    return problems
 def percentile(value: Any, path: str) -> float:
     """A percentile in (0, 100): ``99`` or ``"p99"``; ScenarioError naming ``path`` otherwise."""
     raw = value[1:] if isinstance(value, str) and value.lower().startswith("p") else value

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 from capacity.formulas import memory, roofline, slo
 from capacity.formulas._numeric import as_float as _f
 from capacity.formulas._numeric import one_value_or, select
-from capacity.formulas.solve import SolveTrace
+from capacity.formulas.solve import SolveTrace, largest_rate_meeting
 from capacity.inputs import engines
 from capacity.inputs.specs import DEFAULT_MAX_BATCHED_TOKENS
 from capacity.model import serving_modes as options
@@ -80,6 +80,9 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Efficiency curves (engine profiles, capacity.inputs.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
     "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
     "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
+    # Closed loop (workload.concurrency): the load as users in flight instead of an arrival rate.
+    "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
+    "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -91,6 +94,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "nvlink_domain": np.inf, "network_bandwidth": np.inf,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
     "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
+    "concurrency": 0.0, "think_time_s": 0.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
@@ -140,6 +144,14 @@ RESULTS: dict[str, tuple[str, str]] = {
     "tpot_at_load_s": ("s", "TPOT at the workload's arrival rate"),
     "ttft_at_load_s": ("s", "TTFT at the workload's arrival rate"),
     "load_fraction": ("-", "arrival rate over the ceiling"),
+    # Closed loop (workload.concurrency): C users in flight, X = C / (TTFT + (A - 1) TPOT + think time).
+    "closed_loop_throughput_rps": ("requests/s", "closed loop: requests per second the users in flight get through"),
+    "closed_loop_tokens_per_s": ("tokens/s", "closed loop: output tokens per second"),
+    "closed_loop_tpot_s": ("s", "closed loop: mean time per output token at the users in flight"),
+    "closed_loop_ttft_s": ("s", "closed loop: mean time to first token, waits for a slot and for prefill included"),
+    "closed_loop_batch": ("requests", "closed loop: sequences decoding at once"),
+    "closed_loop_slot_wait_s": ("s", "closed loop: mean wait for a running slot (users beyond what fits)"),
+    "closed_loop_load_fraction": ("-", "closed loop: throughput over the ceiling"),
     "cost_per_million_tokens_at_ceiling": ("$", "cost of a million output tokens at the ceiling"),
     "decode_bound": ("", "which term sets the decode step at the largest batch: memory or compute"),
     "batch_limit": ("", "what caps the batch: kv_memory or max_num_seqs"),
@@ -163,6 +175,9 @@ RESULTS: dict[str, tuple[str, str]] = {
     "kv_transfer_s": ("s", "moving one prompt's KV cache between the pools"),
     "disagg_win_back": ("-", "share of the promises' capacity cost per GPU that separate pools win back"),
 }
+
+#: The closed-loop results (``workload.concurrency``), NaN where no concurrency is set.
+CLOSED_LOOP_RESULTS = tuple(key for key in RESULTS if key.startswith("closed_loop_"))
 
 
 #: Intermediates: what the results are built from, for renderers that show the working (the XLSX workbook's
@@ -625,7 +640,8 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     pieces = model.pieces()
     moe = bool(np.any(model.moe))
     # An MoE model is solved row by row: give the one-row model one row per rate (the row solver indexes rows).
-    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 else model
+    one_row = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
+    per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 and one_row else model
     tpot = tpot_at_rates_s(per_rate, pieces, prefill.gpu_s, a_tokens, batch, lam)
     ttft, step = ttft_at_rates_s(model, prefill.tokens, prefill.ttft_s, ceiling_rps, a_tokens, lam, pieces,
                                  None if moe else tpot, with_step=True)
@@ -635,6 +651,187 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     tpot, step, ttft = at_ceiling(limit, lam, tpot, step, ttft, tpot_ceiling, prefill, a_tokens)
     in_flight = select(limit & (tpot >= tpot_ceiling), batch, slo.in_flight(lam, a_tokens, tpot))
     return LoadPoint(tpot, ttft, step, in_flight)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopPoint:
+    """A replica under a closed loop of C users (``closed_loop``); arrays broadcast."""
+
+    throughput_rps: np.ndarray  # X [requests/s]
+    tpot_s: np.ndarray          # [s]
+    ttft_s: np.ndarray          # slot wait + prefill queue and pass [s]
+    slot_wait_s: np.ndarray     # wait for a running slot, beyond what fits [s]
+    batch: np.ndarray           # sequences decoding at once, X A TPOT [requests]
+
+
+def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLike, batch_max: ArrayLike,
+                ceiling_rps: ArrayLike, users: ArrayLike, think_time_s: ArrayLike = 0.0,
+                trace: SolveTrace | None = None) -> ClosedLoopPoint:
+    """C users in flight on one replica, each sending its next request Z after its answer: the closed loop's
+    throughput X and the TPOT and TTFT its users see.
+
+    The interactive response time law of a closed queueing network (Little's law over the whole loop; Lazowska
+    et al., *Quantitative System Performance*, 1984, ch. 3; the fixed point of mean value analysis, Reiser and
+    Lavenberg, J. ACM 27 (1980)) with this model's own latencies at the throughput:
+
+        X = C / (R(X) + Z),   R(X) = TTFT(X) + (A - 1) TPOT(X)
+
+    TPOT(X): ``latencies_at_rates``' fixed point, a user's decode paused by the prefills of the other C - 1 users
+    (``t_p (C - 1) / C`` of GPU time per request: one user alone sees none). TTFT(X): with a think time, the prefill
+    queue of random arrivals (``slo.ttft_queue_s`` via ``latencies_at_rates``); without one, each request arrives
+    as an answer ends, at a decode-step end (``slo.ttft_at_step_ends_s`` at the others' ``X (C - 1) / C``).
+
+    ``X (R(X) + Z)`` rises with X, so the root is the largest ``X <= ceiling`` with ``X (R(X) + Z) <= C``
+    (``solve.largest_rate_meeting``). Where even the ceiling leaves users over (``C > X_c (R(X_c) + Z)``: more
+    users than running slots, ``B_max``, and the prefill queue hold), the replica runs at its ceiling with the
+    TPOT there (its limit from below, ``at_ceiling``) and the excess waits for a slot: by the same law
+    ``TTFT = C / X - Z - (A - 1) TPOT``, the queue's TTFT plus ``slot_wait_s``. So ``X (TTFT + (A - 1) TPOT + Z)
+    = C`` holds at every answer (to the solve's 2.5e-13).
+
+    ``model``: one replica (one row) or one row per user count; ``prefill``: ``prefill_stage``; ``output_tokens``
+    A [tokens]; ``batch_max`` [requests]; ``ceiling_rps`` (``roofline.ceiling_rps``) [requests/s]; ``users`` C
+    [users] (0: no closed loop, NaN latencies); ``think_time_s`` Z [s]; ``trace`` (one row): the root solve's
+    ``solve.SolveTrace``. Checked against the simulator run closed-loop (``tests/model/test_closed_loop.py``).
+    Example, essay 001 (B_max 328, ceiling 6.92 requests/s), 100 users, no think time: X = 6.08 requests/s,
+    TPOT 54.5 ms, TTFT 144.7 ms, 99.5 decoding; the simulator run so: 6.10 requests/s, 54.6 ms, 144.2 ms.
+    """
+    a, b_max, ceiling, c_users, think = _f(output_tokens), _f(batch_max), _f(ceiling_rps), _f(users), _f(think_time_s)
+    shape = np.broadcast_shapes(a.shape, b_max.shape, ceiling.shape, c_users.shape, think.shape,
+                                *(np.shape(getattr(prefill, f)) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
+    rows = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))))
+    index = np.zeros(shape, dtype=np.intp) if rows <= 1 else np.broadcast_to(
+        np.arange(rows).reshape(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))), shape)
+    served = (c_users > 0) & (ceiling > 0) & (b_max > 0)
+    hi = select(served, ceiling, 0.0)
+
+    def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_, c_):
+        """(TPOT, TTFT without a slot wait) at throughput ``lam``: the TTFT of random arrivals where users think
+        (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``). A user's
+        decode is paused by the other C - 1 users' prefills, not its own: their GPU time ``t_p (C - 1) / C``."""
+        others = np.maximum(c_ - 1.0, 0.0) / np.maximum(c_, 1.0)
+        # At the ceiling every slot runs (B_max, the limit from below): the TPOT there, however many users.
+        others = select(ceiling_limit(lam, ceil_), 1.0, others)
+        point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1).astype(np.intp)) if rows > 1 else model,
+                                   PrefillStage(p_tokens, p_ttft, p_gpu * others, p_compute), a_, b_, ceil_, lam)
+        return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam * others, p_ttft, p_compute,
+                                                                                  point.tpot_s))
+
+    def users_in_loop(lam, *row):
+        tpot, ttft = at(lam, *row)
+        a_, z_ = row[5], row[8]
+        with np.errstate(invalid="ignore", over="ignore"):
+            return select(lam > 0, lam * (ttft + (a_ - 1.0) * tpot + z_), 0.0)
+
+    args = (index, prefill.tokens, prefill.ttft_s, prefill.gpu_s, prefill.compute_s, a, b_max, ceiling, think,
+            c_users)
+    flat_args = tuple(np.broadcast_to(_f(v), shape).reshape(-1) for v in args)
+    flat_hi = np.broadcast_to(hi, shape).reshape(-1)
+    at_hi = users_in_loop(flat_hi, *flat_args)
+    x = largest_rate_meeting(users_in_loop, select(served, c_users, np.inf), hi, args, ratio=False,
+                             latency_at_hi=at_hi.reshape(shape), trace=trace)
+    tpot, ttft_queue = (v.reshape(shape) for v in at(x.reshape(-1), *flat_args))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        response = select(x > 0, c_users / x - think, np.nan)  # the response time law
+        wait = response - ttft_queue - (a - 1.0) * tpot
+        # Below the ceiling the root is the law (to the solve's tolerance): nobody waits. At the ceiling (or in the
+        # step where the TPOT there starts counting every slot) the users the loop leaves over wait for a slot.
+        wait = select(wait > 1e-9 * np.abs(response), wait, 0.0)
+        nan = ~served
+        return ClosedLoopPoint(select(nan, 0.0, x), select(nan, np.nan, tpot), select(nan, np.nan, ttft_queue + wait),
+                               select(nan, np.nan, wait), select(nan, 0.0, np.minimum(x * a * tpot, b_max)))
+
+
+def closed_loop_lockstep(model: StepModel, prefill_tokens: ArrayLike, output_tokens: ArrayLike,
+                         batch_max: ArrayLike, max_batched_tokens: ArrayLike, users: ArrayLike) -> ClosedLoopPoint:
+    """C users in lockstep: identical requests, no think time, so they arrive, prefill, decode and finish together
+    (a benchmark of fixed prompt and answer lengths started all at once), the engine's prefills pausing decode.
+
+    Waves: the C prompts of ``P`` tokens (``prefill_tokens``, the uncached ones) are prefilled ``m = max(1,
+    floor(K / P))`` to a pass of ``T_m = StepModel.prefill_s(m P)`` (K = ``max_batched_tokens``), ``n = ceil(C /
+    m)`` passes, the last one of ``r = C - (n - 1) m`` prompts; then all decode ``A - 1`` steps at batch C,
+    ``s = t_step(C)``, and finish together, and the next wave arrives. Per wave:
+
+        cycle = (n - 1) T_m + T_r + (A - 1) s,    X = C / cycle
+        TTFT  = [m T_m (1 + 2 + ... + (n - 1)) + r ((n - 1) T_m + T_r)] / C      (mean over the wave)
+        TPOT  = (cycle - TTFT) / (A - 1)            (everyone's answer ends at the cycle's end)
+
+    No mean-value model describes this (``closed_loop`` assumes the users' phases spread out, which answers of
+    different lengths or think times bring about); here the prefill of the whole wave stands in front of the last
+    prompt. The simulator run so (fixed lengths, ``arrival: closed``) agrees within 1% on essay 001
+    (``tests/model/test_closed_loop.py``): 30 users, passes of 8 prompts: TTFT 2.01 s against 0.12 s once the
+    phases spread. For ``C <= B_max`` (NaN beyond: the excess would wait whole waves); ``model``: one replica.
+    """
+    p, a, c = _f(prefill_tokens), _f(output_tokens), _f(users)
+    per_pass = np.maximum(np.floor(_f(max_batched_tokens) / p), 1.0)
+    passes = np.ceil(c / per_pass)
+    last = c - (passes - 1.0) * per_pass
+    full_s, last_s = model.prefill_s(per_pass * p), model.prefill_s(last * p)
+    step = model.step_s(c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prefill_all = (passes - 1.0) * full_s + last_s
+        cycle = prefill_all + (a - 1.0) * step
+        ttft = (per_pass * full_s * (passes - 1.0) * passes / 2.0 + last * ((passes - 1.0) * full_s + last_s)) / c
+        tpot = select(a > 1, (cycle - ttft) / (a - 1.0), np.nan)
+        ok = (c >= 1) & (c <= _f(batch_max))
+        return ClosedLoopPoint(select(ok, c / cycle, np.nan), select(ok, tpot, np.nan), select(ok, ttft, np.nan),
+                               select(ok, 0.0, np.nan), select(ok, c, np.nan))
+
+
+def replica_stages(inputs: Mapping[str, ArrayLike]) -> tuple[StepModel, MemoryStage, PrefillStage, np.ndarray]:
+    """One replica's stages from flat inputs, as ``analyse`` composes them: (``step_model`` at the average context
+    ``P + A / 2``, ``memory_stage``, ``prefill_stage``, ceiling [requests/s] from ``roofline.ceiling_rps`` at
+    ``B_max``), for callers that compose a closed loop (``closed_loop``, ``users_keeping_promises``)."""
+    x = complete_inputs(inputs)
+    a_tokens = x["output_tokens"]
+    model, kv_gpu = step_model(x, x["prompt_tokens"] + a_tokens / 2.0)
+    mem = memory_stage(x, kv_gpu, x["prompt_tokens"] + a_tokens)
+    prefill = prefill_stage(model, x, x["prompt_tokens"], mem.shared_blocks)
+    t_step = model.decode_terms(mem.batch_max)[2]
+    return model, mem, prefill, roofline.ceiling_rps(prefill.gpu_s, t_step, mem.batch_max, a_tokens)
+
+
+def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray, ClosedLoopPoint]:
+    """Most users in flight one replica serves with every mean promise kept and no user waiting for a slot [users],
+    and the closed loop there (``closed_loop``); one value per row of flat ``inputs`` (their ``concurrency`` unused).
+
+    ``U = max {C : TPOT(C) <= T, TTFT(C) <= D, slot wait 0}``: TPOT and TTFT rise with C, and the slot wait starts
+    where the throughput reaches the ceiling, at ``C_c = X_c (TTFT(X_c) + (A - 1) TPOT(X_c) + Z)``; so U is the
+    largest C in ``[0, C_c]`` with ``max(TPOT / T, TTFT / D) <= 1`` (``solve.largest_rate_meeting``; 0 where one
+    user alone breaks a promise). What the sizing divides the users by, as it divides an arrival rate by the goodput.
+    """
+    x = complete_inputs(inputs)
+    model, mem, prefill, ceiling = replica_stages(x)
+    a, z, t_slo, d_slo = x["output_tokens"], x["think_time_s"], x["tpot_slo_s"], x["ttft_slo_s"]
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_max, ceiling)),
+                                *(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))
+    rows = np.arange(int(np.prod(shape))).reshape(shape)
+    one = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
+
+    def sub(v, idx):
+        return np.broadcast_to(_f(v), shape).reshape(-1)[np.atleast_1d(idx).reshape(-1).astype(np.intp)]
+
+    def loop(users, idx):
+        idx = np.atleast_1d(idx).reshape(-1).astype(np.intp)
+        m = model if one else model.rows(idx)
+        p = PrefillStage(*(sub(getattr(prefill, f), idx) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
+        return closed_loop(m, p, sub(a, idx), sub(mem.batch_max, idx), sub(ceiling, idx), users, sub(z, idx))
+
+    def worst(users, idx):
+        point = loop(np.maximum(users, 1e-9), idx)  # at 0 users: the limit of a lone user's latencies
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.fmax(point.tpot_s / sub(t_slo, idx), point.ttft_s / sub(d_slo, idx))
+
+    # Users at the ceiling with nobody waiting for a slot: the response time law at X_c.
+    at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_max, ceiling, ceiling)
+    with np.errstate(invalid="ignore"):
+        ttft_c = select(z > 0, at_ceiling.ttft_s, slo.ttft_at_step_ends_s(ceiling, prefill.ttft_s, prefill.compute_s,
+                                                                         at_ceiling.tpot_s))  # many users: others ~ 1
+        top = select(ceiling > 0, ceiling * (ttft_c + (a - 1.0) * at_ceiling.tpot_s + z), 0.0)
+    target = select(np.isfinite(t_slo) | np.isfinite(d_slo), 1.0, np.inf)
+    users = largest_rate_meeting(worst, np.broadcast_to(target, shape), np.broadcast_to(top, shape), (rows,),
+                                 ratio=False)
+    point = loop(users.reshape(-1), rows.reshape(-1))
+    return users, ClosedLoopPoint(*(np.reshape(getattr(point, f.name), shape) for f in fields(ClosedLoopPoint)))
 
 
 def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
@@ -806,6 +1003,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     gpus = replica_gpus(x)
     price_replica = x["price_per_hour"] * gpus
 
+    closed = _closed_loop_results(model, prefill, x, batch, ceiling, traces.get("solver_closed_loop_rps"))
     chunk_trace = None if trace is None else {}
     options, ch, dis = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate,
                                 chunk_trace)
@@ -864,6 +1062,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "decode_bound": np.asarray(t_comp > t_mem).astype(np.intp),
             "batch_limit": np.asarray(x["max_num_seqs"] * x["attention_data_parallel"] < shared).astype(np.intp),
             "goodput_limit": limit,
+            **closed,
             **options,
         }
     if not intermediates:
@@ -902,6 +1101,29 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             traces[name].__dict__.update(chunk_trace[key].__dict__)
         _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate)
     return values
+
+
+def _closed_loop_results(model: StepModel, prefill: PrefillStage, x: Mapping[str, np.ndarray], batch: np.ndarray,
+                         ceiling: np.ndarray, trace: SolveTrace | None = None) -> dict[str, np.ndarray]:
+    """The ``closed_loop_*`` results (``closed_loop`` at ``x["concurrency"]`` users and ``x["think_time_s"]``);
+    NaN where no concurrency is set (none computed when no row sets one)."""
+    users = x["concurrency"]
+    if not np.any(users > 0):
+        nan = np.full(np.broadcast_shapes(*(np.shape(v) for v in x.values())), np.nan)
+        return {key: nan for key in CLOSED_LOOP_RESULTS}
+    point = closed_loop(model, prefill, x["output_tokens"], batch, ceiling, users, x["think_time_s"], trace=trace)
+    known = users > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = {
+            "closed_loop_throughput_rps": point.throughput_rps,
+            "closed_loop_tokens_per_s": point.throughput_rps * x["output_tokens"],
+            "closed_loop_tpot_s": point.tpot_s,
+            "closed_loop_ttft_s": point.ttft_s,
+            "closed_loop_batch": point.batch,
+            "closed_loop_slot_wait_s": point.slot_wait_s,
+            "closed_loop_load_fraction": select(ceiling > 0, point.throughput_rps / ceiling, np.nan),
+        }
+    return {key: select(known, v, np.nan) for key, v in values.items()}
 
 
 def _options(x: Mapping[str, np.ndarray], pieces: tuple, batch: np.ndarray, t_step: np.ndarray,

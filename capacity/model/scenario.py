@@ -18,6 +18,7 @@ import numpy as np
 from capacity.errors import ScenarioError, show
 from capacity.fileio.yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 from capacity.formulas._numeric import finite_or_none
+from capacity.formulas.load import peak_hour_rate_rps
 from capacity.formulas.memory import weight_bytes_read
 from capacity.formulas.quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
@@ -41,6 +42,7 @@ from capacity.inputs.specs import (
     Workload,
     check_section,
     gpu_from_mapping,
+    load_problems,
     model_from_mapping,
     text,
 )
@@ -115,6 +117,7 @@ class Scenario:
             from capacity.model.mix import mean_shape
 
             w = {**mean_shape(classes), **w}
+        problems += load_problems(w)
         o = check_section("slo", data.get("slo"), SLO_FIELDS, problems=problems)
         f = check_section("fleet", data.get("fleet"), FLEET_FIELDS, problems=problems)
         name = data.get("name", "scenario")
@@ -147,8 +150,15 @@ class Scenario:
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
                           engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")),
                           engine_note=engine_note)
+        rate = w.get("arrival_rate")
+        if w.get("daily_users"):  # users a day, converted to the busiest hour's arrival rate
+            rate = float(peak_hour_rate_rps(w["daily_users"], w["requests_per_user_per_day"], w["peak_hour_share"]))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
-                            shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=w.get("arrival_rate"))
+                            shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=rate,
+                            concurrency=w.get("concurrency"), think_time_s=w.get("think_time", 0.0),
+                            daily_users=w.get("daily_users"),
+                            requests_per_user_per_day=w.get("requests_per_user_per_day"),
+                            peak_hour_share=w.get("peak_hour_share"))
         scenario = cls(model=model, gpu=gpu, serving=serving, workload=workload,
                        slo=Slo(tpot_s=o.get("tpot"), ttft_s=o.get("ttft"), percentile=o.get("percentile")),
                        name=text(name, "name"), units=units,
@@ -182,6 +192,7 @@ class Scenario:
             "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
             "shared_prefix_tokens": w.shared_prefix_tokens,
             "arrival_rate": w.arrival_rate if w.arrival_rate else 0.0,
+            "concurrency": w.concurrency if w.concurrency else 0.0, "think_time_s": w.think_time_s,
             "tpot_slo_s": o.tpot_s if o.tpot_s is not None else inf,
             "ttft_slo_s": o.ttft_s if o.ttft_s is not None else inf,
             "kv_latent_dim": m.kv_latent_dim,
@@ -408,7 +419,16 @@ class Results:
         error = expected_error(s.engine, self.scenario.gpu.name)  # the answer's class in the measured table
         if error is not None:
             notes.append(error.sentence())
-        if not self.scenario.workload.arrival_rate:
+        w = self.scenario.workload
+        if w.daily_users:
+            notes.append(f"load: {w.daily_users:,.0f} daily users x {w.requests_per_user_per_day:,.3g} requests a day, "
+                         f"{w.peak_hour_share:.0%} of them in the peak hour = {w.arrival_rate:,.3g} requests/s "
+                         f"(the arrival rate sized for)")
+        if self.scenario.workload.concurrency:
+            if v["closed_loop_slot_wait_s"] > 0:
+                notes.append(f"{self.scenario.workload.concurrency:,} users in flight are more than one replica runs "
+                             f"at once: each waits {v['closed_loop_slot_wait_s']:,.3g} s on average for a slot")
+        elif not self.scenario.workload.arrival_rate:
             notes.append("no workload.arrival_rate: latencies at load are not computed")
         elif not math.isfinite(v["tpot_at_load_s"]):
             notes.append("the arrival rate exceeds what the GPU can decode: the queue grows without bound")

@@ -15,16 +15,18 @@ How each measured metric is predicted (B the decode batch, P prompt and A output
     static batch B            step/TPOT = t_step(B);  TTFT = t_prefill(B P);  latency = t_prefill(B P) + A t_step(B)
                               output tokens/s = B A / latency
     concurrency C (closed)    B = min(C, B_max);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
-                              output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p
+                              output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p;
+                              TTFT (C > 1) = the library's ``closed_loop_ttft_s`` (``analysis.closed_loop``: the
+                              prefill queue, and the wait for a slot where C exceeds what runs at once)
     offline / rate INF        concurrency C = infinity, i.e. B = B_max (the ceiling)
     request rate λ (open)     TPOT, TTFT = the library's ``tpot_at_load_s``, ``ttft_at_load_s`` (TPOT = t_step(B) /
                               (1 - λ t_p) with B = λ A TPOT; TTFT = prefill plus the queue for it)
                               output tokens/s = A min(λ, ceiling); above the ceiling as concurrency = infinity
 
 Throughputs are multiplied by the data-parallel replicas. The open-loop values depend on the factors through
-the operating batch and the queue; each is linearised at the current estimate as (library value / piece) x
-piece, with the piece the decode step at the load's batch (TPOT) or the prefill (TTFT), and the fit is
-repeated until it is self-consistent, where the prediction is the library's own value.
+the operating batch and the queue (so does a closed loop's TTFT); each is linearised at the current estimate as
+(library value / piece) x piece, with the piece the decode step at the load's batch (TPOT) or the prefill (TTFT),
+and the fit is repeated until it is self-consistent, where the prediction is the library's own value.
 
 The fit minimises the squared log errors ``sum_i ln(t_i / y_i)^2`` of the times (a rate is fitted as its
 reciprocal, time per output token, so a 2x over- and a 2x under-prediction cost the same) with efficiencies
@@ -141,6 +143,17 @@ class Observation:
         return self.batch_size is None and self.request_rate is not None and math.isfinite(self.request_rate)
 
     @property
+    def queued_ttft(self) -> bool:
+        """A TTFT at a finite concurrency above 1: the closed loop's queue (``analysis.closed_loop``)."""
+        return (self.metric == "ttft_s" and self.batch_size is None and not self.open_loop
+                and self.concurrency is not None and 1 < self.concurrency < math.inf)
+
+    @property
+    def linearised(self) -> bool:
+        """Whether its prediction depends on the factors through a load (re-linearised at each fit iteration)."""
+        return self.open_loop or self.queued_ttft
+
+    @property
     def measured_time(self) -> float:
         """The value as a time [s]: a rate becomes the time per output token of one engine."""
         return self.replicas / self.value if self.is_rate else self.value
@@ -220,14 +233,17 @@ _AT_LOAD: dict[tuple, tuple[Scenario, dict[str, float | str]]] = {}
 
 
 def _at_load(obs: Observation, factors: Factors) -> dict[str, float | str]:
-    """Library results with ``factors`` at the observation's arrival rate (shared by the observations of one
-    scenario and rate: the TPOT and TTFT of one benchmark run cost one evaluation)."""
-    key = (id(obs.scenario), obs.request_rate, factors)
+    """Library results with ``factors`` at the observation's arrival rate, or its users in flight for a queued TTFT
+    (shared by the observations of one scenario and load: the TPOT and TTFT of one benchmark run cost one
+    evaluation)."""
+    closed = obs.queued_ttft
+    key = (id(obs.scenario), obs.concurrency if closed else obs.request_rate, closed, factors)
     cached = _AT_LOAD.get(key)
     if cached is not None and cached[0] is obs.scenario:
         return cached[1]
     s = factors.apply(obs.scenario)
-    s = replace(s, workload=replace(s.workload, arrival_rate=obs.request_rate))
+    load = {"concurrency": obs.concurrency, "arrival_rate": None} if closed else {"arrival_rate": obs.request_rate}
+    s = replace(s, workload=replace(s.workload, **load))
     values = s.evaluate().values
     if len(_AT_LOAD) > 1024:
         _AT_LOAD.clear()
@@ -241,9 +257,10 @@ _TERMS: dict[int, tuple[Observation, Terms]] = {}
 def terms_for(obs: Observation, factors: Factors) -> Terms:
     """The observation's predicted time [s] as Terms; open-loop loads are linearised at ``factors``.
 
-    A closed-loop observation's terms do not depend on the factors: they are computed once per observation.
+    A closed-loop observation's terms do not depend on the factors (but a queued TTFT's): they are computed once
+    per observation.
     """
-    if obs.open_loop:
+    if obs.linearised:
         return _terms_for(obs, factors)
     cached = _TERMS.get(id(obs))
     if cached is not None and cached[0] is obs:
@@ -304,9 +321,16 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
     if m in ("step_time_s", "tpot_s"):
         return step + share.scaled((b - 1.0) / a)
     if m == "ttft_s":
+        if obs.queued_ttft:  # the closed loop's TTFT, as a multiple of the prefill (exact at ``factors``)
+            value = float(_at_load(obs, factors)["closed_loop_ttft_s"])
+            if not math.isfinite(value):
+                raise ScenarioError(f"{obs.label or 'observation'}: the library predicts no finite TTFT at "
+                                    f"{concurrency:g} users in flight")
+            return prefill.scaled(value / prefill.time(factors))
         if concurrency != 1:
-            raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at concurrency 1, a static batch "
-                                f"or a request rate, not at concurrency {concurrency:g} (queueing is not modelled)")
+            raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at a finite concurrency, a static "
+                                f"batch or a request rate, not offline (all requests at once: the wait depends on "
+                                f"how many there are)")
         return prefill
     if m == "latency_s":
         return prefill + step.scaled(a)
@@ -777,7 +801,7 @@ def fit_unguarded(observations: Sequence[Observation], start: Factors | None = N
     if np.any(~np.isfinite(measured)) or np.any(measured <= 0):
         raise ScenarioError("every measured value must be a positive finite number")
     free0 = np.array([f in fit for f in FACTORS])
-    open_loop = any(o.open_loop for o in observations)
+    open_loop = any(o.linearised for o in observations)
     prob = _Problem.build([terms_for(o, start) for o in observations], measured)
     theta, held, notes = _fit_once(prob, free0, start.theta())
     converged, iteration = not np.any(free0), 0

@@ -59,7 +59,8 @@ def compare_fleets(scenario: Scenario, gpus: Iterable[str]) -> pd.DataFrame:
     """Each GPU type's cheapest fleet for the scenario's load, cheapest first: which GPU, for what the customer pays.
 
     Every row is the first row of that GPU in ``fleet.fleet_options`` for the scenario's load (``workload
-    .arrival_rate``), fleet plan (peak factor, headroom) and allowed layouts (``sizing.allowed_layouts``), so the
+    .arrival_rate``, or its users in flight, ``workload.concurrency``), fleet plan (peak factor, headroom) and
+    allowed layouts (``sizing.allowed_layouts``), so the
     cheapest row here is ``capacity fleet``'s for the same GPU list, and the row of the scenario's own GPU is the
     answer (``sizing.size``), marked ``chosen``. ``cost_per_month = cost_per_hour x 730 h`` [$];
     ``cost_per_million_tokens``: output tokens at the entered load [$]; ``board_power_kw = gpus x tdp_watts / 1000``
@@ -71,13 +72,15 @@ def compare_fleets(scenario: Scenario, gpus: Iterable[str]) -> pd.DataFrame:
     from capacity.planning.fleet import fleet_options
     from capacity.planning.sizing import HOURS_PER_MONTH, allowed_layouts, size
 
-    load = scenario.workload.arrival_rate
-    if not load:
-        raise ScenarioError("comparing fleets needs a load: set workload.arrival_rate (requests/s)")
+    users = scenario.workload.concurrency
+    load = {"users": float(users)} if users else {"target": scenario.workload.arrival_rate}
+    if not users and not scenario.workload.arrival_rate:
+        raise ScenarioError("comparing fleets needs a load: set workload.arrival_rate (requests/s) or "
+                            "workload.concurrency (users)")
     modes, tps = allowed_layouts(scenario)
     names = list(dict.fromkeys(gpus))
-    table = fleet_options(scenario.raw, target=load, peak_factor=scenario.fleet.peak_factor,
-                          headroom=scenario.fleet.headroom, gpus=names, tensor_parallel=tps, modes=modes)
+    table = fleet_options(scenario.raw, peak_factor=scenario.fleet.peak_factor, headroom=scenario.fleet.headroom,
+                          gpus=names, tensor_parallel=tps, modes=modes, **load)
     first = table.drop_duplicates("gpu", keep="first").copy()
     first["cost_per_month"] = first["cost_per_hour"] * HOURS_PER_MONTH
     watts = [catalog.gpu(name).get("tdp_watts") if name in catalog.gpus() else None for name in first["gpu"]]

@@ -28,6 +28,10 @@ costs per output token of the usual traffic; ``cost_per_million_all_tokens`` div
 The table is ``sizing.size_options`` (the answer's own composition) as a DataFrame, ranked in the answer's order.
 
 Essay 001's GPU at 100 requests/s under TPOT <= 50 ms: goodput 5.897 requests/s, ceil(100 / 5.897) = 17 GPUs.
+
+A load of concurrent users (``users``, a closed loop) divides the design users by the users one replica holds within
+the promises (``analysis.users_keeping_promises``), colocated serving only (``sizing.size_user_options``); the
+columns ``users_per_replica`` and ``replica_users`` say how many.
 """
 
 from __future__ import annotations
@@ -43,7 +47,15 @@ from capacity.inputs.specs import FLEET_MODES as MODES
 from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 from capacity.model.analysis import INPUTS
 from capacity.model.scenario import Results
-from capacity.planning.sizing import check_plan, layout_scenarios, order, promise_goodput, replicas_for, size_options
+from capacity.planning.sizing import (
+    check_plan,
+    layout_scenarios,
+    order,
+    promise_goodput,
+    replicas_for,
+    size_options,
+    size_user_options,
+)
 
 if TYPE_CHECKING:  # imported by the functions that build tables: a search's pruning needs none
     import pandas as pd
@@ -55,7 +67,7 @@ COLUMNS = ["gpu", "tensor_parallel", "mode", "gpus_per_replica", "replicas", "pr
            "gpus", "price_per_gpu_hour", "cost_per_hour", "replica_rps", "load_per_replica_rps", "tpot_at_design_s",
            "ttft_at_design_s", "input_share", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
            "cost_per_million_tokens", "cost_per_million_all_tokens", "goodput_limit", "meets_slo", "rank", "pareto",
-           "problem"]
+           "problem", "users_per_replica", "replica_users"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,17 +149,22 @@ def layouts(scenario: Mapping[str, Any], gpus: Iterable[str] | None = None,
 
 
 def size_layouts(inputs: pd.DataFrame, design_rps: float, headroom: float = 0.0, modes: Iterable[str] = MODES,
-                 target: float | None = None) -> pd.DataFrame:
+                 target: float | None = None, users: bool = False) -> pd.DataFrame:
     """GPUs, cost and latency at the design load for every row of ``inputs`` (``layouts``) and serving mode:
     ``sizing.size_options`` as a table. ``target`` (requests/s, default the design load) is the load the costs per
-    token are taken at."""
+    token are taken at. ``users``: the design load and target are users in flight (a closed loop,
+    ``sizing.size_user_options``: colocated serving only)."""
     import pandas as pd
 
     if inputs.empty:
         return pd.DataFrame(columns=COLUMNS)
     x = {key: inputs[key].to_numpy(dtype=float) for key in INPUTS}
     promise = (inputs["promise_goodput_rps"].to_numpy(dtype=float) if "promise_goodput_rps" in inputs else None)
-    values = size_options(x, design_rps, headroom, modes, target, promise)
+    if users:
+        values = size_user_options(x, design_rps, headroom, target)
+        values.pop("served_rps"), values.pop("binding")
+    else:
+        values = size_options(x, design_rps, headroom, modes, target, promise)
     layout = values.pop("layout")
     table = pd.DataFrame({"gpu": inputs["gpu"].to_numpy()[layout],
                           "tensor_parallel": inputs["tensor_parallel"].to_numpy()[layout], **values})
@@ -187,7 +204,8 @@ def pareto_front(table: pd.DataFrame, cost: str = "cost_per_hour", latency: str 
 
 def fleet_options(scenario: Mapping[str, Any], target: float | None = None, tokens_per_day: float | None = None,
                   peak_factor: float = 1.0, headroom: float = 0.0, gpus: Iterable[str] | None = None,
-                  tensor_parallel: Iterable[int] = TENSOR_PARALLEL, modes: Iterable[str] = MODES) -> pd.DataFrame:
+                  tensor_parallel: Iterable[int] = TENSOR_PARALLEL, modes: Iterable[str] = MODES,
+                  users: float | None = None) -> pd.DataFrame:
     """Every (GPU, tensor parallel, serving mode) option for a target load, ranked, with the Pareto front.
 
     ``scenario`` is a scenario mapping (YAML as loaded); its promises and workload shape apply to every
@@ -198,11 +216,19 @@ def fleet_options(scenario: Mapping[str, Any], target: float | None = None, toke
     import pandas as pd
 
     workload = scenario.get("workload") or {}
-    base = target_rps(target, tokens_per_day, float(workload.get("prompt_tokens", 0) or 0),
-                      float(workload.get("output_tokens", 0) or 0))
+    if users is not None:  # a closed loop: users in flight (the scenario's think time applies)
+        if target is not None or tokens_per_day is not None:
+            raise ValueError("give the target load as requests/s, tokens/day or concurrent users, only one")
+        base = float(users)
+        closed = {**scenario, "workload": {**{k: v for k, v in workload.items() if k != "arrival_rate"},
+                                           "concurrency": max(1, round(base))}}
+    else:
+        base = target_rps(target, tokens_per_day, float(workload.get("prompt_tokens", 0) or 0),
+                          float(workload.get("output_tokens", 0) or 0))
+        closed = {**scenario, "workload": {k: v for k, v in workload.items() if k not in ("concurrency", "think_time")}}
     check_plan(base, peak_factor, headroom)
-    inputs, skipped = layouts(scenario, gpus, tensor_parallel)
-    table = rank(size_layouts(inputs, base * peak_factor, headroom, modes, target=base))
+    inputs, skipped = layouts(closed, gpus, tensor_parallel)
+    table = rank(size_layouts(inputs, base * peak_factor, headroom, modes, target=base, users=users is not None))
     table["pareto"] = pareto_front(table.where(table["meets_slo"]))
     skipped = skipped.assign(mode="", meets_slo=False, pareto=False)
     if not skipped.empty:

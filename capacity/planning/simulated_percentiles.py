@@ -122,7 +122,51 @@ def ttft_validation(scenario: Scenario, fractions: tuple[float, ...] = (0.5, 0.8
     return pd.DataFrame(rows)
 
 
-__all__ = ["ANALYTIC_ENGINE", "keeps", "percentile_goodput", "simulated_latency", "ttft_validation"]
+def closed_loop_validation(scenario: Scenario, fractions: tuple[float, ...] = (0.3, 0.6, 0.9),
+                           think_time_s: float = 0.0, requests: int = 8_000, seed: int = 0, warmup: float = 0.3,
+                           output_spread: float = 0.5) -> pd.DataFrame:
+    """The closed-loop model (``analysis.closed_loop``) against the simulator run closed-loop, at users in flight
+    whose predicted throughput is each share of the ceiling.
+
+    The simulator runs the analytic model's engine (``ANALYTIC_ENGINE``) with ``arrival: closed``: C clients, each
+    sending its next request an exponential think time of mean ``think_time_s`` after its answer. Answers are
+    uniform within ``A (1 +- output_spread)`` (mean A): with every answer the same length and no think time the
+    clients stay in lockstep (they arrive, prefill and finish together, like static batching), which no mean-value
+    model describes. Requests that arrived in the first ``warmup`` share of the run are not counted. One row per
+    fraction: users, analytic and simulated throughput, TTFT and TPOT (means), and the errors (analytic /
+    simulated - 1).
+    """
+    from capacity.model.analysis import closed_loop, replica_stages
+    from capacity.simulator import simulate
+
+    inputs = {**scenario.inputs(), "think_time_s": think_time_s}
+    model, mem, prefill, ceiling = replica_stages(inputs)
+    a = scenario.workload.output_tokens
+    grid = np.arange(1, int(2 * float(mem.batch_max)) + 1, dtype=float)
+    curve = closed_loop(model, prefill, a, mem.batch_max, ceiling, grid, think_time_s)
+    low, high = max(1, round(a * (1 - output_spread))), round(a * (1 + output_spread))
+    rows = []
+    for fraction in fractions:
+        i = int(np.argmin(np.abs(curve.throughput_rps / float(ceiling) - fraction)))
+        users = int(grid[i])
+        frame = simulate(scenario, **{**ANALYTIC_ENGINE, "arrival": "closed"}, concurrency=users,
+                         client_think_time=think_time_s, requests=requests, seed=seed,
+                         output_tokens={"dist": "uniform", "low": low, "high": high}).requests
+        done = frame[frame["status"] == "completed"]
+        steady = done[done["arrival_s"] >= warmup * done["arrival_s"].max()]
+        throughput = (len(steady) - 1) / (steady["finish_s"].max() - steady["finish_s"].min())
+        row = {"fraction": float(curve.throughput_rps[i] / ceiling), "users": users, "think_time_s": think_time_s}
+        for name, model_value, sim_value in (("throughput_rps", curve.throughput_rps[i], throughput),
+                                             ("ttft_s", curve.ttft_s[i], steady["ttft_s"].mean()),
+                                             ("tpot_s", curve.tpot_s[i], steady["tpot_s"].mean())):
+            row[f"analytic_{name}"], row[f"simulated_{name}"] = float(model_value), float(sim_value)
+            row[f"{name.split('_')[0]}_error"] = float(model_value) / float(sim_value) - 1
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+__all__ = ["ANALYTIC_ENGINE", "closed_loop_validation", "keeps", "percentile_goodput", "simulated_latency",
+           "ttft_validation"]
 
 
 def percentile_validation(scenario: Any, fractions: tuple[float, ...] = (0.5, 0.8), requests: int = 20_000,

@@ -260,6 +260,76 @@ def size_options(x: Mapping[str, np.ndarray], design_rps: float, headroom: float
     return {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in parts[0]}
 
 
+def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom: float = 0.0,
+                      target_users: float | None = None) -> dict[str, np.ndarray]:
+    """``size_options`` for a closed loop of users in flight (``workload.concurrency``): colocated serving only.
+
+    Each layout row of ``x`` holds ``U_r`` users per replica (``analysis.users_keeping_promises``: every mean promise
+    kept, nobody waiting for a slot), so it needs ``replicas = ceil(C_design / (U_r (1 - h)))`` (``replicas_for``) and
+    carries ``C_design / replicas`` users per replica, at the closed loop's throughput, TPOT and TTFT
+    (``analysis.closed_loop``). Costs per token are taken at the throughput of ``target_users`` (default the design
+    users) spread over the same replicas. Keys: those of ``size_options``, ``replica_rps`` and
+    ``load_per_replica_rps`` being throughputs [requests/s], plus ``replica_users`` (U_r) and ``users_per_replica``.
+    """
+    from capacity.model.analysis import closed_loop, replica_stages, users_keeping_promises
+
+    target_users = design_users if target_users is None else target_users
+    r = analyse(x, text=False)
+    n = int(np.size(r["goodput_rps"]))
+    g = np.broadcast_to(r["gpus_per_replica"], (n,)).astype(float)
+    price = np.broadcast_to(x["price_per_hour"], (n,)).astype(float)
+    p_tokens = np.broadcast_to(x["prompt_tokens"], (n,)).astype(float)
+    a_tokens = np.broadcast_to(x["output_tokens"], (n,)).astype(float)
+    capacity, best = users_keeping_promises(x)
+    capacity = np.broadcast_to(capacity, (n,)).astype(float)
+    replicas = replicas_for(design_users, capacity, headroom)
+    model, mem, prefill, ceiling = replica_stages(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per, per_target = design_users / replicas, target_users / replicas
+
+        def at(users: np.ndarray):
+            return closed_loop(model, prefill, x["output_tokens"], mem.batch_max, ceiling,
+                               np.where(np.isfinite(users), users, 0.0), x["think_time_s"])
+
+        design_point, target_point = at(per), at(per_target)
+        served = replicas * np.broadcast_to(target_point.throughput_rps, (n,))  # throughput of the target users
+        f_in = np.minimum(np.broadcast_to(design_point.throughput_rps, (n,)) * np.broadcast_to(r["prefill_s"], (n,)),
+                          1.0)
+        cost = replicas * g * price
+        out: dict[str, np.ndarray] = {
+            "layout": np.arange(n), "mode": np.full(n, "colocated", dtype=object), "gpus_per_replica": g,
+            "price_per_gpu_hour": price, "replicas": replicas, "prefill_replicas": np.full(n, np.nan),
+            "decode_replicas": np.full(n, np.nan), "replica_rps": np.broadcast_to(best.throughput_rps, (n,)),
+            "goodput_limit": np.asarray(["nothing_fits", "capacity", "tpot", "ttft"], dtype=object)[
+                np.broadcast_to(r["goodput_limit"], (n,))],
+            "gpus": replicas * g, "cost_per_hour": cost,
+            "load_per_replica_rps": np.broadcast_to(design_point.throughput_rps, (n,)),
+            "tpot_at_design_s": np.broadcast_to(design_point.tpot_s, (n,)),
+            "ttft_at_design_s": np.broadcast_to(design_point.ttft_s, (n,)), "input_share": f_in,
+            "cost_per_million_input_tokens": cost * f_in / (served * p_tokens * 3600.0) * 1e6,
+            "cost_per_million_output_tokens": cost * (1 - f_in) / (served * a_tokens * 3600.0) * 1e6,
+            "cost_per_million_tokens": slo.cost_per_million_tokens(cost, 1.0, served, a_tokens),
+            "cost_per_million_all_tokens": cost / (served * (p_tokens + a_tokens) * 3600.0) * 1e6,
+            "replica_users": capacity, "users_per_replica": per, "served_rps": served,
+        }
+        # What sets U_r: the promise nearest its limit there, or the slot limit (the ceiling) with promises to spare.
+        tpot_ratio = np.broadcast_to(best.tpot_s / x["tpot_slo_s"], (n,))
+        ttft_ratio = np.broadcast_to(best.ttft_s / x["ttft_slo_s"], (n,))
+        at_limit = np.fmax(tpot_ratio, ttft_ratio) >= 1 - 1e-6
+        out["binding"] = np.where(capacity <= 0, out["goodput_limit"], np.where(
+            at_limit, np.where(tpot_ratio >= ttft_ratio, "tpot", "ttft"), "capacity")).astype(object)
+        out["binding"] = np.where(np.broadcast_to(mem.batch_max, (n,)) <= 0, "nothing_fits", out["binding"])
+    feasible = np.isfinite(replicas) & (replicas > 0)
+    tpot_slo = np.broadcast_to(x["tpot_slo_s"], (n,)).astype(float)
+    ttft_slo = np.broadcast_to(x["ttft_slo_s"], (n,)).astype(float)
+    # Users are spread evenly, at most U_r per replica: within the promises to rounding.
+    slack = 1 + 1e-9
+    out["meets_slo"] = feasible & (out["tpot_at_design_s"] <= tpot_slo * slack) & \
+        (out["ttft_at_design_s"] <= ttft_slo * slack)
+    out["problem"] = np.where(feasible, "", "serves no users within the promises").astype(object)
+    return out
+
+
 def _at_design(out: dict[str, np.ndarray], x: Mapping[str, np.ndarray], r: Mapping[str, np.ndarray], mode: str,
                design: float, target: float, p_tokens: np.ndarray, a_tokens: np.ndarray, n: int,
                not_offered: np.ndarray) -> dict[str, np.ndarray]:
@@ -374,6 +444,10 @@ class Sizing:
     options: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     chosen: int = 0
     stated_option: int | None = None  # row of ``options`` of the scenario's own layout in the chosen mode
+    users: float | None = None           # closed loop: target users in flight (workload.concurrency)
+    design_users: float | None = None    # users the fleet is sized for: target x peak factor
+    users_per_replica: float | None = None  # design users each replica holds
+    replica_users: float | None = None   # most users one replica holds within the promises, no slot wait
 
     @property
     def served_rps(self) -> float:
@@ -417,7 +491,9 @@ class Sizing:
                   "sizing_price_source": self.price_source, "sizing_cost_per_hour": self.cost_per_hour,
                   "sizing_cost_per_month": self.cost_per_month,
                   "sizing_cost_per_million_tokens": self.cost_per_million_tokens,
-                  "sizing_cost_per_million_all_tokens": self.cost_per_million_all_tokens}
+                  "sizing_cost_per_million_all_tokens": self.cost_per_million_all_tokens,
+                  "sizing_users": self.users, "sizing_design_users": self.design_users,
+                  "sizing_users_per_replica": self.users_per_replica, "sizing_replica_users": self.replica_users}
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
 
 
@@ -430,7 +506,7 @@ SIZING_RESULTS: dict[str, tuple[str, str]] = {
     "sizing_prefill_replicas": ("replicas", "separate pools: prefill replicas"),
     "sizing_decode_replicas": ("replicas", "separate pools: decode replicas"),
     "sizing_gpus": ("GPUs", "GPUs of the fleet: replicas x GPUs per replica"),
-    "sizing_load_rps": ("requests/s", "target load (workload.arrival_rate)"),
+    "sizing_load_rps": ("requests/s", "target load (workload.arrival_rate; a closed loop: its users' throughput)"),
     "sizing_design_load_rps": ("requests/s", "load the fleet is sized for: target x peak factor"),
     "sizing_load_per_replica_rps": ("requests/s", "load each replica carries (decode replica for separate pools)"),
     "sizing_replica_goodput_rps": ("requests/s", "one replica's goodput in the chosen layout, at the promises' "
@@ -449,6 +525,11 @@ SIZING_RESULTS: dict[str, tuple[str, str]] = {
     "sizing_cost_per_month": ("$/month", "GPU cost of the fleet per month (730 h)"),
     "sizing_cost_per_million_tokens": ("$", "fleet cost of a million output tokens at the target load"),
     "sizing_cost_per_million_all_tokens": ("$", "fleet cost of a million prompt + output tokens at the target load"),
+    "sizing_users": ("users", "closed loop: concurrent users, the target load (workload.concurrency)"),
+    "sizing_design_users": ("users", "closed loop: users the fleet is sized for: target x peak factor"),
+    "sizing_users_per_replica": ("users", "closed loop: users in flight each replica holds at the design load"),
+    "sizing_replica_users": ("users", "closed loop: most users one replica holds within the promises, none waiting "
+                                      "for a slot"),
 }
 
 
@@ -481,6 +562,8 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
     """The sizing of ``scenario`` (module docstring): layout, fleet, latencies at the load, cost, reasons."""
     results = results if results is not None else scenario.evaluate()
     modes, tps = allowed_layouts(scenario)
+    if scenario.workload.concurrency:
+        return _size_users(scenario, results, modes, tps)
     load = scenario.workload.arrival_rate or None
     peak, headroom = scenario.fleet.peak_factor, scenario.fleet.headroom
     mapping = dict(scenario.raw) if scenario.raw else None
@@ -519,6 +602,42 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
                           and opts["mode"][i] == opts["mode"][chosen]), None)
     return _answer(scenario, results, scenarios[layout], str(opts["mode"][chosen]), promised[layout], opts, chosen,
                    keeps, load, design, peak, headroom, tuple(reasons), layout == own, stated_option, skipped)
+
+
+def _size_users(scenario: Scenario, results: Results, modes: tuple[str, ...], tps: tuple[int, ...]) -> Sizing:
+    """``size`` for a closed loop (``workload.concurrency`` users in flight): each layout holds
+    ``analysis.users_keeping_promises`` users per replica (``size_user_options``), colocated serving only."""
+    users = float(scenario.workload.concurrency)
+    peak, headroom = scenario.fleet.peak_factor, scenario.fleet.headroom
+    check_plan(users, peak, headroom)
+    mapping = dict(scenario.raw) if scenario.raw else None
+    built, skipped = layout_scenarios(mapping, None, tps) if mapping is not None else (
+        [(scenario.gpu.name, scenario.gpu.count, scenario)], [])
+    own = next((i for i, (_, tp, _) in enumerate(built) if tp == scenario.gpu.count), None)
+    if own is None:
+        built.insert(0, (scenario.gpu.name, scenario.gpu.count, scenario))
+        own = 0
+    scenarios = [s for _, _, s in built]
+    reasons = []
+    if set(modes) - {"colocated"}:
+        reasons.append("a closed loop of users in flight is modelled for colocated serving (prefills pause decoding); "
+                       "chunked prefill and separate pools are not offered")
+    if sized_per_class(scenario):
+        reasons.append("a closed loop is sized on mean latencies: percentile promises and workload classes are not "
+                       "modelled for it")
+    design = users * peak
+    opts = size_user_options(stack([s.inputs() for s in scenarios]), design, headroom, target_users=users)
+    ranked = order(opts["meets_slo"], _cost_key(opts), opts["tpot_at_design_s"], opts["gpus"])
+    chosen = int(ranked[0])
+    keeps = bool(opts["meets_slo"][chosen])
+    layout = int(opts["layout"][chosen])
+    served = float(opts["served_rps"][chosen]) if keeps else None
+    design_rps = float(opts["load_per_replica_rps"][chosen] * opts["replicas"][chosen]) if keeps else 0.0
+    z = _answer(scenario, results, scenarios[layout], "colocated", None, opts, chosen, keeps, served or None,
+                design_rps, peak, headroom, tuple(reasons), layout == own, own, skipped)
+    return replace(z, users=users, design_users=design, binding_promise=str(opts["binding"][chosen]),
+                   users_per_replica=float(opts["users_per_replica"][chosen]) if keeps else None,
+                   replica_users=float(opts["replica_users"][chosen]))
 
 
 def _cost_key(opts: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -84,9 +84,10 @@ PATHS: dict[str, str] = {f"{sec}.{key}": flat for flat, (sec, key) in INPUT_PATH
 #: Flat inputs that are whole numbers.
 INTEGER_INPUTS = {"layers", "kv_heads", "head_dim", "gpu_count", "block_size", "max_model_len", "max_num_seqs",
                   "prompt_tokens", "output_tokens", "shared_prefix_tokens", "experts", "experts_per_token",
-                  "pipeline_parallel", "replicas"}
+                  "pipeline_parallel", "replicas", "concurrency"}
 #: Results that are whole counts by construction (floors and ceilings of blocks and requests): int64 columns.
-INTEGER_RESULTS = {k for k, (unit, _) in RESULTS.items() if unit in ("blocks", "requests") and k != "goodput_in_flight"}
+INTEGER_RESULTS = {k for k, (unit, _) in RESULTS.items() if unit in ("blocks", "requests")
+                   and k not in ("goodput_in_flight", "closed_loop_batch")}  # Little's law: averages, not counts
 _KIND = {unit: kind for kind, unit in BASE_UNIT.items()}
 
 

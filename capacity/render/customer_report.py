@@ -125,11 +125,13 @@ def build(results: Results, target_rps: float | None = None, peak_factor: float 
     if found.load_rps:  # other layouts and GPU types may serve the load even where this one does not
         mapping = scenario_mapping(results.scenario)
         plan = {"peak_factor": sizing.peak_factor, "headroom": sizing.headroom}
-        own = fleet_options(mapping, target=found.load_rps, tensor_parallel=tps, modes=modes, **plan)
+        # A closed loop compares the fleets for its users; an open one for its arrival rate.
+        load = {"users": sizing.users} if sizing.users else {"target": found.load_rps}
+        own = fleet_options(mapping, tensor_parallel=tps, modes=modes, **load, **plan)
         own["gpu"] = display_name("gpu", results.scenario.gpu.name) + " (this scenario)"
         names = [name for name in (catalog.customer_gpus() if compare_gpus is None else compare_gpus)
                  if name != results.scenario.gpu.name]
-        others = fleet_options(mapping, target=found.load_rps, gpus=names, **plan) if names else None
+        others = fleet_options(mapping, gpus=names, **load, **plan) if names else None
         import pandas as pd
 
         table = pd.concat([own, others], ignore_index=True) if others is not None else own
@@ -277,7 +279,9 @@ def _cards(cr: CustomerReport) -> str:
     if a.fleet is not None:
         cards += [("GPUs", num("fleet:gpus", a.fleet.gpus, f"{a.fleet.gpus:,}")),
                   ("replicas", num("fleet:replicas", a.fleet.replicas, f"{a.fleet.replicas:,}")),
-                  ("load", num("fleet:load_rps", a.load_rps, f"{a.load_rps:,.3g} req/s"))]
+                  ("load", num("fleet:users", a.sizing.users, f"{a.sizing.users:,.0f} concurrent users")
+                   if a.sizing is not None and a.sizing.users else
+                   num("fleet:load_rps", a.load_rps, f"{a.load_rps:,.3g} req/s"))]
     if a.cost_per_hour is not None:
         cards += [("per hour", num("fleet:cost_per_hour", a.cost_per_hour, _money(a.cost_per_hour))),
                   ("per month", num("fleet:cost_per_month", a.cost_per_month, _money(a.cost_per_month, 0)))]
@@ -573,7 +577,11 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
                           for what, where in sources(r))
     model, gpu = display_name("model", s.model.name), display_name("gpu", s.gpu.name)
     z = a.sizing
-    design = (f"<p>Sized for {num('fleet:design_load_rps', a.fleet.design_load_rps, f'{a.fleet.design_load_rps:,.3g}')}"
+    design = (f"<p>Sized for {num('fleet:design_users', z.design_users, f'{z.design_users:,.0f}')} concurrent "
+              f"users (peak factor {z.peak_factor:g}, headroom {z.headroom:.0%}), {z.users_per_replica:,.3g} users "
+              f"in flight per replica, {a.fleet.load_per_replica_rps:,.3g} requests/s each.</p>"
+              if a.fleet is not None and z.users else
+              f"<p>Sized for {num('fleet:design_load_rps', a.fleet.design_load_rps, f'{a.fleet.design_load_rps:,.3g}')}"
               f" requests/s (peak factor {z.peak_factor:g}, headroom {z.headroom:.0%}), "
               f"{a.fleet.load_per_replica_rps:,.3g} requests/s per replica.</p>"
               if a.fleet is not None else "")

@@ -53,6 +53,8 @@ SECTIONS: dict[str, list[str]] = {
                 "goodput_in_flight", "tpot_at_goodput_s", "ttft_at_goodput_s", "capacity_given_up",
                 "output_tokens_per_s_at_goodput"],
     "Load": ["load_fraction", "tpot_at_load_s", "ttft_at_load_s"],
+    "Closed loop": ["closed_loop_throughput_rps", "closed_loop_tokens_per_s", "closed_loop_load_fraction",
+                    "closed_loop_batch", "closed_loop_tpot_s", "closed_loop_ttft_s", "closed_loop_slot_wait_s"],
     "Cost": ["cost_per_million_tokens", "cost_per_million_tokens_at_ceiling"],
 }
 

@@ -86,6 +86,7 @@ INPUT_PATHS: dict[str, tuple[str, str]] = {
     "max_num_seqs": ("serving", "max_num_seqs"), "prompt_tokens": ("workload", "prompt_tokens"),
     "output_tokens": ("workload", "output_tokens"), "shared_prefix_tokens": ("workload", "shared_prefix_tokens"),
     "arrival_rate": ("workload", "arrival_rate"), "tpot_slo_s": ("slo", "tpot"), "ttft_slo_s": ("slo", "ttft"),
+    "concurrency": ("workload", "concurrency"), "think_time_s": ("workload", "think_time"),
     "sliding_window": ("model", "sliding_window"), "experts": ("model", "num_experts"),
     "experts_per_token": ("model", "experts_per_token"), "active_params": ("model", "active_params"),
     "hidden_size": ("model", "hidden_size"), "interconnect_bandwidth": ("gpu", "interconnect_bandwidth"),
@@ -109,7 +110,8 @@ def unset_inputs(scenario: Scenario) -> set[str]:
     """Inputs the scenario leaves unset: non-finite in the library (inf: no limit, NaN: no value) and an arrival
     rate of 0. Every export writes them blank; the workbook's formulas read a blank cell the same way."""
     unset = {key for key, value in flat_inputs(scenario).items() if not math.isfinite(value)}
-    return unset | ({"arrival_rate"} if not scenario.workload.arrival_rate else set())
+    return (unset | ({"arrival_rate"} if not scenario.workload.arrival_rate else set())
+            | ({"concurrency", "think_time_s"} if not scenario.workload.concurrency else set()))
 
 
 #: Section of the inputs derived from several scenario keys (MLA latent, share of local layers), for their source.

@@ -14,6 +14,7 @@ Layout: ``config`` (the simulation block), ``workloads`` (arrivals and lengths),
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,8 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     engine.alloc.check()
     if engine.alloc.used:
         raise RuntimeError(f"{engine.alloc.used} KV blocks still held after every request left")
+    if engine.closed:  # the arrivals the clients made (the table's are placeholders)
+        table = replace(table, arrival_s=np.asarray(engine.arrival, dtype=float))
     if times_only:
         return request_times(engine, table), engine.event_loop
     return books(engine, table, config)

@@ -155,6 +155,8 @@ def unsupported(e: Engine) -> str | None:
         return why
     if e.slots >= 1 << 62:
         return "slots beyond int64"
+    if e.closed:
+        return "a closed loop (arrivals follow answers)"
     return None
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 POLICIES = ("static", "continuous")
 COST_MODELS = ("teaching", "roofline")
-ARRIVALS = ("poisson", "fixed", "gamma", "on_off", "instant", "trace")
+ARRIVALS = ("poisson", "fixed", "gamma", "on_off", "instant", "trace", "closed")
 KV_ALLOCATIONS = ("on_demand", "reserve")
 ROUTERS = ("round_robin", "random", "prefix_affinity")
 
@@ -96,6 +96,9 @@ class SimulationConfig:
     cpu_offload_bytes: float = 0.0  # KV offload: CPU memory per GPU for evicted prefix blocks [B]; 0: none
     offload_bandwidth: float = 0.0  # host link the blocks load back over [B/s] (allocator.py, offload.py)
     prefill_replicas: int = 0  # separate pools: prefill-only replicas before the ``replicas`` decode ones (pools.py)
+    concurrency: int = 0  # closed loop (``arrival: closed``): clients in flight, each waits for its answer; 0: open
+    client_think_s: float = 0.0  # closed loop: a client's mean pause between an answer and its next request [s]
+    client_think: str = "exponential"  # closed loop: think times exponential of that mean, or "fixed"
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -219,6 +222,9 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "cpu_offload": (_quantity("bytes"), "cpu_offload_bytes"),
     "offload_bandwidth": (_quantity("bandwidth"), "offload_bandwidth"),
     "prefill_replicas": (_count, "prefill_replicas"),
+    "concurrency": (positive_int, "concurrency"),
+    "client_think_time": (_time, "client_think_s"),
+    "client_think": (_choice(("exponential", "fixed")), "client_think"),
 }
 
 
@@ -259,7 +265,15 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
     values.setdefault("shared_prefix_tokens", w.shared_prefix_tokens)  # capped at each request's prompt
     if s.max_num_seqs is not None:
         values.setdefault("max_num_seqs", s.max_num_seqs)
+    if values.get("concurrency") and "arrival" not in values:
+        values["arrival"] = "closed"
+    if values.get("arrival") is None and not w.arrival_rate and w.concurrency:  # the workload's closed loop
+        values["arrival"] = "closed"
     arrival = values.get("arrival", "poisson")
+    if arrival == "closed":
+        values.setdefault("concurrency", w.concurrency or 0)
+        values.setdefault("client_think_s", float(w.think_time_s))
+        problems += closed_loop_problems(values)
     if "rate" not in values and w.arrival_rate:
         values["rate"] = float(w.arrival_rate)
     if arrival in ("poisson", "fixed", "gamma", "on_off") and not values.get("rate"):
@@ -314,6 +328,21 @@ def pool_problems(values: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def closed_loop_problems(values: Mapping[str, Any]) -> list[str]:
+    """What a closed loop (``arrival: closed``: ``concurrency`` clients, each sending its next request
+    ``client_think_time`` after its answer) cannot be simulated with."""
+    if not values.get("concurrency"):
+        return ["simulation.concurrency is missing: arrival 'closed' needs the number of clients in flight "
+                "(or set workload.concurrency)"]
+    refused = [(values.get("policy", "continuous") != "continuous", "policy static"),
+               (values.get("replicas", 1) > 1, "replicas (give each replica its own clients: concurrency per replica)"),
+               (bool(values.get("prefill_replicas")), "prefill_replicas"),
+               (values.get("turns", 1) > 1, "multi-turn sessions (turns)"),
+               (bool(values.get("retries")), "retries")]
+    return [f"simulation.arrival 'closed' (a closed loop) cannot be simulated with {what}"
+            for bad, what in refused if bad]
+
+
 def compiled_loop_problem(policy: str, record_tokens: bool, cost: CostModel) -> str | None:
     """Why the compiled event loop (``compiled.py``) cannot run a simulation with these settings (None: it can).
 
@@ -336,7 +365,7 @@ def compiled_loop_runs(values: Mapping[str, Any], scenario: Scenario) -> bool:
     supports the settings (``compiled_loop_problem``)."""
     from capacity.simulator.scheduler import compiled_loop_loaded
 
-    if not compiled_loop_loaded():
+    if not compiled_loop_loaded() or values.get("arrival") == "closed":  # a closed loop runs in Python
         return False
     from capacity.simulator.cost_models import cost_model_for
 

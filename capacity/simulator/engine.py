@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from array import array
 
 import numpy as np
@@ -43,6 +44,20 @@ class Engine:
         self.n = n
         self.table = table  # the request arrays, as numpy (the compiled loop reads them without the lists below)
         self.arrival = table.arrival_s.tolist()
+        # Closed loop (``concurrency`` clients): request i is sent when a client is free, so its arrival is known
+        # only then. The first ``concurrency`` go at t = 0; a freed client's next send time goes on the heap
+        # ``ready``; ``arrival[committed]`` mirrors the heap's earliest (it may still move earlier), later entries
+        # are inf. ``next_issue``: the first request with no send time yet (every request in an open loop).
+        self.closed = config.arrival == "closed"
+        self.next_issue = n
+        if self.closed:
+            self.committed = self.next_issue = min(config.concurrency, n)
+            self.arrival = [0.0] * self.next_issue + [math.inf] * (n - self.next_issue)
+            self.ready: list[float] = []
+            rng = random.Random(config.seed)
+            mean = config.client_think_s
+            self.think = (lambda: rng.expovariate(1.0 / mean)) if mean > 0 and config.client_think == "exponential" \
+                else (lambda: mean)
         self.prompt = table.prompt_tokens.tolist()
         self.output = table.output_tokens.tolist()
         self.prefix_id = table.prefix_id.tolist()
@@ -115,7 +130,10 @@ class Engine:
         i, n, now, queue, reject = self.next_arrival, self.n, self.now, self.queue, self.reject_at_arrival
         prompt, output, prefix_id, prefix_blocks, priority = (self.prompt, self.output, self.prefix_id,
                                                               self.prefix_blocks, self.priority)
+        closed = self.closed
         while i < n and arrival[i] <= now:
+            if closed and i >= self.committed:
+                self._sent()
             why = reject.get(i) if reject else None
             if why is None and limit_n is not None and len(queue) >= limit_n:
                 why = f"queue full ({limit_n} requests waiting; max_queued_requests)"
@@ -124,6 +142,8 @@ class Engine:
             if why is not None:
                 self.reason[i] = why
                 i += 1
+                if self.closed:
+                    self.client_free(now)
                 continue
             p = priority[i]
             heapq.heappush(queue, (p, i, Request(i, arrival[i], prompt[i], output[i], prefix_id[i], prefix_blocks[i],
@@ -135,6 +155,25 @@ class Engine:
     def enqueue(self, r: Request) -> None:
         heapq.heappush(self.queue, (r.priority, r.rid, r))
         self.queued_tokens += r.prompt_tokens
+
+    def client_free(self, now: float) -> None:
+        """Closed loop: a client got its answer (or a refusal) at ``now``; it sends its next request a think time
+        later (``client_think``: exponential of mean ``client_think_time``, or that time exactly)."""
+        ready = self.ready
+        heapq.heappush(ready, now + self.think())
+        j = self.committed
+        if j < self.n:
+            self.arrival[j] = ready[0]
+            self.next_issue = j + 1
+
+    def _sent(self) -> None:
+        """Closed loop: request ``committed`` arrived: its send time leaves the heap; the next takes the earliest."""
+        ready = self.ready
+        heapq.heappop(ready)
+        self.committed = j = self.committed + 1
+        if ready and j < self.n:
+            self.arrival[j] = ready[0]
+            self.next_issue = j + 1
 
     def time_of_next_arrival(self) -> float:
         return self.arrival[self.next_arrival] if self.next_arrival < self.n else math.inf
@@ -226,6 +265,8 @@ class Engine:
             self.close_segment(r)
             self.release(r)
             self.complete(r)
+            if self.closed:
+                self.client_free(now)
             return
         step = self.step
         r.growth_c = c = r.prompt_tokens + generated - step
@@ -290,6 +331,8 @@ class Engine:
             self.finish[rid] = now
             if r.preemptions:
                 self.complete(r)
+            if self.closed:
+                self.client_free(now)
         self.ctx_const = ctx_const
 
     def next_finish_step(self) -> int:

@@ -194,7 +194,7 @@ def _run_unchunked(e: Engine) -> None:
             batch = len(decoding)
             context = e.ctx_const + batch * step
             now = e.now
-            if batch + len(prefilling) < slots and e.next_arrival < n:
+            if batch + len(prefilling) < slots and e.next_arrival < e.next_issue:
                 until = steps_to_reach(batch, context, arrival[e.next_arrival] - now)
                 if until < k:
                     k = until
@@ -237,7 +237,7 @@ def _window(e: Engine) -> bool:
         return False
     top = e.finish_heap[0]
     k = (top[0] if top[2] == top[3].epoch and top[3].rid in e.decoding else e.next_finish_step()) - e.step
-    if not e.queue and len(e.decoding) + len(e.prefilling) < e.slots and e.next_arrival < e.n:
+    if not e.queue and len(e.decoding) + len(e.prefilling) < e.slots and e.next_arrival < e.next_issue:
         batch = len(e.decoding)
         until = e.cost.steps_to_reach(batch, e.ctx_const + batch * e.step, e.arrival[e.next_arrival] - e.now)
         if until < k:

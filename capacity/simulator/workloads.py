@@ -8,6 +8,9 @@ Arrival processes (the first request arrives at t = 0; rate λ in requests/s):
   (shape ``1/cv²``; cv = 1 is Poisson, larger is burstier).
 * ``on_off``: Poisson at λ during ``on`` seconds, then ``off`` seconds of silence.
 * ``instant``: every request at t = 0 (a flood, to measure saturated throughput).
+* ``closed``: a closed loop of ``concurrency`` clients; each sends its next request ``client_think_time`` after
+  its previous one finished (or was refused), the first ones at t = 0 (``vllm bench serve --max-concurrency``).
+  The arrivals are made by the engine as answers come (``Engine.client_free``), not drawn here.
 * ``trace``: a CSV or JSONL file with ``arrival_s, prompt_tokens, output_tokens`` and
   optional ``prefix_id, prefix_tokens, priority`` per request.
 
@@ -73,7 +76,7 @@ class RequestTable:
 def arrival_times(kind: str, n: int, rate: float, rng: np.random.Generator, burstiness: float = 2.0,
                   on_s: float = 1.0, off_s: float = 0.0) -> np.ndarray:
     """Arrival times [s] of ``n`` requests, the first at 0."""
-    if kind == "instant" or n == 0:
+    if kind in ("instant", "closed") or n == 0:  # closed: placeholders, the clients set them (``Engine.client_free``)
         return np.zeros(n)
     if kind == "fixed":
         return np.arange(n) / rate

@@ -69,6 +69,7 @@ def commands(path: str, bench: str) -> dict[str, list[str]]:
         "curve": ["curve", path, "--kind", "classes", "--format", "json"],
         "report": ["report", path],
         "flags": ["flags", path, "--engine", "all", "--format", "json"],
+        "autoscale": ["autoscale", path, "--profile", "2,2", "--step", "1 min"],  # a short day: bounded work
     }
 
 
@@ -130,7 +131,8 @@ def _files(tmp: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "curve", "search", "report", "flags"]
+SUBCOMMANDS = ["evaluate", "simulate", "sweep", "fleet", "calibrate", "curve", "search", "report", "flags",
+               "autoscale"]
 
 
 def test_the_suite_covers_every_subcommand():

@@ -269,3 +269,20 @@ def test_default_profile_path_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("CAPACITY_PROFILES", str(tmp_path / "x.yaml"))
     assert default_path() == tmp_path / "x.yaml"
     assert math.isfinite(TRUE.step_overhead_s)
+
+
+def test_ttft_at_any_concurrency_is_the_closed_loop_and_fits_back():
+    """TTFT rows at C users in flight (vllm bench serve --max-concurrency) are predicted as the library's closed loop
+    (``closed_loop_ttft_s``); a file of them, with decode steps, fits back the true factors."""
+    points = []
+    for users in (8, 64, 400):  # 400 llama-3.1-8b users exceed what runs at once: a slot wait
+        truth = Scenario.from_dict({**mapping(LLAMA_8B, factors=TRUE), "workload": {
+            "prompt_tokens": 1024, "output_tokens": 256, "concurrency": users}}).evaluate()
+        plain = Scenario.from_dict(mapping(LLAMA_8B))
+        points.append(Observation(plain, "ttft_s", truth["closed_loop_ttft_s"], concurrency=users))
+        assert predict(points[-1], TRUE) == pytest.approx(truth["closed_loop_ttft_s"], rel=1e-9)
+    assert points[-1].value > 1.0 > points[0].value  # the queue at 400 users, none at 8
+    fit = fit_factors(points + [o for o in measured(LLAMA_8B, rate=None, offline=False)])
+    assert fit.converged and fit.mape < 1e-4
+    assert fit.factors.bandwidth_efficiency == pytest.approx(0.72, rel=1e-4)
+    assert fit.factors.step_overhead_s == pytest.approx(0.004, rel=1e-3)

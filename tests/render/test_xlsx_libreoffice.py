@@ -277,3 +277,30 @@ def test_untouched_workbook_summary_matches_the_library(recalculated):
     assert cells["fleet_cost_per_month"].value == pytest.approx(fleet.cost_per_hour * 730, rel=1e-12)
     report, path = recalculated["essay-001-sale-day"]  # no arrival rate: no fleet
     assert named_cells(openpyxl.load_workbook(path, data_only=True))["fleet_replicas"].value == "#N/A"
+
+
+def test_the_answer_sentence_is_recomputed_from_its_cells_after_an_edit(tmp_path, profile):
+    """Issue 30: where the live fleet is the answer (the scenario's own layout, colocated, mean promises), the
+    Summary's sentence is a formula of the cells: after the load is edited, LibreOffice rewrites it with the new
+    fleet. As written, its cached text is the same sentence the library gives."""
+    from capacity import Scenario
+    from capacity.planning.fleet import fleet_for_load
+
+    data = {"model": "llama-3.1-8b", "gpu": {"name": "h100-sxm", "count": 1},
+            "workload": {"prompt_tokens": 1200, "output_tokens": 250, "arrival_rate": 10},
+            "slo": {"tpot": "50 ms"}, "fleet": {"modes": ["colocated"], "tensor_parallel": [1]}}
+    report = report_for(Scenario.from_dict(data).evaluate())
+    wb = openpyxl.load_workbook(io.BytesIO(workbook_bytes(report)))
+    written = wb["Summary"]["A5"].value
+    assert str(written).startswith("=IF(ISNUMBER(fleet_replicas)")
+    named_cells(wb)["arrival_rate"].value = 100.0
+    path = tmp_path / "sentence.xlsx"
+    wb.save(path)
+    out = recalculate([path], tmp_path / "out", profile)[path.name]
+    sentence = openpyxl.load_workbook(out, data_only=True)["Summary"]["A5"].value
+    edited = Scenario.from_dict({**data, "workload": {**data["workload"], "arrival_rate": 100.0}}).evaluate()
+    fleet = fleet_for_load(edited, 100.0)
+    assert sentence.startswith("To serve 100.00 requests/s of 1,200-token prompts and 250-token answers")
+    assert f"you need {fleet.gpus:,} x h100-sxm ({fleet.replicas:,} replicas of 1 GPU)" in sentence
+    assert f"${fleet.cost_per_hour:,.2f}/hour (${fleet.cost_per_hour * 730:,.0f}/month)" in sentence
+    assert f"up to {edited['goodput_rps']:,.2f} requests/s." in sentence

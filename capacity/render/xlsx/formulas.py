@@ -453,6 +453,13 @@ FORMULAS: dict[str, str] = {
 }
 
 
+#: Results the workbook writes as the library's values, labelled so (``writer.NO_FORMULA``), by design: the closed
+#: loop (``analysis.closed_loop``) is a root solve whose every evaluation is the model at a load, MoE's included, which
+#: the Solver sheet's unrolled iterations do not nest. Editing inputs leaves these cells as they were.
+LIBRARY_VALUES = frozenset(key for key in RESULTS if key.startswith("closed_loop_"))
+
+
 def missing_formulas() -> list[str]:
-    """Result keys with no spreadsheet formula (empty when the workbook expresses every result)."""
-    return [key for key in RESULTS if key not in FORMULAS]
+    """Result keys with no spreadsheet formula that should have one (empty when the workbook expresses every result
+    but ``LIBRARY_VALUES``)."""
+    return [key for key in RESULTS if key not in FORMULAS and key not in LIBRARY_VALUES]

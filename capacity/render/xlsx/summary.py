@@ -62,8 +62,10 @@ FLEET = {
 }
 
 
-def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, values: dict[str, Value | bool]) -> None:
-    """The first sheet: title, the one-sentence answer (as of the report date), key numbers and the fleet."""
+def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, values: dict[str, Value | bool],
+                        unexpressed: list[str] = ()) -> None:
+    """The first sheet: title, the one-sentence answer (as of the report date), key numbers and the fleet.
+    ``unexpressed``: what the formulas cannot express (``writer.unexpressed``); the sheet says it first."""
     from capacity.render.xlsx.writer import human_value, to_human_formula
 
     ws = wb.add_worksheet("Summary", worksheet_class=Worksheet)
@@ -74,10 +76,26 @@ def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, val
     binary = report.scenario.units == "GiB"
     answer = fleet_answer(report.results)  # the one answer (report.sizing's, recomputed the same way)
     ws.write_string(0, 0, f"Sizing summary: {report.name}", f.title)
-    ws.write_string(1, 0, f"capacity {report.tool_version}, {report.date}; edit the yellow cells on the Inputs sheet "
-                          "(human units) and every number below recomputes.")
-    ws.write_string(3, 0, "The answer (as of the report date)", f.section)
-    ws.merge_range(4, 0, 4, 3, answer.sentence, f.wrap)
+    if unexpressed:
+        ws.write_string(1, 0, f"capacity {report.tool_version}, {report.date}. The workbook cannot express "
+                              f"{'; '.join(unexpressed)}: every result is the library's value, not a formula, and "
+                              "editing an input changes none of them.", f.wrap)
+    else:
+        ws.write_string(1, 0, f"capacity {report.tool_version}, {report.date}; edit the yellow cells on the Inputs "
+                              "sheet (human units) and every number below recomputes.")
+    sizing = answer.sizing
+    live = sizing.stated_layout and sizing.mode == "colocated" and sizing.goodput_basis == "mean" and not (
+        report.scenario.raw or {}).get("workloads") and sizing.peak_factor == 1 and sizing.headroom == 0 and (
+        not unexpressed)
+    if live:  # the answer is the live cells' own: its sentence is a formula of them, so an edit rewrites it
+        ws.write_string(3, 0, "The answer (recomputed from the cells below)", f.section)
+        formula, text = live_sentence(report)
+        ws.merge_range(4, 0, 4, 3, "", f.wrap)
+        ws.write_formula(4, 0, formula, f.wrap, text)
+    else:
+        ws.write_string(3, 0, "The answer (as of the report date: the workbook cannot recompute it, see below)",
+                        f.section)
+        ws.merge_range(4, 0, 4, 3, answer.sentence, f.wrap)
     ws.set_row(4, 48)
     ws.write_string(6, 0, "Key numbers", f.section)
     ws.write_string(6, 1, "value", f.header)
@@ -96,7 +114,6 @@ def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, val
         ws.write_string(row, 3, key)
         row += 1
     row += 1
-    sizing = answer.sizing
     ws.write_string(row, 0, "The answer's fleet (the library's sizing, as of the report date)", f.section)
     row += 1
     for label, key in ANSWER_ROWS:
@@ -115,8 +132,6 @@ def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, val
         ws.write_string(row, 2, unit)
         ws.write_string(row, 3, key)
         row += 1
-    live = sizing.stated_layout and sizing.mode == "colocated" and sizing.goodput_basis == "mean" and not (
-        report.scenario.raw or {}).get("workloads") and sizing.peak_factor == 1 and sizing.headroom == 0
     ws.merge_range(row, 0, row, 3, "The live formulas below size the scenario's own layout, colocated, on the "
                    "mean-based goodput, and equal the answer above. " if live else
                    "The workbook cannot express this answer (" + _why_not_live(sizing) + "): the rows above are the "
@@ -138,6 +153,44 @@ def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, val
         wb.define_name(name, f"=Summary!$B${row + 1}")
         row += 1
     ws.activate()
+
+
+def live_sentence(report: Report) -> tuple[str, str]:
+    """The answer's sentence as an Excel formula of the live cells (load, shape, fleet, cost, one replica's goodput)
+    and its value as the workbook is written (the same words, Excel's TEXT formats as Python's: "#,##0.00" ->
+    ``{:,.2f}``, "#,##0" -> ``{:,.0f}``). Used where the live fleet is the answer (``write_summary_sheet``)."""
+    s = report.scenario
+    gpu, per_replica = s.gpu.name, s.gpu.gpus_per_replica
+
+    def fmt(x: float, digits: int) -> str:
+        return f"{x:,.{digits}f}"
+
+    goodput = float(report.results["goodput_rps"])
+    replicas_text = '&IF(fleet_replicas=1," replica"," replicas")'
+    loaded = ('"To serve "&TEXT(arrival_rate,"#,##0.00")&" requests/s of "&TEXT(prompt_tokens,"#,##0")&"-token '
+              'prompts and "&TEXT(output_tokens,"#,##0")&"-token answers, you need "&TEXT(fleet_gpus,"#,##0")&'
+              f'" x {gpu} ("&TEXT(fleet_replicas,"#,##0"){replicas_text}&" of {per_replica} GPU'
+              f'{"" if per_replica == 1 else "s"})"&IF(ISNUMBER(fleet_cost_per_hour)," at about $"&'
+              'TEXT(fleet_cost_per_hour,"#,##0.00")&"/hour ($"&TEXT(fleet_cost_per_month,"#,##0")&"/month)","")&'
+              '"; one replica keeps the promises up to "&TEXT(goodput_rps,"#,##0.00")&" requests/s."')
+    unloaded = (f'"One replica of {per_replica} x {gpu} keeps the promises up to "&TEXT(goodput_rps,"#,##0.00")&'
+                '" requests/s; enter an arrival rate on the Inputs sheet to size the fleet."')
+    formula = f"=IF(ISNUMBER(fleet_replicas),{loaded},{unloaded})"
+    load = s.workload.arrival_rate
+    answer = fleet_answer(report.results)
+    fleet = answer.fleet
+    if load and fleet is not None and goodput > 0:
+        cost = (f" at about ${fmt(answer.cost_per_hour, 2)}/hour (${fmt(answer.cost_per_month, 0)}/month)"
+                if answer.cost_per_hour is not None else "")
+        text = (f"To serve {fmt(load, 2)} requests/s of {fmt(s.workload.prompt_tokens, 0)}-token prompts and "
+                f"{fmt(s.workload.output_tokens, 0)}-token answers, you need {fmt(fleet.gpus, 0)} x {gpu} "
+                f"({fmt(fleet.replicas, 0)} replica{'' if fleet.replicas == 1 else 's'} of {per_replica} GPU"
+                f"{'' if per_replica == 1 else 's'}){cost}; one replica keeps the promises up to "
+                f"{fmt(goodput, 2)} requests/s.")
+    else:
+        text = (f"One replica of {per_replica} x {gpu} keeps the promises up to {fmt(goodput, 2)} requests/s; enter "
+                "an arrival rate on the Inputs sheet to size the fleet.")
+    return formula, text
 
 
 def _why_not_live(sizing: Sizing) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xlsxwriter
@@ -171,7 +172,30 @@ def human_value(value: object, key: str, unit: str, binary: bool) -> object:
     return number * round(1 / factor) if factor < 1 else number / factor
 
 
-def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, Value | bool], binary: bool) -> None:
+def unexpressed(scenario: Any) -> list[str]:
+    """What of the scenario the workbook's formulas cannot express, in words; empty where they express it all.
+
+    The formulas compose one replica of tensor (and pipeline) parallel GPUs; the MoE layouts of issue 29 (attention
+    data parallel ranks, experts spread over expert-parallel ranks, a MoE tensor-parallel size of their own, an
+    expert load imbalance) change the weights per GPU and add an all-to-all the formulas do not hold. Where any is
+    used, every result is written as the library's value and the workbook says so (never a different number).
+    """
+    g = scenario.gpu
+    serving = (scenario.raw or {}).get("serving") or {}
+    reasons = []
+    if getattr(g, "attention_data_parallel", 1) != 1:
+        reasons.append(f"attention data parallel ({g.attention_data_parallel} ranks)")
+    if getattr(g, "expert_parallel", 1) != 1:
+        reasons.append(f"expert parallel ({g.expert_parallel} ranks)")
+    if isinstance(serving, dict) and serving.get("moe_tensor_parallel") not in (None, g.count):
+        reasons.append(f"a MoE tensor-parallel size of its own ({serving['moe_tensor_parallel']})")
+    if getattr(g, "expert_load_imbalance", 1.0) != 1.0:
+        reasons.append(f"an expert load imbalance of {g.expert_load_imbalance:g}")
+    return reasons
+
+
+def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, Value | bool], binary: bool,
+                         formulas: bool = True) -> None:
     ws = wb.add_worksheet("Results", worksheet_class=Worksheet)
     header(ws, f, (("quantity", 34), ("value", 20), ("unit", 12), ("meaning", 70), ("in human units", 16),
                    ("unit", 10)))
@@ -183,7 +207,7 @@ def _write_results_sheet(wb: xlsxwriter.Workbook, f: Formats, values: dict[str, 
         for key in keys:
             unit, meaning = RESULTS.get(key) or INTERMEDIATES.get(key) or WORKBOOK_INTERMEDIATES[key]
             ws.write_string(row, 0, key)
-            if key in FORMULAS:
+            if formulas and key in FORMULAS:
                 ws.write_formula(row, 1, "=" + FORMULAS[key], f.count if is_count(key, unit) else f.value,
                                  cached(values.get(key)))
             else:  # no formula expresses it: the library's value, said to be one (never a different number)
@@ -255,10 +279,11 @@ def workbook_bytes(report: Report) -> bytes:
     intermediates, traces = library_run(report)
     values: dict[str, Value | bool] = {**{q.key: q.value for q in report.outputs}, **intermediates}
     binary = report.scenario.units == "GiB"
-    write_summary_sheet(wb, formats, report, values)
+    reasons = unexpressed(report.scenario)
+    write_summary_sheet(wb, formats, report, values, reasons)
     _write_report_sheet(wb, formats, report)
     _write_inputs_sheet(wb, formats, report)
-    _write_results_sheet(wb, formats, values, binary)
+    _write_results_sheet(wb, formats, values, binary, formulas=not reasons)
     write_solver_sheet(wb, formats, traces, values)
     from capacity.model.percentiles import sized_per_class
 
