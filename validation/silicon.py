@@ -12,9 +12,9 @@ becomes expressible by itself once the planner takes its layout.
 
 How each metric is predicted (``capacity.planning.calibration``, the library's own step model):
 
-* aggregated row at concurrency C: TPOT at the closed-loop batch ``b = min(C, B_max)`` (the running batch the row
-  states; ``calibration._terms_for``), TTFT at C = 1 (one prefill); TTFT at C > 1 needs the queue of a closed
-  loop, which the planner does not model yet: not expressible.
+* aggregated row at concurrency C: TPOT at the closed-loop batch ``b = min(C, B_max)`` with the others' prompt
+  chunks fused into the steps (``calibration._terms_for``; ``--tpot-model library``: the analytic closed loop's
+  ``closed_loop_tpot_s``), TTFT one prefill at C = 1 and the closed loop's ``closed_loop_ttft_s`` above.
 * disaggregated row: TPOT is the decode pool's step at ``decode_batch_size`` on ``decode_tp_size`` GPUs (the
   prefills run on other GPUs); TTFT (prefill pool + KV transfer + queue) is not expressible.
 
@@ -32,7 +32,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -252,11 +252,10 @@ def make_row(raw: dict[str, Any]) -> Row:
         row.ttft_reason = "disaggregated: TTFT (prefill pool, KV transfer, queue) is not modelled per row"
     else:
         row.tpot_obs = Observation(scenario, "tpot_s", tpot, concurrency=batch, label=label)
-        if batch == 1:
-            row.ttft_obs = Observation(scenario, "ttft_s", float(raw["silicon_ttft_ms"]) * 1e-3, concurrency=1,
-                                       label=label)
-        else:
-            row.ttft_reason = "TTFT at concurrency > 1 needs the closed-loop queue (not modelled yet)"
+        # TTFT at C users in flight: one prefill at C = 1, the closed loop's wait for a slot and for the prefill
+        # above (analysis.closed_loop, through calibration's queued TTFT)
+        row.ttft_obs = Observation(scenario, "ttft_s", float(raw["silicon_ttft_ms"]) * 1e-3, concurrency=batch,
+                                   label=label)
     return row
 
 
@@ -308,6 +307,18 @@ def kept(rows: Sequence[Row]) -> list[Row]:
     return [r for r in rows if r.scenario is not None and not r.screened]
 
 
+#: How a closed-loop row's TPOT is predicted: "steps" (calibration's closed-loop terms: the running batch
+#: min(C, B_max) with the others' prompt chunks fused in) or "library" (the analytic closed loop's
+#: ``closed_loop_tpot_s`` at ``workload.concurrency = C``).
+TPOT_MODEL = ["steps"]
+
+
+def _library_closed_loop(obs: Observation) -> float:
+    s = obs.scenario
+    at = replace(s, workload=replace(s.workload, concurrency=int(obs.concurrency), arrival_rate=None))
+    return float(at.evaluate()["closed_loop_tpot_s"])
+
+
 def predict_defaults(rows: Sequence[Row]) -> None:
     """Each kept row with the planner's defaults for its engine (what a user gets)."""
     for row in kept(rows):
@@ -315,9 +326,14 @@ def predict_defaults(rows: Sequence[Row]) -> None:
             if obs is None:
                 continue
             try:
-                row.predicted[metric] = predict(obs, Factors.of(obs.scenario))
+                if metric == "tpot" and TPOT_MODEL[0] == "library" and obs.concurrency:
+                    row.predicted[metric] = _library_closed_loop(obs)
+                else:
+                    row.predicted[metric] = predict(obs, Factors.of(obs.scenario))
             except ScenarioError as exc:
                 row.ttft_reason = row.ttft_reason or str(exc)
+            if not math.isfinite(row.predicted.get(metric, 0.0)):
+                row.predicted.pop(metric)
 
 
 #: What a general rule is fitted per: ``engine``, ``family`` (GPU family), ``model_class`` (dense / MoE).
@@ -433,7 +449,8 @@ def summary(rows: Sequence[Row], markdown: bool = True) -> str:
     head = (f"**{n_expr} of {len(rows)} rows ({100 * n_expr / len(rows):.0f}%) are expressible** "
             f"({len({r.group for r in rows if r.scenario is not None})} of {len({r.group for r in rows})} groups); "
             f"the plausibility screen removes {screened}. TPOT over {n_tpot} rows: **{_pct(tpot)}%** with the engine "
-            f"defaults, **{_pct(tpot_logo)}% leave-one-group-out**; TTFT (concurrency 1 only) over {n_ttft} rows: "
+            f"defaults, **{_pct(tpot_logo)}% leave-one-group-out**; TTFT (one prefill at C = 1, the closed loop's wait "
+            f"above; aggregated rows) over {n_ttft} rows: "
             f"{_pct(ttft)}% / {_pct(ttft_logo)}%.")
     return "\n\n".join([head, _table(CLASS_HEADER, class_table(rows), markdown),
                         "Rows not scored, and why:", _table(["reason", "rows"], expressible_table(rows), markdown)])
@@ -500,7 +517,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="the factors the leave-one-group-out rules fit (comma-separated)")
     ap.add_argument("--rule-keys", default=",".join(RULE_KEYS),
                     help="what the general rules are fitted per (engine, family, model_class)")
+    ap.add_argument("--tpot-model", choices=("steps", "library"), default=TPOT_MODEL[0],
+                    help="closed-loop TPOT: calibration's step terms or the library's closed_loop_tpot_s")
     args = ap.parse_args(argv)
+    TPOT_MODEL[0] = args.tpot_model
     RULE_KEYS[:] = args.rule_keys.split(",") if isinstance(RULE_KEYS, list) else RULE_KEYS
     rows = run(args.file, fit=not args.no_fit, factors=tuple(args.factors.split(",")))
     if args.format == "json":
