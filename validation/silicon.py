@@ -360,7 +360,7 @@ def leave_one_group_out(rows: Sequence[Row], fitted: Sequence[str] = ("step_over
             train = [r for r in pool if r.group != g and r.engine == cls[0]]
         if not train:
             train = [r for r in pool if r.group != g]
-        obs = [r.tpot_obs for r in train] + [r.ttft_obs for r in train if r.ttft_obs is not None]
+        obs = [r.tpot_obs for r in train]  # rules fitted on TPOT (TTFT's closed-loop queue is re-evaluated per step)
         start = Factors.of(train[0].tpot_obs.scenario)
         try:
             fit = fit_factors(obs, start=start, fit=tuple(fitted))
