@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from app_views.context import Context
+from app_views.figures import Figures
 from app_views.text import plain
 from capacity.simulator.autoscale import Policy
 
@@ -145,7 +146,7 @@ def render(st_: Any, ctx: Context) -> dict[str, Any] | None:
         st_.error(plain(exc))
         return None
     s = plan["summary"]
-    m = st_.columns(4)
+    m = Figures(st_)
     m[0].metric("Answer", s["chosen_policy"] or "none keeps the promises")
     chosen = next((r for r in plan["rows"] if r["chosen"]), None)
     if chosen is not None and chosen.get("cost_per_month") is not None:
@@ -156,6 +157,7 @@ def render(st_: Any, ctx: Context) -> dict[str, Any] | None:
                     help=f"{split['reserved_replicas']} replicas reserved (the base the day never drops below)")
     m[3].metric("Peak fleet all day", f"${s['peak']['cost_per_month']:,.0f}" if s["peak"]["cost_per_month"]
                 is not None else f"{s['peak']['gpu_hours_per_day']:,.0f} GPU-h")
+    m.draw()
     st_.plotly_chart(day_chart(plan["timeline"], ctx.results.scenario.slo.ttft_s, f"The day under {plan['shown']}"),
                      width="stretch")
     st_.dataframe(table(plan["rows"]), hide_index=True, width="stretch")

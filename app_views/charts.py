@@ -163,4 +163,5 @@ def compare_chart(table: pd.DataFrame) -> dict:
              "name": "$ per M output tokens", "mode": "markers", "marker": {"size": 12}}]
     return _figure(data, "Same workload on each GPU and model", "", "requests/s",
                    yaxis2={"overlaying": "y", "side": "right", "title": {"text": "$ per M output tokens"},
-                           "tickprefix": "$", "rangemode": "tozero"}, yaxis={"title": {"text": "goodput (requests/s)"}})
+                           "rangemode": "tozero", **linear_ticks(ok["cost_per_million_tokens"], "money")},
+                   yaxis={"title": {"text": "goodput (requests/s)"}, **linear_ticks(ok["goodput_rps"], "rate")})

@@ -11,11 +11,13 @@ import streamlit as st
 
 from app_views import charts
 from app_views.context import Context
+from app_views.tables import fit_table
 from capacity.inputs import catalog
 from capacity.model.scenario import Scenario
 from capacity.planning.compare import cheaper_line, compare, compare_fleets
 from capacity.planning.sizing import MODE_WORDS
 from capacity.render.formatting import format_value
+from capacity.render.glossary import value_in_words
 
 #: Table columns shown, with headers in words and units.
 HEADERS = {"model": "model", "gpu": "GPU", "max_requests_shared_prefix": "requests that fit",
@@ -85,7 +87,7 @@ def render_fleets(st_: Any, ctx: Context) -> None:
         line = cheaper_line(table)
         st_.markdown(line if line else "The answer's choice is the cheapest of these GPU types that keeps the "
                      "promises.")
-    st_.dataframe(shown_fleets(table), hide_index=True, width="stretch")
+    fit_table(st_, shown_fleets(table))
     st_.caption("Each row: that GPU type's cheapest fleet for the entered load x peak factor with the headroom "
                 "(sidebar), over the layouts this sizing allows, at its catalog price (this sizing's GPU at this "
                 "sizing's price). Board power: GPUs x the catalog's board power, not hosts or cooling.")
@@ -105,7 +107,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
         out[key] = [f"{v:,.2f}" if isinstance(v, float) and v == v else "" for v in out[key]]
     for key in ("decode_step_s", "cost_per_million_tokens"):
         out[key] = [format_value(key, v) if isinstance(v, float) and v == v else "" for v in out[key]]
-    out["goodput_limit"] = out["goodput_limit"].fillna("")
+    out["goodput_limit"] = [value_in_words(v) for v in out["goodput_limit"].fillna("")]
     return out[list(HEADERS)].rename(columns=HEADERS)
 
 
@@ -119,6 +121,6 @@ def render(st_: Any, ctx: Context) -> None:
     table = compare_table(ctx.scenario_json, tuple(choices), tuple(model_choices))
     if len(table):
         st_.plotly_chart(charts.compare_chart(table), width="stretch")
-        st_.dataframe(shown_table(table), hide_index=True, width="stretch")
+        fit_table(st_, shown_table(table))
         st_.caption("Each catalog GPU brings its own peak figures, efficiencies and price; this sizing's tensor "
                     "parallel degree, dtypes, engine settings, workload and promises apply to every row.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app_views.context import Context
+from app_views.figures import Figures
 from app_views.text import plain
 from capacity.answers.sentence import answer, layout_words
 from capacity.render.formatting import format_value
@@ -17,7 +18,7 @@ def money(value: float | None, digits: int = 2) -> str:
 def render(st: Any, ctx: Context) -> None:
     r, z = ctx.results, ctx.sizing
     rep = z.replica
-    c = st.columns(4)
+    c = Figures(st)
     c[0].metric("$ per M output tokens at goodput", format_value("cost_per_million_tokens",
                                                                  rep["cost_per_million_tokens"]),
                 help="one replica of the layout chosen, running at its goodput")
@@ -25,17 +26,19 @@ def render(st: Any, ctx: Context) -> None:
                                                                  rep["cost_per_million_tokens_at_ceiling"]))
     c[2].metric("Output tokens/s at goodput", f"{rep['output_tokens_per_s_at_goodput']:,.0f} tokens/s")
     c[3].metric("Price per GPU-hour", money(z.price_per_gpu_hour), help=f"source: {z.price_source}")
+    c.draw()
     if not ctx.load_rps:
         st.info("Enter the load (requests/s) under Workload in the sidebar to size a fleet for it.")
         return
     if z.replicas is None:
         st.warning(plain(answer(z)))
         return
-    c = st.columns(4)
+    c = Figures(st)
     c[0].metric("Replicas for your load", f"{z.replicas:,}", help=f"{z.gpus:,} GPUs: {layout_words(z)}")
     c[1].metric("Fleet cost", f"{money(z.cost_per_hour)} / hour")
     c[2].metric("Fleet cost per month", money(z.cost_per_month, 0))
     c[3].metric("$ per M output tokens at your load", money(z.cost_per_million_tokens, 3))
+    c.draw()
     st.caption(f"Sized for {z.design_load_rps:,.2f} requests/s (the entered {z.load_rps:,.2f} x peak factor "
                f"{z.peak_factor:g}) with {z.headroom * 100:,.0f}% headroom: {z.load_per_replica_rps:,.2f} "
                f"requests/s per replica against a goodput of {z.replica_goodput_rps:,.2f}"

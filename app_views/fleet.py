@@ -15,6 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from app_views.context import Context
+from app_views.figures import Figures
+from app_views.tables import fit_table
 from app_views.text import plain
 from capacity.answers.sentence import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month
 from capacity.inputs import catalog
@@ -189,18 +191,18 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
     else:
         best = ok.iloc[0]
         layout = f"{best['gpu']} TP{int(best['tensor_parallel'])}, {best['mode']}"
-        m = st_.columns(4)
+        m = Figures(st_)
         m[0].metric("Cheapest that keeps the promises", f"{best['gpus']:,.0f} GPUs", help=layout)
         m[1].metric("Cost", f"${best['cost_per_hour']:,.2f} / hour")
         m[2].metric("Cost per month", f"${cost_per_month(best['cost_per_hour']):,.0f}")
         m[3].metric("$ per M output tokens at your load", _money(float(best["cost_per_million_tokens"]) if users
                                                                   else cost_per_million_output_tokens(
             best["cost_per_hour"], ctx.load_rps, output_tokens)))
+        m.draw()
         st_.caption(f"{layout}: TPOT {_time(best['tpot_at_design_s'])} and TTFT {_time(best['ttft_at_design_s'])} "
                     f"at the peak load, {best['load_per_replica_rps']:,.2f} requests/s per replica.")
         st_.plotly_chart(pareto_chart(table, results.scenario.slo.tpot_s), width="stretch")
-    st_.dataframe(ranked_table(table, None if users else ctx.load_rps, output_tokens), hide_index=True,
-                  width="stretch")
+    fit_table(st_, ranked_table(table, None if users else ctx.load_rps, output_tokens))
     for line in win_back_lines(results):
         st_.markdown(f"- {line}")
     entered = f"{users:,.0f} concurrent users" if users else f"{ctx.load_rps:,.2f} requests/s"

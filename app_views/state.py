@@ -714,8 +714,10 @@ def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[d
                 continue
             if key is not None:
                 section = doc.get(field.key) if isinstance(doc.get(field.key), dict) else {}
-                if section.get("name") != key:
-                    choose(doc, field.key, key, keep={"name"} if "name" in params else set())
+                if "name" in params:  # a link the app wrote carries the whole section (extra): keep it, name it
+                    doc[field.key] = {**section, "name": key}
+                elif section.get("name") != key:
+                    choose(doc, field.key, key, keep=set())
             continue
         if field.key in ("weight_dtype", "kv_dtype", "block_size"):
             allowed = {"weight_dtype": DTYPES, "kv_dtype": KV_DTYPES, "block_size": BLOCK_SIZES}[field.key]

@@ -18,6 +18,8 @@ import streamlit as st
 
 from app_views.charts import _figure
 from app_views.context import Context
+from app_views.figures import Figures
+from app_views.tables import fit_table
 from app_views.text import plain
 from capacity import Scenario
 from capacity.answers.guidance import inspect_first, queue_limits, ttft_target_s
@@ -25,6 +27,7 @@ from capacity.model.mix import mix_model
 from capacity.model.mix_curves import concurrency_curve, knee, load_curve
 from capacity.model.percentiles import sizing
 from capacity.planning.daily import DailyPlan, diurnal_rates, plan_scenario_day
+from capacity.render.ticks import linear_ticks
 
 #: Loads of the throughput-latency curve, as shares of the mix's ceiling (fewer than the library's default 32:
 #: each point solves every class's quantiles).
@@ -115,12 +118,13 @@ def concurrency_chart(curve: pd.DataFrame) -> dict:
 def knee_chart(curve: pd.DataFrame, at: pd.Series, classes: list[str]) -> dict:
     data = [{"type": "scatter", "mode": "lines", "name": f"{c} p99 TPOT", "x": curve["output_tokens_per_s"].tolist(),
              "y": (curve[f"{c}_p99_tpot_s"] * 1e3).tolist()} for c in classes]
-    data.append({"type": "scatter", "mode": "lines", "name": "mean end-to-end (s, right)", "line": {"dash": "dot"},
-                 "x": curve["output_tokens_per_s"].tolist(), "y": curve["mean_e2e_s"].tolist(), "yaxis": "y2"})
+    data.append({"type": "scatter", "mode": "lines", "name": "mean end-to-end (right axis)", "line": {"dash": "dot"},
+                 "x": curve["output_tokens_per_s"].tolist(), "y": (curve["mean_e2e_s"] * 1e3).tolist(), "yaxis": "y2"})
     marks = [("x", float(at["output_tokens_per_s"]), "#dc2626", "dash",
               f"knee: {at['rate_rps']:,.2f} req/s ({at['load_fraction']:.0%} of the ceiling)", "y")]
     return _figure(data, "Throughput against latency", "output tokens/s per replica", "p99 TPOT (ms)", marks,
-                   yaxis2={"title": {"text": "mean end-to-end (s)"}, "overlaying": "y", "side": "right"})
+                   yaxis2={"title": {"text": "mean end-to-end"}, "overlaying": "y", "side": "right",
+                           **linear_ticks(curve["mean_e2e_s"] * 1e3, "ms")})
 
 
 def daily_chart(plan: DailyPlan, mean_plan: DailyPlan) -> dict:
@@ -133,7 +137,8 @@ def daily_chart(plan: DailyPlan, mean_plan: DailyPlan) -> dict:
              "y": hours["rate_rps"].tolist(), "yaxis": "y2"}]
     return _figure(data, "GPUs needed hour by hour", "hour of the day", "GPUs",
                    [("y", plan.peak_gpus, "#dc2626", "dash", f"peak: {plan.peak_gpus:,.0f} GPUs", "y")],
-                   yaxis2={"title": {"text": "requests/s"}, "overlaying": "y", "side": "right"})
+                   yaxis2={"title": {"text": "requests/s"}, "overlaying": "y", "side": "right",
+                           **linear_ticks(hours["rate_rps"], "rate")})
 
 
 def render(st_: Any, ctx: Context) -> None:
@@ -141,7 +146,7 @@ def render(st_: Any, ctx: Context) -> None:
     table = class_table(ctx.scenario_json)
     whole = table.iloc[-1]  # the whole mix
     classes = [str(c) for c in table["class"].iloc[:-1]]
-    c = st_.columns(4)
+    c = Figures(st_)
     c[0].metric("Goodput at the promised percentile", _rps(whole["goodput_rps"]),
                 help="largest load at which every class keeps its promise for the share of requests it names "
                      "(the essays' goodput), per replica")
@@ -149,13 +154,14 @@ def render(st_: Any, ctx: Context) -> None:
                 help="the same promises kept by the average request only (the single-shape goodput)")
     c[2].metric("Ceiling of the mix", _rps(whole["ceiling_rps"]), help="per replica, at the largest batch")
     c[3].metric("Classes", f"{len(classes):,}")
+    c.draw()
     if scenario.raw and scenario.raw.get("workloads") is not None:
         w = scenario.workload
         st_.caption(plain(f"The headline and the other views size the mix's mean shape ({w.prompt_tokens:,} prompt "
                           f"and {w.output_tokens:,} output tokens); this view sizes its "
                           f"{len(classes)} classes, each with its own lengths, prefix hit rate and promise."))
     st_.markdown("##### Per class")
-    st_.dataframe(shown_classes(table), hide_index=True, width="stretch")
+    fit_table(st_, shown_classes(table))
     st_.caption("Goodput at its percentile: the largest total load (shares fixed) at which the class keeps its "
                 "promise for the promised share of its requests; the mix's is the smallest. The mean-based goodput "
                 "keeps the same promises on the average request only. Analytic percentiles agree with the "
@@ -166,11 +172,12 @@ def render(st_: Any, ctx: Context) -> None:
     left, right = st_.columns(2)
     left.plotly_chart(concurrency_chart(concurrency), width="stretch")
     right.plotly_chart(knee_chart(load, at, classes), width="stretch")
-    c = st_.columns(3)
+    c = Figures(st_)
     c[0].metric("Knee load", _rps(at["rate_rps"]), help="the load of most throughput per second of mean end-to-end "
                                                           "latency (Kleinrock's power)")
     c[1].metric("Output at the knee", f"{at['output_tokens_per_s']:,.0f} tokens/s")
     c[2].metric("Decoding at the knee", f"{at['in_flight']:,.0f} sequences")
+    c.draw()
 
     st_.markdown("##### Load over a day")
     goodput = float(whole["goodput_rps"])
@@ -186,12 +193,13 @@ def render(st_: Any, ctx: Context) -> None:
     else:
         plan, mean_plan = day(ctx.scenario_json, float(peak), float(factor), ctx.headroom)
         summary = plan.summary()
-        c = st_.columns(4)
+        c = Figures(st_)
         c[0].metric("GPUs at the peak", f"{plan.peak_gpus:,.0f}",
                     help=f"mean-based goodput: {mean_plan.peak_gpus:,.0f}")
         c[1].metric("GPU-hours a day, following the profile", f"{plan.gpu_hours:,.0f} GPU h")
         c[2].metric("GPU-hours a day, provisioned for the peak", f"{plan.peak_gpu_hours:,.0f} GPU h")
         c[3].metric("Following the profile saves", f"{plan.saving:.0%}")
+        c.draw()
         if summary["cost_per_day"] is not None:
             st_.markdown(plain(f"At ${scenario.gpu.price_per_hour:,.2f} per GPU-hour: "
                                f"${summary['cost_per_day']:,.2f} a day following the profile against "
@@ -209,5 +217,4 @@ def render(st_: Any, ctx: Context) -> None:
                            f"{limits['max_queued_tokens']:,} prompt tokens (TTFT promise "
                            f"{_ms(limits['ttft_target_s'])} x {limits['prefill_tokens_per_s']:,.0f} prompt tokens/s "
                            f"of prefill)."))
-    st_.dataframe(table_.rename(columns={"inspect_first": "inspect first", "expected": "expected here"}),
-                  hide_index=True, width="stretch")
+    fit_table(st_, table_.rename(columns={"inspect_first": "inspect first", "expected": "expected here"}))

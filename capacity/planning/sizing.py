@@ -206,6 +206,20 @@ def stack(rows: list[dict[str, float]]) -> dict[str, np.ndarray]:
     return {key: np.array([r[key] for r in rows], dtype=float) for key in rows[0]}
 
 
+def _option_rows(x: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int, np.ndarray, np.ndarray,
+                                                         np.ndarray, np.ndarray]:
+    """The options' results (``analyse``), their count, and per option: GPUs per replica, price per GPU-hour [$/h],
+    prompt and output tokens."""
+    r = analyse(x, text=False)
+    n = int(np.size(r["goodput_rps"]))
+
+    def rows(values: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(values, (n,)).astype(float)
+
+    return r, n, rows(r["gpus_per_replica"]), rows(x["price_per_hour"]), rows(x["prompt_tokens"]), rows(
+        x["output_tokens"])
+
+
 def size_options(x: Mapping[str, np.ndarray], design_rps: float, headroom: float = 0.0,
                  modes: Iterable[str] = MODES, target: float | None = None,
                  promise_rps: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -222,12 +236,7 @@ def size_options(x: Mapping[str, np.ndarray], design_rps: float, headroom: float
     if unknown:
         raise ValueError(f"unknown serving modes {sorted(unknown)}; use {', '.join(MODES)}")
     target = design_rps if target is None else target
-    r = analyse(x, text=False)
-    n = int(np.size(r["goodput_rps"]))
-    g = np.broadcast_to(r["gpus_per_replica"], (n,)).astype(float)
-    price = np.broadcast_to(x["price_per_hour"], (n,)).astype(float)
-    p_tokens = np.broadcast_to(x["prompt_tokens"], (n,)).astype(float)
-    a_tokens = np.broadcast_to(x["output_tokens"], (n,)).astype(float)
+    r, n, g, price, p_tokens, a_tokens = _option_rows(x)
     percentile = (np.zeros(n, bool) if promise_rps is None
                   else np.isfinite(np.broadcast_to(np.asarray(promise_rps, float), (n,))))
     parts = []
@@ -274,12 +283,7 @@ def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom
     from capacity.model.analysis import closed_loop, replica_stages, users_keeping_promises
 
     target_users = design_users if target_users is None else target_users
-    r = analyse(x, text=False)
-    n = int(np.size(r["goodput_rps"]))
-    g = np.broadcast_to(r["gpus_per_replica"], (n,)).astype(float)
-    price = np.broadcast_to(x["price_per_hour"], (n,)).astype(float)
-    p_tokens = np.broadcast_to(x["prompt_tokens"], (n,)).astype(float)
-    a_tokens = np.broadcast_to(x["output_tokens"], (n,)).astype(float)
+    r, n, g, price, p_tokens, a_tokens = _option_rows(x)
     capacity, best = users_keeping_promises(x)
     capacity = np.broadcast_to(capacity, (n,)).astype(float)
     replicas = replicas_for(design_users, capacity, headroom)

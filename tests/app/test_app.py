@@ -322,7 +322,7 @@ def test_pipeline_stages_split_the_weights():
 def test_compare_table_has_readable_headers_and_units():
     at = choose(start(), ESSAY_001)
     at.button_group(key="view").set_value("Compare").run()
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert "goodput (req/s)" in table.columns and "$ per M output tokens" in table.columns
     assert not any("_" in c for c in table.columns)
 

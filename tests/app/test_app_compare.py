@@ -20,7 +20,7 @@ def test_compare_ranks_each_gpus_fleet_by_monthly_cost_as_the_library_does():
     at = choose(start(), RAG)
     at.button_group(key="view").set_value("Compare").run()
     assert not at.exception, at.exception
-    shown = at.dataframe[0].value
+    shown = at.table[0].value
     assert list(shown.columns[:4]) == ["", "GPU", "layout", "GPUs"] and "$ per month" in shown.columns
     gpus = at.multiselect(key="compare_fleet_gpus").value
     assert gpus and not {"rtx-4090", "rtx-5090", "h20"} & set(gpus)  # data-center parts only by default
@@ -41,4 +41,4 @@ def test_consumer_cards_on_request():
     at.checkbox(key="compare_all_gpus").check().run()
     assert not at.exception
     at.multiselect(key="compare_fleet_gpus").select("rtx-4090").run()
-    assert "rtx-4090" in list(at.dataframe[0].value["GPU"])
+    assert "rtx-4090" in list(at.table[0].value["GPU"])

@@ -36,7 +36,9 @@ def mix_view():
 
 
 def shown(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    from tests.app.test_app import metrics
+
+    return metrics(at)
 
 
 def test_the_view_shows_the_library_per_class_sizing(mix_view):
@@ -48,7 +50,7 @@ def test_the_view_shows_the_library_per_class_sizing(mix_view):
     assert metrics["Mean-based goodput"] == f"{table.loc['all', 'mean_goodput_rps']:,.2f} req/s" == "7.05 req/s"
     assert metrics["Ceiling of the mix"] == f"{table.loc['all', 'ceiling_rps']:,.2f} req/s"
     assert metrics["Classes"] == "2"
-    cells = mix_view.dataframe[0].value.set_index("class")
+    cells = mix_view.table[0].value.set_index("class")
     assert list(cells.index) == ["chat", "rag", "whole mix"]
     for name in ("chat", "rag"):
         assert cells.loc[name, "goodput at its percentile"] == f"{table.loc[name, 'goodput_rps']:,.2f} req/s"
@@ -59,7 +61,7 @@ def test_the_view_shows_the_library_per_class_sizing(mix_view):
     assert cells.loc["rag", "promise"] == "TTFT <= 2,000.0 ms at p90"
     # chat binds at its p99 TPOT: 50 ms exactly at the mix goodput, below its mean-based goodput
     assert cells.loc["chat", "p99 TPOT at the mix goodput"] == "50.0 ms"
-    assert shown_classes(sizing(scenario)).equals(mix_view.dataframe[0].value)
+    assert shown_classes(sizing(scenario)).equals(mix_view.table[0].value)
 
 
 def test_the_view_shows_the_knee_the_day_and_the_guidance(mix_view):
@@ -86,7 +88,7 @@ def test_the_view_shows_the_knee_the_day_and_the_guidance(mix_view):
     limits = queue_limits(mix, ttft_target_s(mix))
     assert f"{limits['max_queued_requests']:,} requests or {limits['max_queued_tokens']:,} prompt tokens" in \
         text.replace("\\", "")
-    guidance = mix_view.dataframe[1].value
+    guidance = mix_view.table[1].value
     assert list(guidance["symptom"]) == ["TTFT rises", "TPOT rises", "503 errors", "concurrency ceiling"]
 
 

@@ -37,14 +37,16 @@ def app(tmp_path):
 def test_the_view_sizes_the_entered_load_and_shows_the_cheapest_option(app):
     at = app.run()
     assert not at.exception and not at.error, at.exception
-    shown = {m.label: m.value for m in at.metric}
+    from tests.app.test_app import figure_tables
+
+    shown = figure_tables(at)
     expected = fleet_options(SCENARIO, target=100)
     best = expected[expected["meets_slo"]].iloc[0]
     assert shown["Cheapest that keeps the promises"] == f"{best['gpus']:,.0f} GPUs"  # 15: separate pools
     assert shown["Cost"] == f"${best['cost_per_hour']:,.2f} / hour"
     # One definition of $/M output tokens: $30/h over 100 requests/s x 300 tokens x 3600 s.
     assert shown["$ per M output tokens at your load"] == f"${30.0 / (100 * 300 * 3600) * 1e6:,.3f}"
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert len(table) == len(expected) and table.iloc[0]["GPUs"] == "15"
     assert any("back" in m.value for m in at.markdown)
 
