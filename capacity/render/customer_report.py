@@ -345,9 +345,10 @@ _SILENT_DEFAULTS = {"kv_latent_dim", "local_layer_fraction", "experts", "experts
 
 
 def _source(text: str) -> str:
-    """A source, with URLs as links."""
+    """A source, with URLs as links and code names in words ("engine profile: vllm: max_num_seqs 1024" -> "...
+    the running-sequence cap 1024")."""
     words = []
-    for word in str(text).split():
+    for word in in_words(str(text)).split():
         lead = word[: len(word) - len(word.lstrip("(\"'"))]
         if word[len(lead):].startswith(("https://", "http://")):
             url = word[len(lead):].rstrip(").,;\"'")

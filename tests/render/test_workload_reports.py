@@ -8,12 +8,10 @@ import re
 
 import openpyxl
 import pytest
-import yaml
 
-from capacity import Scenario
+from capacity import Scenario, load_scenario
 from capacity.cli import main
 from capacity.model.percentiles import sizing
-from capacity.model.scenario import read_scenario_mapping
 from capacity.render.customer_report import classes_html, customer_report_html
 from capacity.render.report import report_for
 from capacity.render.xlsx import workbook_bytes
@@ -23,10 +21,7 @@ from tests.conftest import SCENARIOS
 
 @pytest.fixture(scope="module")
 def mix():
-    # the per-class numbers below were derived under the essays' convention (engine: ideal), where the answer's
-    # replica is the stated layout; with vLLM's profile (no engine named) the answer may choose another layout
-    data = read_scenario_mapping(SCENARIOS / "mix-chat-rag-h100.yaml")
-    scenario = Scenario.from_dict({**data, "serving": {**data["serving"], "engine": "ideal"}})
+    scenario = load_scenario(SCENARIOS / "mix-chat-rag-h100.yaml")
     return scenario, sizing(scenario)
 
 
@@ -76,11 +71,9 @@ def test_essay_001_with_a_p99_promise_reports_both_goodputs(essay001):
     assert round(values["class:all:mean_goodput_rps"], 1) == 5.9 == round(p99.evaluate()["goodput_rps"], 1)
 
 
-def test_cli_classes_are_the_library_table(mix, tmp_path, capsys):
-    scenario, table = mix
-    path = tmp_path / "mix.yaml"  # the fixture's scenario as a file (the shipped one with engine: ideal)
-    path.write_text(yaml.safe_dump(dict(scenario.raw)))
-    assert main(["curve", str(path), "--kind", "classes", "--format", "json"]) == 0
+def test_cli_classes_are_the_library_table(mix, scenario_dir, capsys):
+    _, table = mix
+    assert main(["curve", str(scenario_dir / "mix-chat-rag-h100.yaml"), "--kind", "classes", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     for got, want in zip(rows, table.to_dict("records"), strict=True):
         assert got["class"] == want["class"]
