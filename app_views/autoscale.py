@@ -18,7 +18,6 @@ import streamlit as st
 from app_views.context import Context
 from app_views.figures import Figures
 from app_views.text import plain
-from capacity.simulator.autoscale import Policy
 
 #: Table columns shown, with headers in words and units.
 SHOWN = {"policy": "policy", "gpu_hours_per_day": "GPU-hours per day", "cost_per_month": "$ per month",
@@ -27,8 +26,10 @@ SHOWN = {"policy": "policy", "gpu_hours_per_day": "GPU-hours per day", "cost_per
          "max_replicas": "max replicas", "keeps_promises": "keeps promises", "chosen": "answer"}
 
 
-#: Policies the view compares (the command line compares any): sized on throughput alone, with headroom, on the queue.
-POLICIES = [Policy("throughput", 1.0), Policy("queue", 0.8), Policy("throughput", 0.6)]
+#: Policies the view compares (the command line compares any): sized on throughput alone, with headroom, on the queue,
+#: as (kind, target utilisation); made ``simulator.autoscale.Policy`` only when the day is simulated, so opening the
+#: app imports neither the simulator nor numba (tests/simulator/test_estimate.py).
+POLICIES = [("throughput", 1.0), ("queue", 0.8), ("throughput", 0.6)]
 #: What the view may simulate within the app's time budget of a view (``app_views.main.BUDGET_S``, 5 s): seconds per
 #: simulated request and policy (the benchmark's 1.35 us of CPU per request, x 7 for a shared machine and the
 #: per-replica overhead of a small day) and fixed seconds (the sizing and the control loops).
@@ -47,7 +48,7 @@ def cached_plan(scenario_json: str, peak_rps: float, peak_factor: float, burst: 
     from capacity.model.scenario import Scenario
     from capacity.planning.autoscaling import DaySpec, plan_autoscaling
     from capacity.planning.daily import diurnal_rates
-    from capacity.simulator.autoscale import Delays
+    from capacity.simulator.autoscale import Delays, Policy
     from capacity.simulator.traffic import Burst
 
     scenario = Scenario.from_dict(json.loads(scenario_json))
@@ -57,7 +58,7 @@ def cached_plan(scenario_json: str, peak_rps: float, peak_factor: float, burst: 
     provision, bandwidth, warmup, scale_down = delays
     plan = plan_autoscaling(scenario, day, Delays(provision_s=provision, load_bandwidth=bandwidth or None,
                                                   warmup_s=warmup, scale_down_s=scale_down),
-                            POLICIES, price_ratio)
+                            [Policy(kind, target) for kind, target in POLICIES], price_ratio)
     shown = plan.outcomes[plan.chosen if plan.chosen is not None else 0]
     slo = scenario.slo
     timeline = shown.day.timeline(900.0, slo.tpot_s, slo.ttft_s)

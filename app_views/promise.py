@@ -28,7 +28,7 @@ def render(st: Any, ctx: Context) -> None:
          f"{r['capacity_given_up'] * 100:,.1f}% of the colocated ceiling"),
         ("TPOT at the ceiling", format_value("tpot_at_ceiling_s", r["tpot_at_ceiling_s"]), "at the largest batch"),
     ]))
-    st.caption(f"One replica of the layout chosen: {z.gpus_per_replica} x {r.scenario.gpu.name}, "
+    st.caption(f"One replica of the layout chosen: {z.gpus_per_replica} x {plain(r.scenario.gpu.name)}, "
                f"{MODE_WORDS[z.mode]}.")
     per_replica = z.load_per_replica_rps
     if ceiling > 0:

@@ -153,8 +153,9 @@ def _render(st_: Any, ctx: Context) -> None:
     per_replica = None if block else ctx.sizing.stated_load_per_replica_rps
     default_rate = per_replica or ctx.load_rps or ctx.results["goodput_rps"] * 0.8 or 1.0
     if per_replica is not None and ctx.load_rps and per_replica < ctx.load_rps:
-        st_.caption(f"One replica of {ctx.results.scenario.gpu.gpus_per_replica} x {ctx.results.scenario.gpu.name} "
-                    f"at its share of your load: {per_replica:,.2f} of {ctx.load_rps:,.2f} requests/s.")
+        gpu = ctx.results.scenario.gpu
+        st_.caption(f"One replica of {gpu.gpus_per_replica} x {plain(gpu.name)} at its share of your load: "
+                    f"{per_replica:,.2f} of {ctx.load_rps:,.2f} requests/s.")
     start = settings_from(block, default_rate)
     marker = (ctx.scenario_json, "sim")
     if st.session_state.get("sim_for") != marker:  # a new sizing: the controls start from its simulation block

@@ -12,6 +12,13 @@ import re
 _PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&\"'=^%@,;?/])")
 
 
+#: Where GitHub-flavoured Markdown would make a link of bare text: ``scheme://``, ``www.`` and ``user@host``.
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z])(?=://)|(?<=www)(?=\.)|(?=@)")
+#: An invisible character that breaks those patterns (U+2060 WORD JOINER): the text reads the same, no link.
+_JOINER = "\u2060"
+
+
 def plain(text: object) -> str:
-    """``text`` as Markdown that shows exactly these characters (no links, images, HTML, LaTeX or emphasis)."""
-    return _PUNCTUATION.sub(r"\\\1", str(text)).replace("\n", "  \n")
+    """``text`` as Markdown that shows exactly these characters (no links, images, HTML, LaTeX or emphasis; a URL
+    typed into a name is shown, not made clickable)."""
+    return _PUNCTUATION.sub(r"\\\1", _AUTOLINK.sub(_JOINER, str(text))).replace("\n", "  \n")

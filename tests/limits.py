@@ -81,6 +81,8 @@ def run_forked(argv: list[str], cwd: str | Path | None = None, memory_bytes: int
                 if cwd is not None:
                     os.chdir(cwd)
                 code = main(argv)
+            except SystemExit as exc:  # the parser refused an option (exit 2), or --help / --version (0)
+                code = exc.code if isinstance(exc.code, int) else 2
             except BaseException:  # noqa: BLE001 - report anything that escapes main as a traceback
                 import traceback
 

@@ -76,11 +76,18 @@ def rejected_share(mix: MixModel, rate_rps: float, max_queued_requests: int) -> 
     return 1.0 - served * (1.0 - full)
 
 
+def _bounded(value: float, spec: str, unit: str = "") -> str:
+    """``value`` formatted with its unit, or "unbounded" past the ceiling (never "inf" or "nan" in a sentence)."""
+    return f"{value:{spec}}{unit}" if math.isfinite(value) else "unbounded (over the ceiling)"
+
+
 def inspect_first(scenario: Any, rate_rps: float | None = None, ttft_s: float | None = None) -> pd.DataFrame:
     """The "what to inspect first" table with the scenario's numbers at load λ (default: its arrival rate,
     else 80% of the ceiling). Columns: symptom, inspect_first, mechanism, expected (the values to compare)."""
     mix = mix_model(scenario)
     lam = rate_rps if rate_rps is not None else scenario.workload.arrival_rate or 0.8 * mix.ceiling_rps
+    if not 0 <= lam < math.inf:  # NaN too: "at nan requests/s" is no guidance
+        raise ValueError(f"the load must be a finite number >= 0 requests/s, got {lam}")
     tpot, ttft = float(mix.tpot_s(lam)), float(mix.ttft_s(lam))
     batch = float(mix.in_flight(lam))
     wait = ttft - mix.prefill_s
@@ -97,11 +104,14 @@ def inspect_first(scenario: Any, rate_rps: float | None = None, ttft_s: float | 
         ("TTFT rises", "arrival rate and queue depth, before prompts or code",
          "requests wait for the prefill passes ahead of them; the queue grows with the load, not the prompt",
          f"at {lam:,.2f} requests/s ({lam / mix.ceiling_rps:.0%} of the {mix.ceiling_rps:,.2f} ceiling): mean wait "
-         f"{wait * 1e3:,.0f} ms, about {lam * wait:,.1f} requests queued; prefill alone {mix.prefill_s * 1e3:,.0f} ms"),
+         f"{_bounded(wait * 1e3, ',.0f', ' ms')}, about {_bounded(lam * wait, ',.1f')} requests queued; prefill "
+         f"alone {mix.prefill_s * 1e3:,.0f} ms"),
         ("TPOT rises", "batch size (running requests) and KV-cache usage",
          "more sequences per decode step and more prefills pausing them",
-         f"{batch:,.0f} decoding of {mix.batch_max:,.0f} that fit ({batch / mix.batch_max:.0%} of KV), step "
-         f"{float(mix.decode_step_at_s(lam)) * 1e3:,.1f} ms, mean TPOT {tpot * 1e3:,.1f} ms"),
+         f"{_bounded(batch, ',.0f')} decoding of {mix.batch_max:,.0f} that fit "
+         f"({_bounded(batch / mix.batch_max, '.0%')} of KV), step "
+         f"{_bounded(float(mix.decode_step_at_s(lam)) * 1e3, ',.1f', ' ms')}, mean TPOT "
+         f"{_bounded(tpot * 1e3, ',.1f', ' ms')}"),
         ("503 errors", "the queue limits (max_num_queued_reqs / max_num_queued_tokens) and retries",
          "a full queue refuses work; client retries add load to the same queue", limit_text),
         ("concurrency ceiling", "KV-cache usage and context lengths",

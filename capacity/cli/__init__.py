@@ -53,7 +53,7 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 already; keep it to one line
-        self.exit(2, f"capacity: error: {message}\n")
+        self.exit(2, f"capacity: error: {clean_line(message)}\n")
 
 
 def _command_named(argv: Sequence[str]) -> str | None:
@@ -74,9 +74,17 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class OutputFailed(Exception):
+    """Standard output refused the bytes (a full disk, ``> /dev/full``, a closed pipe): ``__cause__`` says why."""
+
+
 def _write(text: str | bytes, output: str | None) -> None:
     if output is None:
-        sys.stdout.write(text if isinstance(text, str) else text.decode("utf-8"))
+        try:
+            sys.stdout.write(text if isinstance(text, str) else text.decode("utf-8"))
+            sys.stdout.flush()  # here, not at exit: a full device is reported, not printed as a traceback
+        except OSError as exc:
+            raise OutputFailed from exc
         return
     from capacity.fileio.files import write_atomic
 
@@ -102,11 +110,70 @@ def _one_blas_thread() -> None:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
+#: Argument names that hold input files a command reads: ``-o`` may name none of them.
+INPUTS = ("scenario", "benchmark", "since")
+
+
+#: Argument names that hold files a command writes: ``-o`` and the profile catalog ``calibrate --save`` updates.
+OUTPUTS = (("output", "-o"), ("profiles", "--profiles"))
+
+
+def _refuse_output_over_input(args: argparse.Namespace) -> None:
+    """ScenarioError when a file the command writes (``-o``, ``--profiles``) is one it reads (``evaluate s.yaml
+    -o s.yaml`` would replace the scenario with its own report), however it is spelled (links, ``./``)."""
+    for attribute, flag in OUTPUTS:
+        output = getattr(args, attribute, None)
+        if not isinstance(output, str) or not os.path.isfile(output):
+            continue
+        if attribute == "profiles" and not getattr(args, "save", None):
+            continue  # read, not written
+        for name in INPUTS:
+            values = getattr(args, name, None)
+            for value in [values] if isinstance(values, str) else (values or []):
+                try:
+                    same = os.path.isfile(value) and os.path.samefile(output, value)
+                except (OSError, ValueError):
+                    same = False
+                if same:
+                    raise ScenarioError(f"{flag} {clean_line(output, 120)} is the {name} file this command reads; "
+                                        f"write to another file")
+
+
+def _quiet_warnings() -> None:
+    """Warnings never reach the user (numpy's RuntimeWarnings name install paths and say nothing actionable):
+    ignored here and in the processes the command starts, unless the user asked for them (``-W``,
+    ``PYTHONWARNINGS``)."""
+    import warnings
+
+    if not sys.warnoptions and "PYTHONWARNINGS" not in os.environ:
+        warnings.simplefilter("ignore")
+        os.environ["PYTHONWARNINGS"] = "ignore"
+
+
+def _silence_stdout() -> None:
+    """After standard output failed: point it at /dev/null so the interpreter's flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _one_blas_thread()
     args = _parser(_command_named(argv)).parse_args(argv)
+    import warnings
+
+    with warnings.catch_warnings():
+        _quiet_warnings()
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
+        _refuse_output_over_input(args)
         text = _runner(args.command)(args)
         if text is not None:  # a command that streams its output has written it already
             _write(text, args.output)
@@ -114,9 +181,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"capacity: error: {problem}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("capacity: interrupted", file=sys.stderr)
-        return 130
+    except OutputFailed as exc:
+        _silence_stdout()
+        cause = exc.__cause__
+        if not isinstance(cause, BrokenPipeError):  # a reader that stopped reading (| head) wants no message
+            why = getattr(cause, "strerror", None) or cause
+            print(f"capacity: error: cannot write to standard output: {clean_line(str(why))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", None)
+        print(f"capacity: interrupted{f' ({exc})' if signum else ''}", file=sys.stderr)
+        return 128 + signum if signum else 130
     except MemoryError:
         print("capacity: error: the input needs more memory than this machine has; make it smaller",
               file=sys.stderr)

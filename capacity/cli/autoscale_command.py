@@ -16,46 +16,71 @@ import json
 import math
 from typing import Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError
+
+#: Policy kinds, as ``capacity.simulator.autoscale.POLICY_KINDS`` (kept here so that parsing the options imports no
+#: numpy; ``tests/cli/test_options.py`` checks they agree).
+POLICY_KINDS = ("throughput", "queue", "ttft")
+#: Most profile steps, and the longest time an option takes [s] (about four months).
+MAX_STEPS, MAX_TIME_S = 100_000, 1e7
+#: ``--burst START:DURATION:FACTOR`` and ``--mmpp FACTOR:MEAN_BURST:MEAN_CALM``, each part checked.
+BURST = options.triple(options.duration(0, MAX_TIME_S), options.duration(1e-3, MAX_TIME_S),
+                       options.number(0, 1e6, open_low=True), shape="START:DURATION:FACTOR")
+MMPP = options.triple(options.number(0, 1e6, open_low=True), options.duration(1e-3, MAX_TIME_S),
+                      options.duration(1e-3, MAX_TIME_S), shape="FACTOR:MEAN_BURST:MEAN_CALM")
 
 
 def add_autoscale_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``autoscale`` subcommand to the ``capacity`` parser."""
     p = subparsers.add_parser("autoscale", help="a day of traffic with an autoscaler: cost per policy against the "
                                                 "promises kept, and the reserved/on-demand split")
-    p.add_argument("scenario", help="scenario YAML file")
-    p.add_argument("--profile", help="24 (or any number of) comma-separated rates in requests/s, one per --step")
-    p.add_argument("--peak-rps", type=float, help="the peak hour's rate in requests/s (a smooth day, see "
-                                                  "planning/daily.py)")
-    p.add_argument("--peak-factor", type=float, default=10.0, help="peak over trough for --peak-rps (default 10)")
-    p.add_argument("--peak-hour", type=float, default=12.0, help="hour of the peak for --peak-rps (default 12)")
-    p.add_argument("--step", default="1 h", help="length of one profile step (default 1 h)")
-    p.add_argument("--burst", action="append", default=[], help="START:DURATION:FACTOR, times in s or with units "
-                                                                "(e.g. '12 h:10 min:3'); repeatable")
-    p.add_argument("--mmpp", help="FACTOR:MEAN_BURST:MEAN_CALM, a Markov-modulated burst process")
-    p.add_argument("--trace", help="a CSV/JSONL trace with arrival_s, prompt_tokens, output_tokens (replaces the "
-                                   "profile's arrivals)")
-    p.add_argument("--arrival", choices=["poisson", "fixed"], default="poisson", help="arrival process (fixed: "
-                                                                                     "evenly spaced)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--provision", default="0 s", help="node provisioning time (not stated: 0 s, optimistic)")
-    p.add_argument("--load-bandwidth", help="weight load bandwidth, e.g. '2 GB/s' (not stated: weights load in 0 s)")
-    p.add_argument("--warmup", default="0 s", help="warm-up after loading: CUDA graphs, compilation (default 0 s)")
-    p.add_argument("--scale-down", default="300 s", help="scale-down stabilisation window (default 300 s: "
-                                                         "Kubernetes HPA)")
-    p.add_argument("--interval", default="15 s", help="evaluation interval (default 15 s: Kubernetes HPA)")
-    p.add_argument("--tolerance", type=float, default=0.1, help="no change within this ratio (default 0.1: HPA)")
-    p.add_argument("--min-replicas", type=int, default=1)
-    p.add_argument("--max-replicas", type=int, default=1000)
-    p.add_argument("--policies", default="throughput,queue,ttft", help="policy kinds to compare")
-    p.add_argument("--utilizations", default="1,0.8,0.6", help="target utilisations (load over goodput) to try")
-    p.add_argument("--price-ratio", type=float, default=1.0, help="on-demand over reserved price (default 1: no "
-                                                                  "discount)")
-    p.add_argument("--every-window", action="store_true", help="keep the promises' percentile in every 15-minute "
-                                                               "window too, not only over the day")
-    p.add_argument("--bin", default="15 min", help="json: the day's timeline in bins of this length")
+    p.add_argument("scenario", type=options.path, help="scenario YAML file")
+    p.add_argument("--profile", type=options.number_list(0, 1e9, most=MAX_STEPS),
+                   help="24 (or any number of) comma-separated rates in requests/s, one per --step")
+    p.add_argument("--peak-rps", type=options.number(0, 1e9, open_low=True, unit="requests/s"),
+                   help="the peak hour's rate in requests/s (a smooth day, see planning/daily.py)")
+    p.add_argument("--peak-factor", type=options.number(1, 1e6), default=10.0,
+                   help="peak over trough for --peak-rps (default 10)")
+    p.add_argument("--peak-hour", type=options.number(0, 24, open_high=True), default=12.0,
+                   help="hour of the peak for --peak-rps (default 12)")
+    p.add_argument("--step", type=options.duration(1, MAX_TIME_S), default="1 h",
+                   help="length of one profile step (default 1 h)")
+    p.add_argument("--burst", action="append", default=[], type=BURST,
+                   help="START:DURATION:FACTOR, times in s or with units (e.g. '12 h:10 min:3'); repeatable")
+    p.add_argument("--mmpp", type=MMPP, help="FACTOR:MEAN_BURST:MEAN_CALM, a Markov-modulated burst process")
+    p.add_argument("--trace", type=options.path,
+                   help="a CSV/JSONL trace with arrival_s, prompt_tokens, output_tokens (replaces the profile's "
+                        "arrivals)")
+    p.add_argument("--arrival", choices=["poisson", "fixed"], default="poisson",
+                   help="arrival process (fixed: evenly spaced)")
+    p.add_argument("--seed", type=options.whole(0, 2**63 - 1), default=0)
+    p.add_argument("--provision", type=options.duration(0, MAX_TIME_S), default="0 s",
+                   help="node provisioning time (not stated: 0 s, optimistic)")
+    p.add_argument("--load-bandwidth", type=options.quantity_text("bandwidth", "2 GB/s"),
+                   help="weight load bandwidth, e.g. '2 GB/s' (not stated: weights load in 0 s)")
+    p.add_argument("--warmup", type=options.duration(0, MAX_TIME_S), default="0 s",
+                   help="warm-up after loading: CUDA graphs, compilation (default 0 s)")
+    p.add_argument("--scale-down", type=options.duration(0, MAX_TIME_S), default="300 s",
+                   help="scale-down stabilisation window (default 300 s: Kubernetes HPA)")
+    p.add_argument("--interval", type=options.duration(1, MAX_TIME_S), default="15 s",
+                   help="evaluation interval (default 15 s: Kubernetes HPA)")
+    p.add_argument("--tolerance", type=options.number(0, 1, open_high=True), default=0.1,
+                   help="no change within this ratio (default 0.1: HPA)")
+    p.add_argument("--min-replicas", type=options.whole(1, 100_000), default=1)
+    p.add_argument("--max-replicas", type=options.whole(1, 100_000), default=1000)
+    p.add_argument("--policies", type=options.choice_list(POLICY_KINDS), default="throughput,queue,ttft",
+                   help="policy kinds to compare")
+    p.add_argument("--utilizations", type=options.number_list(0, 1.5, most=16, open_low=True), default="1,0.8,0.6",
+                   help="target utilisations (load over goodput) to try")
+    p.add_argument("--price-ratio", type=options.number(0, 1000, open_low=True), default=1.0,
+                   help="on-demand over reserved price (default 1: no discount)")
+    p.add_argument("--every-window", action="store_true",
+                   help="keep the promises' percentile in every 15-minute window too, not only over the day")
+    p.add_argument("--bin", type=options.duration(1, MAX_TIME_S), default="15 min",
+                   help="json: the day's timeline in bins of this length")
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     return p
 
 
@@ -94,7 +119,7 @@ def day_of(args: argparse.Namespace) -> Any:
     step = _time(args.step, "--step")
     try:
         if args.profile:
-            rates = tuple(float(v) for v in args.profile.split(",") if v.strip())
+            rates = tuple(args.profile)  # finite rates >= 0, read by options.number_list
         elif args.peak_rps is not None:
             rates = tuple(float(v) for v in diurnal_rates(args.peak_rps, args.peak_factor, args.peak_hour))
         elif args.trace:
@@ -130,8 +155,7 @@ def plan_of(args: argparse.Namespace) -> Any:
                         load_bandwidth=parse_quantity(args.load_bandwidth, "bandwidth", "--load-bandwidth")
                         if args.load_bandwidth else None,
                         warmup_s=_time(args.warmup, "--warmup"), scale_down_s=_time(args.scale_down, "--scale-down"))
-        kinds = tuple(k.strip() for k in args.policies.split(",") if k.strip())
-        utilizations = tuple(float(u) for u in args.utilizations.split(",") if u.strip())
+        kinds, utilizations = tuple(args.policies), tuple(args.utilizations)  # read by their option types
         policies = policy_grid(kinds, utilizations, interval_s=_time(args.interval, "--interval"),
                                tolerance=args.tolerance, min_replicas=args.min_replicas,
                                max_replicas=args.max_replicas)

@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError, clean_line
 from capacity.inputs.profiles import profile_from_fit, save_profile
 from capacity.model.scenario import read_scenario_mapping
@@ -23,18 +24,21 @@ from capacity.planning.calibration import (
 def add_calibrate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity calibrate SCENARIO.yaml BENCH.csv [--fit ...] [--save NAME] [--profiles FILE]``."""
     p = subparsers.add_parser("calibrate", help="fit the efficiency factors and step overhead to benchmark points")
-    p.add_argument("scenario", help="scenario YAML naming the model, the catalog GPU and the serving settings")
-    p.add_argument("benchmark", nargs="+",
+    p.add_argument("scenario", type=options.path,
+                   help="scenario YAML naming the model, the catalog GPU and the serving settings")
+    p.add_argument("benchmark", nargs="+", type=options.path,
                    help="measured points: a benchmark CSV, vllm bench serve --save-result JSON or a scrape of vLLM's "
                         "/metrics (told apart by content; see docs/fidelity.md)")
-    p.add_argument("--since", metavar="SCRAPE",
+    p.add_argument("--since", metavar="SCRAPE", type=options.path,
                    help="an earlier /metrics scrape: only what changed since it counts (the benchmark window)")
-    p.add_argument("--fit", default=",".join(FACTORS),
+    p.add_argument("--fit", type=options.choice_list(FACTORS), default=",".join(FACTORS),
                    help=f"comma-separated factors to fit (default all: {','.join(FACTORS)})")
-    p.add_argument("--save", metavar="NAME", help="save the identified factors as a profile of this name")
-    p.add_argument("--profiles", metavar="FILE", help="profile catalog (default ~/.config/capacity/profiles.yaml)")
+    p.add_argument("--save", metavar="NAME", type=options.name,
+                   help="save the identified factors as a profile of this name")
+    p.add_argument("--profiles", metavar="FILE", type=options.path,
+                   help="profile catalog (default ~/.config/capacity/profiles.yaml)")
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     return p
 
 
@@ -43,7 +47,7 @@ def run_calibrate(args: argparse.Namespace) -> str:
     mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
-    wanted = tuple(s.strip() for s in str(args.fit).split(",") if s.strip())
+    wanted = tuple(args.fit)  # a non-empty list of FACTORS (options.choice_list)
     paths = [args.benchmark] if isinstance(args.benchmark, str) else list(args.benchmark)
     since = getattr(args, "since", None)
     rows, notes = read_measurements(paths, since)

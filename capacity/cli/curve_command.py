@@ -21,28 +21,40 @@ from typing import Any
 
 import pandas as pd
 
+from capacity.cli import options
 from capacity.errors import ScenarioError
 
 KINDS = ("concurrency", "knee", "classes", "daily", "guidance")
+#: Largest load an option takes [requests/s], peak factor [-] and TTFT promise [s]: beyond any real service.
+MAX_RATE, MAX_PEAK_FACTOR, MAX_TTFT_S = 1e9, 1e6, 3600.0
 
 
 def add_curve_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``curve`` subcommand to the ``capacity`` parser."""
     p = subparsers.add_parser("curve", help="curves and per-class sizing of a workload mix (concurrency, knee, "
                                             "classes, daily, guidance)")
-    p.add_argument("scenario", help="scenario YAML file (a workloads: list of classes, or one workload shape)")
+    p.add_argument("scenario", type=options.path,
+                   help="scenario YAML file (a workloads: list of classes, or one workload shape)")
     p.add_argument("--kind", choices=KINDS, required=True, help="which table to print")
-    p.add_argument("--points", type=int, default=32, help="loads on the knee curve (default 32)")
-    p.add_argument("--profile", help="daily: 24 comma-separated hourly rates in requests/s")
-    p.add_argument("--peak-rps", type=float, help="daily: the peak hour's rate in requests/s")
-    p.add_argument("--peak-factor", type=float, default=10.0, help="daily: peak over trough (default 10)")
-    p.add_argument("--peak-hour", type=float, default=12.0, help="daily: hour of the peak (default 12, noon)")
-    p.add_argument("--headroom", type=float, default=0.0, help="daily: spare share of each replica, in [0, 1)")
+    p.add_argument("--points", type=options.whole(2, 1000), default=32, help="loads on the knee curve (2 to 1000, "
+                                                                              "default 32)")
+    p.add_argument("--profile", type=options.number_list(0, MAX_RATE, 24),
+                   help="daily: 24 comma-separated hourly rates in requests/s")
+    p.add_argument("--peak-rps", type=options.number(0, MAX_RATE, open_low=True, unit="requests/s"),
+                   help="daily: the peak hour's rate in requests/s")
+    p.add_argument("--peak-factor", type=options.number(1, MAX_PEAK_FACTOR), default=10.0,
+                   help=f"daily: peak over trough, in [1, {MAX_PEAK_FACTOR:g}] (default 10)")
+    p.add_argument("--peak-hour", type=options.number(0, 24, open_high=True), default=12.0,
+                   help="daily: hour of the peak, in [0, 24) (default 12, noon)")
+    p.add_argument("--headroom", type=options.number(0, 1, open_high=True), default=0.0,
+                   help="daily: spare share of each replica, in [0, 1)")
     p.add_argument("--mean-based", action="store_true", help="daily: size on the mean-based goodput")
-    p.add_argument("--rate", type=float, help="guidance: the load in requests/s (default: workload.arrival_rate)")
-    p.add_argument("--ttft", help="guidance: the TTFT the queue limit protects, e.g. '2 s' (default: slo.ttft)")
+    p.add_argument("--rate", type=options.number(0, MAX_RATE, open_low=True, unit="requests/s"),
+                   help="guidance: the load in requests/s (default: workload.arrival_rate)")
+    p.add_argument("--ttft", type=options.quantity("time", 0, MAX_TTFT_S),
+                   help="guidance: the TTFT the queue limit protects, e.g. '2 s' (default: slo.ttft)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     return p
 
 
@@ -50,11 +62,7 @@ def _profile(args: argparse.Namespace) -> list[float]:
     from capacity.planning.daily import diurnal_rates
 
     if args.profile:
-        try:
-            return [float(v) for v in args.profile.split(",") if v.strip()]
-        except ValueError:
-            raise ScenarioError(f"--profile must be 24 comma-separated numbers (requests/s), got {args.profile!r}") \
-                from None
+        return list(args.profile)  # 24 finite rates >= 0, read by options.number_list
     if args.peak_rps is None:
         raise ScenarioError("--kind daily needs --profile (24 hourly rates) or --peak-rps (with --peak-factor)")
     try:
@@ -75,8 +83,6 @@ def tables(args: argparse.Namespace) -> dict[str, Any]:
     if args.kind == "knee":
         from capacity.model.mix_curves import knee, load_curve
 
-        if not 2 <= args.points <= 1000:
-            raise ScenarioError(f"--points must be between 2 and 1000, got {args.points}")
         curve = load_curve(scenario, [0.02 + 0.96 * i / (args.points - 1) for i in range(args.points)])
         return {"rows": curve, "summary": {"knee": knee(curve).to_dict()}}
     if args.kind == "classes":
@@ -92,10 +98,9 @@ def tables(args: argparse.Namespace) -> dict[str, Any]:
             raise ScenarioError(str(exc)) from None
         return {"rows": plan.hours, "summary": plan.summary()}
     from capacity.answers.guidance import inspect_first, queue_limits, ttft_target_s
-    from capacity.inputs.units import parse_quantity
     from capacity.model.mix import mix_model
 
-    ttft = parse_quantity(args.ttft, "time", "--ttft") if args.ttft else None
+    ttft = args.ttft  # seconds, in (0, MAX_TTFT_S], read by options.quantity
     mix = mix_model(scenario)
     summary: dict[str, Any] = {}
     try:

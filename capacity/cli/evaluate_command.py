@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError
 from capacity.render.formats import FORMATS, render
 
@@ -16,10 +17,10 @@ from capacity.render.formats import FORMATS, render
 def add_evaluate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity evaluate``; its ``--format`` choices are the registry's."""
     p = subparsers.add_parser("evaluate", help="evaluate a scenario YAML file with the analytic model")
-    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("scenario", type=options.path, help="scenario YAML file")
     p.add_argument("--format", choices=list(FORMATS), default=next(iter(FORMATS)),
                    help="; ".join(f"{name}: {f.help}" for name, f in FORMATS.items()))
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     p.add_argument("--units", choices=["base", "human"], default="base",
                    help="csv only: base (B, s, full precision; default) or human (GB/GiB, ms, 4 digits)")
     return p

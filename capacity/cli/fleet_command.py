@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError, clean_line
 from capacity.inputs.specs import FLEET_FIELDS, FLEET_MODES, FLEET_TENSOR_PARALLEL, FleetPlan, check_section
 from capacity.model.scenario import read_scenario_mapping
@@ -22,59 +23,36 @@ from capacity.model.scenario import read_scenario_mapping
 def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``fleet`` subcommand to the ``capacity`` parser."""
     p = subparsers.add_parser("fleet", help="GPUs, replicas and cost for a target load, per GPU type and layout")
-    p.add_argument("scenario", help="scenario YAML file (its model, serving settings, workload shape, promises)")
+    p.add_argument("scenario", type=options.path,
+                   help="scenario YAML file (its model, serving settings, workload shape, promises)")
     load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument("--target-rps", help="target load in requests/s")
-    load.add_argument("--tokens-per-day", help="target load in (input + output) tokens per day")
-    load.add_argument("--users", help="target load in concurrent users (a closed loop; the scenario's "
-                                      "workload.think_time applies)")
-    p.add_argument("--peak", help="peak factor on the target (a sale day: 10); default: the scenario's "
-                                  "fleet.peak_factor, else 1")
-    p.add_argument("--headroom", help="spare share of each replica's goodput, in [0, 1); default: the scenario's "
-                                      "fleet.headroom, else 0")
-    p.add_argument("--gpus", default="", help="comma-separated catalog GPUs (default: the scenario's GPU)")
-    p.add_argument("--tp", default=",".join(map(str, FLEET_TENSOR_PARALLEL)),
-                   help="tensor-parallel sizes, e.g. 1,2,4,8")
-    p.add_argument("--modes", default=",".join(FLEET_MODES), help=f"serving modes, from {', '.join(FLEET_MODES)}")
+    load.add_argument("--target-rps", type=options.number(0, 1e9, unit="requests/s"),
+                      help="target load in requests/s")
+    load.add_argument("--tokens-per-day", type=options.number(0, 1e18, unit="tokens/day"),
+                      help="target load in (input + output) tokens per day")
+    load.add_argument("--users", type=options.number(0, 1e9, open_low=True, unit="users"),
+                      help="target load in concurrent users (a closed loop; the scenario's workload.think_time "
+                           "applies)")
+    p.add_argument("--peak", type=options.number(0, 1e6, open_low=True),
+                   help="peak factor on the target (a sale day: 10); default: the scenario's fleet.peak_factor, "
+                        "else 1")
+    p.add_argument("--headroom", type=options.number(0, 1, open_high=True),
+                   help="spare share of each replica's goodput, in [0, 1); default: the scenario's "
+                        "fleet.headroom, else 0")
+    p.add_argument("--gpus", type=options.names(MAX_GPUS, "catalog GPU names"), default=[],
+                   help="comma-separated catalog GPUs (default: the scenario's GPU)")
+    p.add_argument("--tp", type=options.whole_list(1, MAX_TP, MAX_TP_SIZES),
+                   default=",".join(map(str, FLEET_TENSOR_PARALLEL)), help="tensor-parallel sizes, e.g. 1,2,4,8")
+    p.add_argument("--modes", type=options.choice_list(FLEET_MODES), default=",".join(FLEET_MODES),
+                   help=f"serving modes, from {', '.join(FLEET_MODES)}")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     return p
 
 
 #: Most GPU types, tensor-parallel sizes and layouts (GPU types x sizes) one run sizes.
 MAX_GPUS, MAX_TP_SIZES, MAX_LAYOUTS = 64, 16, 256
 MAX_TP = 1024
-
-
-def _number(option: str, text: str | None, low: float, high: float, open_low: bool = False,
-            open_high: bool = False) -> float | None:
-    """``text`` as a finite number in [low, high] (or with open ends); ScenarioError naming ``option``."""
-    if text is None:
-        return None
-    ends = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
-    try:
-        value = float(text) if len(text) <= 40 else math.nan
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < low or value > high or (open_low and value == low) or (
-            open_high and value == high):
-        raise ScenarioError(f"{option} must be a finite number in {ends}, got {clean_line(repr(text), 60)}")
-    return value
-
-
-def _list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _sizes(text: str) -> list[int]:
-    sizes = []
-    for part in _list(text):
-        if not part.isdigit() or not 1 <= int(part) <= MAX_TP:
-            raise ScenarioError(f"--tp {clean_line(repr(part), 60)} must be a whole number in [1, {MAX_TP}]")
-        sizes.append(int(part))
-    if not sizes or len(sizes) > MAX_TP_SIZES:
-        raise ScenarioError(f"--tp must list 1 to {MAX_TP_SIZES} tensor-parallel sizes, got {len(sizes)}")
-    return list(dict.fromkeys(sizes))
 
 
 def _plan(mapping: Mapping[str, Any]) -> FleetPlan:
@@ -91,23 +69,20 @@ def run_fleet(args: argparse.Namespace) -> str:
     mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{clean_line(args.scenario, 120)} must hold a scenario mapping")
-    sizes, gpus = _sizes(args.tp), list(dict.fromkeys(_list(args.gpus)))
-    if len(gpus) > MAX_GPUS or max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
+    sizes, gpus = args.tp, args.gpus  # bounded and deduplicated by their option types
+    if max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
         raise ScenarioError(f"--gpus x --tp gives {max(len(gpus), 1) * len(sizes):,} layouts; the limit is "
                             f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
-    target = _number("--target-rps", args.target_rps, 0, 1e9)
-    per_day = _number("--tokens-per-day", args.tokens_per_day, 0, 1e18)
-    users = _number("--users", getattr(args, "users", None), 0, 1e9, open_low=True)
+    target, per_day, users = args.target_rps, args.tokens_per_day, getattr(args, "users", None)
     plan = _plan(mapping)
-    peak = _number("--peak", args.peak, 0, 1e6, open_low=True) if args.peak is not None else plan.peak_factor
-    headroom = (_number("--headroom", args.headroom, 0, 1, open_high=True) if args.headroom is not None
-                else plan.headroom)
+    peak = args.peak if args.peak is not None else plan.peak_factor
+    headroom = args.headroom if args.headroom is not None else plan.headroom
     from capacity.planning.fleet import fleet_options  # numpy and pandas load only once the input is read and checked
 
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,
-                              tensor_parallel=sizes, modes=_list(args.modes), users=users)
+                              tensor_parallel=sizes, modes=args.modes, users=users)
     except ScenarioError:
         raise
     except ValueError as exc:

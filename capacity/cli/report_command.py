@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError
 from capacity.render.engine_flags import ENGINES, engine_settings, model_id, render_text
 
@@ -18,27 +19,27 @@ from capacity.render.engine_flags import ENGINES, engine_settings, model_id, ren
 def add_report_command(subparsers: Any) -> None:
     """Add the ``report`` subcommand to the ``capacity`` parser."""
     p = subparsers.add_parser("report", help="a customer report: one self-contained HTML file (or PDF)")
-    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("scenario", type=options.path, help="scenario YAML file")
     p.add_argument("--format", choices=["html", "pdf"], default=None,
                    help="html (default, or from the -o suffix) or pdf (needs Chromium and playwright; needs -o)")
-    p.add_argument("--arrival-rate", type=float, default=None,
+    p.add_argument("--arrival-rate", type=options.number(0, 1e9, unit="requests/s"), default=None,
                    help="load to size the fleet for, requests/s (default: the scenario's workload.arrival_rate)")
-    p.add_argument("--peak", type=float, default=None,
+    p.add_argument("--peak", type=options.number(0, 1e6, open_low=True), default=None,
                    help="peak factor on the load (a sale day: 10; default: the scenario's fleet.peak_factor, else 1)")
-    p.add_argument("--headroom", type=float, default=None,
+    p.add_argument("--headroom", type=options.number(0, 1, open_high=True), default=None,
                    help="spare share of each replica's goodput, in [0, 1) (default: the scenario's fleet.headroom, "
                         "else 0)")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
 
 
 def add_flags_command(subparsers: Any) -> None:
     """Add the ``flags`` subcommand to the ``capacity`` parser."""
     f = subparsers.add_parser("flags", help="the sizing as a serving engine's flags (vLLM, TensorRT-LLM, SGLang)")
-    f.add_argument("scenario", help="scenario YAML file")
+    f.add_argument("scenario", type=options.path, help="scenario YAML file")
     f.add_argument("--engine", choices=[*ENGINES, "all"], default=None,
                    help="engine (default: the scenario's serving engine, else vllm); all: every engine")
     f.add_argument("--format", choices=["text", "json"], default="text")
-    f.add_argument("-o", "--output", help="write to this file instead of standard output")
+    f.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
 
 
 def _results(args: argparse.Namespace):
@@ -46,8 +47,6 @@ def _results(args: argparse.Namespace):
 
     scenario = load_scenario(args.scenario)
     if getattr(args, "arrival_rate", None) is not None:
-        if args.arrival_rate < 0:
-            raise ScenarioError(f"--arrival-rate must be >= 0 requests/s, got {args.arrival_rate:g}")
         scenario = scenario.with_changes(workload={"arrival_rate": args.arrival_rate})
     return scenario.evaluate()
 
@@ -58,8 +57,6 @@ def run_report(args: argparse.Namespace) -> str | bytes:
     fmt = args.format or ("pdf" if suffix == "pdf" else "html")
     if fmt == "pdf" and not args.output:
         raise ScenarioError("--format pdf writes a binary file: give -o FILE.pdf")
-    if (args.peak is not None and not args.peak > 0) or (args.headroom is not None and not 0 <= args.headroom < 1):
-        raise ScenarioError(f"--peak must be > 0 (got {args.peak}) and --headroom in [0, 1) (got {args.headroom})")
     results = _results(args)  # the scenario is read and checked before the charting libraries load
     from capacity.render.customer_report import customer_report_html, html_to_pdf
 

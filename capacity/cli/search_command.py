@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError
 from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 from capacity.planning.search import (
@@ -18,52 +19,57 @@ from capacity.planning.search import (
     EVENT_LOOPS,
     MAX_BATCHED_TOKENS,
     MAX_NUM_SEQS,
+    RESULT_TIMEOUT_S,
     SearchResult,
     Setting,
     executor_for,
+    grid_size,
     search,
     settings_grid,
 )
 
-
-def _ints(text: str, flag: str, allow_none: bool = False) -> list[int | None]:
-    out: list[int | None] = []
-    for part in text.split(","):
-        part = part.strip()
-        if allow_none and part.lower() == "none":
-            out.append(None)
-            continue
-        if not part.isdigit() or int(part) < 1:
-            raise ScenarioError(f"{flag}: {part!r} is not a whole number >= 1 (give a comma-separated list)")
-        out.append(int(part))
-    return out
+#: Largest tensor-parallel size tried.
+MAX_TP = 1024
+#: Most settings one search simulates (the product of the lists, plus the separate-pools settings), checked before
+#: any work: each setting needs several simulations; the default grid has 60 per GPU type.
+MAX_SETTINGS = 1_000
+#: Most values per list option, most GPU types, and the largest batch cap and token budget tried.
+MAX_VALUES, MAX_GPU_TYPES, MAX_SEQS, MAX_TOKENS = 64, 32, 1_000_000, 100_000_000
 
 
 def add_search_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity search SCENARIO.yaml [--gpus ...] [--tp ...] [--workers N | --cluster ADDRESS]``."""
     p = subparsers.add_parser("search", help="simulate engine settings to find the cheapest that keeps the promises")
-    p.add_argument("scenario", help="scenario YAML: model, workload, slo promises, and a simulation block")
-    p.add_argument("--gpus", help="comma-separated catalog GPU names (default: the scenario's GPU)")
-    p.add_argument("--tp", default=",".join(map(str, TENSOR_PARALLEL)), help="tensor-parallel sizes (default 1,2,4,8)")
-    p.add_argument("--max-num-seqs", default=",".join(map(str, MAX_NUM_SEQS)),
+    p.add_argument("scenario", type=options.path,
+                   help="scenario YAML: model, workload, slo promises, and a simulation block")
+    p.add_argument("--gpus", type=options.names(MAX_GPU_TYPES, "catalog GPU names"),
+                   help="comma-separated catalog GPU names (default: the scenario's GPU)")
+    p.add_argument("--tp", type=options.whole_list(1, MAX_TP, 16), default=",".join(map(str, TENSOR_PARALLEL)),
+                   help="tensor-parallel sizes (default 1,2,4,8)")
+    p.add_argument("--max-num-seqs", type=options.whole_list(1, MAX_SEQS, MAX_VALUES, none=True),
+                   default=",".join(map(str, MAX_NUM_SEQS)),
                    help="batch caps to try, 'none' for no cap (default 64,128,256)")
-    p.add_argument("--max-batched-tokens", default=",".join(map(str, MAX_BATCHED_TOKENS)),
+    p.add_argument("--max-batched-tokens", type=options.whole_list(1, MAX_TOKENS, MAX_VALUES),
+                   default=",".join(map(str, MAX_BATCHED_TOKENS)),
                    help="token budgets of one iteration (default 2048,8192)")
     p.add_argument("--chunked", choices=["both", "on", "off"], default="both", help="chunked prefill (default both)")
     p.add_argument("--separate-pools", choices=["both", "on", "off"], default="both",
                    help="also (both) or only (on) settings split into prefill and decode replicas (default both)")
-    p.add_argument("--percentile", type=float, default=99.0, help="percentile the promises hold at (default 99)")
-    p.add_argument("--rate", type=float, help="arrival rate in requests/s (default: the scenario's)")
-    p.add_argument("--requests", type=int, help=f"requests per simulation (default: the scenario's, else "
-                                                f"{DEFAULT_REQUESTS})")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="local worker processes (default: the CPUs)")
-    p.add_argument("--cluster", metavar="ADDRESS", help="run on this Dask scheduler (tcp://host:8786) instead")
+    p.add_argument("--percentile", type=options.number(0, 100, open_low=True), default=99.0,
+                   help="percentile the promises hold at, in (0, 100] (default 99)")
+    p.add_argument("--rate", type=options.number(0, 1e9, open_low=True, unit="requests/s"),
+                   help="arrival rate in requests/s (default: the scenario's)")
+    p.add_argument("--requests", type=options.whole(1, 10**9), help=f"requests per simulation (default: the "
+                                                                     f"scenario's, else {DEFAULT_REQUESTS})")
+    p.add_argument("--workers", type=options.whole(1, 256), default=min(os.cpu_count() or 1, 256),
+                   help="local worker processes, 1 to 256 (default: the CPUs)")
+    p.add_argument("--cluster", metavar="ADDRESS", type=options.address,
+                   help="run on this Dask scheduler (tcp://host:8786) instead")
     p.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
                    help="simulator loop: auto (the compiled loop where it is cached and supports the engine), "
                         "compiled, or python (the reference); the results are the same")
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     return p
 
 
@@ -75,18 +81,18 @@ def run_search(args: argparse.Namespace) -> str:
     raw = read_yaml(path)
     if not isinstance(raw, Mapping):
         raise ScenarioError(f"{path}: a scenario must be a mapping")
-    if args.rate is not None and not args.rate > 0:
-        raise ScenarioError(f"--rate must be > 0 requests/s, got {args.rate}")
-    if args.workers < 1:
-        raise ScenarioError(f"--workers must be >= 1, got {args.workers}")
-    gpus: list[str | None] = [g.strip() for g in args.gpus.split(",")] if args.gpus else [None]
+    gpus: list[str | None] = list(args.gpus) if args.gpus else [None]  # names, duplicates dropped (options.names)
     chunked = {"both": [False, True], "on": [True], "off": [False]}[args.chunked]
     pools = {"both": [False, True], "on": [True], "off": [False]}[args.separate_pools]
-    settings = settings_grid(gpus, _ints(args.tp, "--tp"), _ints(args.max_num_seqs, "--max-num-seqs", True),
-                             _ints(args.max_batched_tokens, "--max-batched-tokens"), chunked, pools)
+    count = grid_size(len(gpus), len(args.tp), len(args.max_num_seqs), len(args.max_batched_tokens), len(chunked),
+                      pools)
+    if count > MAX_SETTINGS:
+        raise ScenarioError(f"the search grid has {count:,} settings ({len(gpus)} GPU type(s) x {len(args.tp)} "
+                            f"--tp x {len(args.max_num_seqs)} --max-num-seqs x {len(args.max_batched_tokens)} "
+                            f"--max-batched-tokens x --chunked {args.chunked}, --separate-pools "
+                            f"{args.separate_pools}); the limit is {MAX_SETTINGS:,}: search a coarser grid first")
+    settings = settings_grid(gpus, args.tp, args.max_num_seqs, args.max_batched_tokens, chunked, pools)
     overrides = {"requests": args.requests} if args.requests else {}
-    if args.requests is not None and args.requests < 1:
-        raise ScenarioError(f"--requests must be >= 1, got {args.requests}")
     from capacity.model.scenario import Scenario
     from capacity.simulator.config import config_from_scenario
 
@@ -95,7 +101,7 @@ def run_search(args: argparse.Namespace) -> str:
     try:
         result = search(raw, settings, args.percentile, args.rate, executor, str(path.parent), overrides,
                         workers=args.workers if not args.cluster else len(owner.scheduler_info()["workers"]),
-                        event_loop=args.event_loop)
+                        event_loop=args.event_loop, result_timeout_s=RESULT_TIMEOUT_S if args.cluster else None)
     finally:
         if owner is not None:
             owner.close() if args.cluster else owner.shutdown()

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError, show
 from capacity.fileio.csv_safe import frame_to_csv
 from capacity.fileio.safe_load import parse_yaml
@@ -45,10 +46,10 @@ def render(result: SimulationResult, fmt: str) -> str:
 def add_simulate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity simulate``."""
     p = subparsers.add_parser("simulate", help="simulate the scenario's serving engine request by request")
-    p.add_argument("scenario", help="scenario YAML file (its simulation: block sets the run)")
+    p.add_argument("scenario", type=options.path, help="scenario YAML file (its simulation: block sets the run)")
     p.add_argument("--format", choices=["json", "csv"], default="json",
                    help="json (default): the summary in base units; csv: one row per request")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key of the simulation block, e.g. --set policy=static --set rate=12")
     return p

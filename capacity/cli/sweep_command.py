@@ -7,24 +7,28 @@ complete, or to standard output.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from typing import Any
 
+from capacity.cli import options
 from capacity.errors import ScenarioError
 
 #: Table formats of a sweep; xlsx and parquet are binary and need ``-o``.
 SWEEP_FORMATS = ("csv", "xlsx", "parquet", "json")
+#: Errors of writing standard output (full disk or device, quota, file size limit, closed pipe, I/O error).
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EPIPE, errno.EIO}
 
 
 def add_sweep_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity sweep``."""
     p = subparsers.add_parser("sweep", help="evaluate a scenario over a grid of inputs and write a table")
-    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("scenario", type=options.path, help="scenario YAML file")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=START:STOP:STEPS", required=True,
                    help="a scenario key (serving.memory_utilization, workload.prompt_tokens, slo.tpot, ...) or flat "
                         "input name, with STEPS even values from START to STOP; repeat for a grid")
     p.add_argument("--format", choices=SWEEP_FORMATS, help="table format (default: from the -o suffix, else csv)")
-    p.add_argument("-o", "--output", help="write to this file (required for xlsx and parquet)")
+    p.add_argument("-o", "--output", type=options.path, help="write to this file (required for xlsx and parquet)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: on a terminal, for sweeps of 200,000 rows or more)")
     p.add_argument("--units", choices=["base", "human"], default="base",
@@ -44,8 +48,16 @@ def run_sweep_command(args: argparse.Namespace) -> None:
         raise ScenarioError(f"--format {fmt} writes a binary file: give -o FILE.{fmt}")
     scenario = load_scenario(args.scenario)
     if args.output is None:
-        sys.stdout.flush()
-        run_to(scenario, args.vary, fmt, sys.stdout.buffer, progress=args.progress, units=args.units)
+        try:
+            sys.stdout.flush()
+            run_to(scenario, args.vary, fmt, sys.stdout.buffer, progress=args.progress, units=args.units)
+            sys.stdout.flush()
+        except OSError as exc:
+            if exc.errno not in _OUTPUT_ERRNOS:
+                raise
+            from capacity.cli import OutputFailed
+
+            raise OutputFailed from exc
         return None
     with atomic_output(args.output) as sink:
         run_to(scenario, args.vary, fmt, sink, output=args.output, progress=args.progress, units=args.units)

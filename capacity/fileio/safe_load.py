@@ -300,10 +300,62 @@ def parse_json(text: str | bytes, origin: str = "JSON", max_depth: int = MAX_DEP
     return value
 
 
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def parse_json_list(text: str, origin: str = "JSON", max_items: int = 10_000, what: str = "items",
+                    max_depth: int = MAX_DEPTH) -> list[Any]:
+    """A JSON array decoded one item at a time (the checks of ``parse_json`` on each): more than ``max_items``
+    items is refused as soon as the next one starts, before it or any later one is built (a list of a million
+    empty objects would take 180 MB whole)."""
+    import json
+
+    origin = clean_line(origin, 120)
+    decoder = json.JSONDecoder(object_pairs_hook=_pairs(origin), parse_int=_integer(origin),
+                               parse_constant=_constant(origin))
+
+    def invalid(at: int, msg: str) -> ScenarioError:
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        return ScenarioError(f"{origin} is not valid JSON at line {line}, column {column}: {msg}")
+
+    i = _JSON_SPACE.match(text, 0).end()
+    if text[i:i + 1] != "[":
+        raise invalid(i, "expecting '['")
+    i = _JSON_SPACE.match(text, i + 1).end()
+    items: list[Any] = []
+    if text[i:i + 1] == "]":
+        i += 1
+    else:
+        while True:
+            if len(items) >= max_items:
+                raise ScenarioError(f"{origin} holds over {max_items:,} {what}; the limit is {max_items:,}")
+            try:
+                value, i = decoder.raw_decode(text, i)
+            except json.JSONDecodeError as exc:
+                raise invalid(exc.pos, exc.msg) from None
+            except RecursionError:
+                raise ScenarioError(f"{origin} is nested too deeply (over {max_depth} levels)") from None
+            check_json_value(value, origin, max_depth - 1)
+            items.append(value)
+            i = _JSON_SPACE.match(text, i).end()
+            if text[i:i + 1] == ",":
+                i = _JSON_SPACE.match(text, i + 1).end()
+                continue
+            if text[i:i + 1] == "]":
+                i += 1
+                break
+            raise invalid(i, "expecting ',' or ']'")
+    if text[_JSON_SPACE.match(text, i).end():]:
+        raise invalid(_JSON_SPACE.match(text, i).end(), "extra data")
+    return items
+
+
 def read_json(path: str | Path, limit: int, what: str = "JSON file") -> Any:
     """``parse_json`` of a regular file of at most ``limit`` bytes."""
     return parse_json(read_text(path, limit, what), str(path))
 
 
 __all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_NODES", "check_json_value", "check_nodes", "parse_json",
+           "parse_json_list",
            "parse_yaml", "read_bytes", "read_json", "read_text", "read_yaml"]

@@ -20,6 +20,7 @@ from capacity.formulas.quantisation import flops_key as scheme_flops_key
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import catalog
 from capacity.inputs.engines import ALIASES, ENGINES, IDEAL
+from capacity.inputs.numbers import NUMBER
 from capacity.inputs.speculative import check_speculative
 from capacity.inputs.units import BASE_UNIT, parse_quantity
 
@@ -189,6 +190,9 @@ def as_number(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ScenarioError(f"{path} must be a number, got {show(value)}")
     try:
+        if isinstance(value, str) and not NUMBER.fullmatch(value.strip()) and value.strip().lower() not in (
+                "nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
+            raise ValueError(value)  # ASCII digits only: float() reads "١٢" as 12 and "1_000" as 1000
         number = float(value)
     except ValueError:
         hint = " (a fraction: write 0.76, not 76%)" if isinstance(value, str) and value.strip().endswith("%") else ""
@@ -369,6 +373,8 @@ def percentile(value: Any, path: str) -> float:
     """A percentile in (0, 100): ``99`` or ``"p99"``; ScenarioError naming ``path`` otherwise."""
     raw = value[1:] if isinstance(value, str) and value.lower().startswith("p") else value
     try:
+        if isinstance(raw, str) and not NUMBER.fullmatch(raw.strip()):
+            raise ValueError(raw)  # ASCII digits only
         number = math.nan if isinstance(raw, bool) else float(raw)
     except (TypeError, ValueError):
         number = math.nan

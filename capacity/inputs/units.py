@@ -20,7 +20,7 @@ TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, 
 #: The kinds of quantity a scenario holds, with their base unit.
 BASE_UNIT = {"bytes": "B", "bandwidth": "B/s", "flops": "FLOP/s", "time": "s"}
 
-_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"  # ASCII digits: "٣ ms" is no time
 _PATTERN = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-zµ/]*)\s*$")
 
 

@@ -78,6 +78,11 @@ class WorkloadClass:
     percentile: float | None = None   # 99 means the promise holds for 99% of requests; None: on the mean
 
 
+#: Most workload classes a scenario may hold: the answer sizes each class at every layout it considers, so a
+#: report's time grows with the count (500 classes took 89 s); real mixes have a handful.
+MAX_CLASSES = 32
+
+
 def parse_classes(raw: Any, default_slo: Mapping[str, Any] | None = None) -> tuple[WorkloadClass, ...]:
     """Validate a ``workloads:`` list; one ScenarioError naming every bad field (``workloads[1].share``).
 
@@ -85,6 +90,9 @@ def parse_classes(raw: Any, default_slo: Mapping[str, Any] | None = None) -> tup
     """
     if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)) or not raw:
         raise ScenarioError(f"workloads must be a non-empty list of classes, got {raw!r:.80}")
+    if len(raw) > MAX_CLASSES:  # each class is sized at every layout of the answer: refused before any work
+        raise ScenarioError(f"workloads has {len(raw):,} classes, over the limit of {MAX_CLASSES} (merge classes of "
+                            f"similar shape and promise)")
     problems: list[str] = []
     classes = []
     for i, item in enumerate(raw):

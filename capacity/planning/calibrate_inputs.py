@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import ScenarioError, clean_line, show
-from capacity.fileio.safe_load import parse_json, read_text
+from capacity.fileio.safe_load import parse_json, parse_json_list, read_text
+from capacity.inputs.numbers import NUMBER, WHOLE_MAX, parse_whole
 from capacity.planning.calibration import BenchmarkRow
 
 #: Largest ``vllm bench serve`` result file [B]: a summary is a few kB; ``--save-detailed`` adds per-request
@@ -54,6 +55,13 @@ from capacity.planning.calibration import BenchmarkRow
 MAX_BENCH_JSON_BYTES = 20_000_000
 #: Largest metrics scrape [B] (a vLLM scrape is 20 to 100 kB) and most lines read from it.
 MAX_SCRAPE_BYTES, MAX_SCRAPE_LINES = 5_000_000, 100_000
+#: Longest line of a scrape [characters]: a vLLM sample line with its labels is a few hundred; one regex match of a
+#: 4.9 MB line took 851 MB.
+MAX_SCRAPE_LINE = 16_384
+#: Largest mean decode batch a scrape may give [sequences] (vLLM's max_num_seqs is at most a few thousand).
+MAX_MEAN_BATCH = 1_000_000
+#: Largest total of one counter over its series: 1e18 tokens or seconds, beyond any server's life.
+MAX_COUNTER = 1e18
 #: Most runs one result file may hold (``--append-result``); the fit's own limit is ``MAX_CSV_ROWS``.
 MAX_RUNS = 10_000
 
@@ -72,7 +80,9 @@ def sniff(text: str) -> str:
 # --- vllm bench serve JSON --------------------------------------------------------------------------------------
 
 def _number(run: Mapping[str, Any], key: str, where: str, problems: list[str], positive: bool = True,
-            required: bool = True) -> float | None:
+            required: bool = True, whole: bool = False) -> float | None:
+    """A finite number of at most ``WHOLE_MAX`` (``whole``: a whole number, as counts are) from a run's ``key``;
+    one problem line naming the run and the field otherwise."""
     value = run.get(key)
     if value is None:
         if required:
@@ -81,33 +91,35 @@ def _number(run: Mapping[str, Any], key: str, where: str, problems: list[str], p
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         problems.append(f"{where}: {key} must be a finite number, got {show(value)}")
         return None
-    if value < 0 or (positive and value == 0):
-        problems.append(f"{where}: {key} must be {'> 0' if positive else '>= 0'}, got {show(value)}")
+    if value < 0 or (positive and value == 0) or value > WHOLE_MAX or (whole and value != math.floor(value)):
+        kind = "a whole number" if whole else "a number"
+        problems.append(f"{where}: {key} must be {kind} in [{'1' if whole and positive else '0'}, {WHOLE_MAX:.0e}]"
+                        f"{' (> 0)' if positive and not whole else ''}, got {show(value)}")
         return None
     return float(value)
 
 
 def _runs(text: str, origin: str) -> list[Any]:
-    """The JSON objects of a result file: one object, a list of objects, or one object per line."""
+    """The JSON objects of a result file: one object, a list of objects, or one object per line; more than
+    ``MAX_RUNS`` is refused while reading, before the rest is parsed."""
     stripped = text.strip()
+    too_many = f"{origin} holds over {MAX_RUNS:,} runs; calibration takes at most {MAX_RUNS:,}"
     if stripped.startswith("["):
-        value = parse_json(stripped, origin)
-        if not isinstance(value, list):
-            raise ScenarioError(f"{origin} must hold JSON objects, got {show(value)}")
-        runs = value
+        runs = parse_json_list(stripped, origin, MAX_RUNS, "runs")
     else:
         try:
             runs = [parse_json(stripped, origin)]
         except ScenarioError:
-            lines = [line for line in stripped.splitlines() if line.strip()]
-            if len(lines) < 2:
+            if "\n" not in stripped:
                 raise
-            if len(lines) > MAX_RUNS:
-                raise ScenarioError(f"{origin} holds over {MAX_RUNS:,} runs; calibration takes at most "
-                                    f"{MAX_RUNS:,}") from None
-            runs = [parse_json(line, f"{origin} line {i}") for i, line in enumerate(lines, start=1)]
-    if len(runs) > MAX_RUNS:
-        raise ScenarioError(f"{origin} holds over {MAX_RUNS:,} runs; calibration takes at most {MAX_RUNS:,}")
+            runs = []
+            for number, match in enumerate(re.finditer(r"[^\n]+", stripped), start=1):
+                line = match.group()
+                if not line.strip():
+                    continue
+                if len(runs) >= MAX_RUNS:
+                    raise ScenarioError(too_many) from None
+                runs.append(parse_json(line, f"{origin} line {number}"))
     if not runs:
         raise ScenarioError(f"{origin} holds no benchmark run")
     return runs
@@ -125,12 +137,11 @@ def _rate(value: Any, where: str, problems: list[str]) -> float:
 def _tensor_parallel(run: Mapping[str, Any], where: str, problems: list[str]) -> float | None:
     for key in ("tensor_parallel_size", "tensor_parallel", "tp"):
         if key in run:
-            value = run[key]
-            text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
-            if not text.isdigit() or not 1 <= int(text) <= 1024:
-                problems.append(f"{where}: {key} must be a whole number of GPUs in [1, 1024], got {show(value)}")
+            try:  # ASCII digits only: "²" passes str.isdigit and "٣" reads as 3 with int()
+                return float(parse_whole(run[key], f"{where}: {key}", 1, 1024))
+            except ScenarioError as exc:
+                problems.extend(exc.problems)
                 return None
-            return float(int(text))
     return None
 
 
@@ -150,11 +161,11 @@ def rows_from_vllm_bench(text: str, origin: str) -> list[BenchmarkRow]:
                             f"output_throughput (written by vllm bench serve --save-result)")
             continue
         before = len(problems)
-        completed = _number(run, "completed", where, problems)
-        total_in = _number(run, "total_input_tokens", where, problems)
-        total_out = _number(run, "total_output_tokens", where, problems)
+        completed = _number(run, "completed", where, problems, whole=True)
+        total_in = _number(run, "total_input_tokens", where, problems, whole=True)
+        total_out = _number(run, "total_output_tokens", where, problems, whole=True)
         rate = _rate(run.get("request_rate"), where, problems)
-        concurrency = _number(run, "max_concurrency", where, problems, required=False)
+        concurrency = _number(run, "max_concurrency", where, problems, required=False, whole=True)
         tp = _tensor_parallel(run, where, problems)
         tpot = _number(run, "mean_tpot_ms", where, problems, required=False)
         throughput = _number(run, "output_throughput", where, problems, required=False)
@@ -233,9 +244,16 @@ def parse_scrape(text: str, origin: str) -> Scrape:
     blocks: float | None = None
     block_size: float | None = None
     seen = False
-    for number, line in enumerate(text.splitlines(), start=1):
+    series: set[tuple[str, str]] = set()
+    for number, match_line in enumerate(re.finditer(r"[^\n]*\n?", text), start=1):
+        line = match_line.group()
+        if not line:
+            break
         if number > MAX_SCRAPE_LINES:
             raise ScenarioError(f"{origin} has over {MAX_SCRAPE_LINES:,} lines; a vLLM scrape has a few thousand")
+        if len(line) > MAX_SCRAPE_LINE:
+            raise ScenarioError(f"{origin} line {number} is {len(line):,} characters long; a scrape line is limited "
+                                f"to {MAX_SCRAPE_LINE:,}")
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -245,27 +263,36 @@ def parse_scrape(text: str, origin: str) -> Scrape:
         match = _SAMPLE.match(line)
         if not match:
             raise ScenarioError(f"{origin} line {number}: not a Prometheus sample: {clean_line(line, 100)}")
-        try:
-            value = float(match.group(3))
-        except ValueError:
-            raise ScenarioError(f"{origin} line {number}: {name} value {clean_line(match.group(3), 40)!r} is not "
-                                f"a number") from None
+        text_value = match.group(3)
+        if text_value not in ("NaN", "+Inf", "-Inf", "Inf") and (len(text_value) > 40 or
+                                                                 not NUMBER.fullmatch(text_value)):
+            raise ScenarioError(f"{origin} line {number}: {name} value {clean_line(text_value, 40)!r} is not "
+                                f"a number")
+        value = float(text_value)
         if not math.isfinite(value) or value < 0:
             raise ScenarioError(f"{origin} line {number}: {name} must be a finite number >= 0, got {value!r}")
+        key = (name, tuple(sorted(_LABEL.findall(match.group(2) or ""))))
+        if key in series:  # one series twice is a concatenated or corrupt scrape: summing it would double it
+            raise ScenarioError(f"{origin} line {number}: {name}{clean_line(match.group(2) or '', 80)} appears "
+                                f"twice; a scrape holds each series once")
+        series.add(key)
         seen = True
         if name == "vllm:cache_config_info":
             labels = dict(_LABEL.findall(match.group(2) or ""))
-            for key, target in (("num_gpu_blocks", "blocks"), ("block_size", "size")):
-                text_value = labels.get(key, "")
-                if text_value.isdigit() and len(text_value) < 16:
+            for label, target in (("num_gpu_blocks", "blocks"), ("block_size", "size")):
+                label_value = labels.get(label, "")
+                if label_value.isascii() and label_value.isdigit() and len(label_value) < 16:
                     if target == "blocks":
-                        blocks = (blocks or 0.0) + float(text_value)
+                        blocks = (blocks or 0.0) + float(label_value)
                     else:
-                        block_size = float(text_value)
+                        block_size = float(label_value)
         elif name in GAUGES:
             gauges[name] = max(gauges.get(name, 0.0), value) if "usage" in name else gauges.get(name, 0.0) + value
         else:
             sums[name] = sums.get(name, 0.0) + value
+            if not math.isfinite(sums[name]) or sums[name] > MAX_COUNTER:
+                raise ScenarioError(f"{origin} line {number}: {name} sums to over {MAX_COUNTER:.0e} over its "
+                                    f"series; no vLLM server counts that far")
     if not seen:
         raise ScenarioError(f"{origin} holds no vLLM metrics (vllm:generation_tokens_total, "
                             f"vllm:inter_token_latency_seconds, ...); scrape the server's /metrics")
@@ -316,6 +343,10 @@ def rows_from_scrape(after: Scrape, origin: str, before: Scrape | None = None) -
     if not steps or steps <= 0 or generated <= 0:
         raise ScenarioError(f"{origin}: no generation steps{' since the earlier scrape' if before else ''}")
     batch = generated / steps
+    if not 0 < batch <= MAX_MEAN_BATCH or not 0 < itl < math.inf or not 0 < prompt < 1e12 or not 0 < output < 1e12:
+        raise ScenarioError(f"{origin}: the counters give a mean decode batch of {batch:.3g} sequences, an inter-token "
+                            f"time of {itl:.3g} s and {prompt:.3g} prompt / {output:.3g} output tokens a request; "
+                            f"a vLLM server runs at most {MAX_MEAN_BATCH:,} sequences at once (a corrupt scrape?)")
     notes = [f"{origin}: mean decode batch {batch:,.1f} sequences (generation tokens / engine steps), mean "
              f"inter-token time {itl * 1e3:,.2f} ms over {generated:,.0f} tokens"]
     running = after.gauges.get("vllm:num_requests_running")

@@ -888,6 +888,32 @@ class BenchmarkRow:
     notes: tuple[str, ...] = ()  # what the reader noticed and did not fit (failed requests, a scrape's snapshot)
 
 
+#: Columns that count (tokens, sequences, GPUs): whole numbers; and the loads that may be "inf" (offline).
+_WHOLE_COLUMNS = frozenset({"batch_size", "prompt_tokens", "output_tokens", "tensor_parallel"})
+_MAY_BE_INFINITE = frozenset({"request_rate", "concurrency"})
+
+
+def _cell_number(cell: str, canonical: str) -> float | None:
+    """A CSV cell as a positive number of at most 1e15 in ASCII decimal (whole for ``_WHOLE_COLUMNS``; "inf" for
+    ``_MAY_BE_INFINITE``); None when it is not one."""
+    from capacity.inputs.numbers import NUMBER, WHOLE_MAX
+
+    if canonical in _MAY_BE_INFINITE and cell.lower() in ("inf", "+inf", "infinity"):
+        return math.inf
+    if len(cell) > 40 or not NUMBER.fullmatch(cell):
+        return None
+    value = float(cell)
+    if not 0 < value <= WHOLE_MAX or (canonical in _WHOLE_COLUMNS and value != math.floor(value)):
+        return None
+    return value
+
+
+def _not_a_number(cell: str) -> bool:
+    from capacity.inputs.numbers import NUMBER
+
+    return len(cell) > 40 or not NUMBER.fullmatch(cell)
+
+
 def read_benchmark_csv(path: str | Path) -> tuple[list[BenchmarkRow], list[str]]:
     """Read a benchmark CSV; returns (rows, ignored column names). Errors name the file, line and column."""
     path = Path(path)
@@ -920,14 +946,14 @@ def rows_from_csv_text(text: str, path: str | Path) -> tuple[list[BenchmarkRow],
             if name not in COLUMNS or cell == "":
                 continue
             canonical, unit = COLUMNS[name]
-            try:
-                value = float(cell)
-            except ValueError:
-                problems.append(f"{path} line {line}, column {name}: {cell!r} is not a number")
-                continue
-            if math.isnan(value) or value <= 0 or (math.isinf(value) and canonical not in ("request_rate",
-                                                                                            "concurrency")):
-                problems.append(f"{path} line {line}, column {name}: {cell!r} must be a positive number")
+            value = _cell_number(cell, canonical)
+            if value is None:  # ASCII digits only: float() reads "١٢" as 12 and "1e999" as infinity
+                shown = clean_line(repr(cell), 60)
+                allowed = ("a whole number in [1, 1e+15]" if canonical in _WHOLE_COLUMNS
+                           else "a positive number of at most 1e+15")
+                infinite = " or inf" if canonical in _MAY_BE_INFINITE else ""
+                problems.append(f"{path} line {line}, column {name}: {shown} "
+                                f"{'is not a number' if _not_a_number(cell) else 'must be'}: give {allowed}{infinite}")
                 continue
             order = _PREFERENCE.index(name) if name in _PREFERENCE else 0
             if canonical in rank and rank[canonical] <= order:

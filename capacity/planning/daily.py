@@ -91,6 +91,8 @@ def plan_day(rates: ArrayLike, replica_rps: float, gpus_per_replica: int, price_
              headroom: float = 0.0) -> DailyPlan:
     """Replicas and GPUs for each hour of ``rates`` [requests/s] when one replica serves ``replica_rps``."""
     r = check_profile(rates)
+    if not 0 <= headroom < 1:  # NaN too: 1 would give infinite replicas, NaN replicas of NaN
+        raise ValueError(f"headroom must be in [0, 1), got {headroom}")
     if not replica_rps > 0:
         raise ValueError("one replica serves no load within the promises (goodput 0): no fleet serves the day")
     replicas = replicas_for(r, replica_rps, headroom)

@@ -39,13 +39,16 @@ import copy
 import itertools
 import math
 import queue
+import socket
+import struct
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from capacity.errors import ScenarioError
+from capacity.errors import ScenarioError, clean_line
 
 #: The simulator's ``event_loop`` choices (``simulator.scheduler.EVENT_LOOPS``; not imported, to keep numpy out of
 #: the command's start).
@@ -163,6 +166,14 @@ def settings_grid(gpus: Sequence[str | None], tensor_parallel: Iterable[int], ma
         if True in pools:
             out.append(Setting(gpu, tp, seqs, budgets[0], False, True))
     return out
+
+
+def grid_size(gpus: int, tensor_parallel: int, max_num_seqs: int, max_batched_tokens: int, chunked: int,
+              separate_pools: Iterable[bool] = (False,)) -> int:
+    """How many settings ``settings_grid`` makes of lists of these lengths, without making them."""
+    pools = list(separate_pools)
+    per_cap = (max_batched_tokens * chunked if False in pools else 0) + (1 if True in pools else 0)
+    return gpus * tensor_parallel * max_num_seqs * per_cap
 
 
 def pool_split(replicas: int, prefill_share: float) -> tuple[int, int]:
@@ -355,10 +366,12 @@ class _ReplicaSearch:
 
 def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: float = 99.0,
            rate_rps: float | None = None, executor: cf.Executor | None = None, base_dir: str | None = None,
-           overrides: Mapping[str, Any] | None = None, workers: int = 1, event_loop: str = "auto") -> SearchResult:
+           overrides: Mapping[str, Any] | None = None, workers: int = 1, event_loop: str = "auto",
+           result_timeout_s: float | None = None) -> SearchResult:
     """Prune ``settings`` with the analytic model, then simulate replica counts until each kept setting's fewest
     replicas keeping the promises at ``percentile`` is known; ``executor`` runs the simulations (None: here).
-    ``event_loop``: the simulator's loop, resolved in each worker by ``event_loop_for_search``."""
+    ``event_loop``: the simulator's loop, resolved in each worker by ``event_loop_for_search``;
+    ``result_timeout_s``: the longest wait for any one result (None: no deadline; a cluster gets one)."""
     from capacity.model.scenario import Scenario
 
     if not 0 < percentile <= 100:
@@ -414,7 +427,11 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
 
     dispatch()
     while pending:
-        future = finished.get()
+        try:
+            future = finished.get(timeout=result_timeout_s)
+        except queue.Empty:
+            raise ScenarioError(f"no simulation result within {result_timeout_s:g} s: are the cluster's workers "
+                                f"alive?") from None
         for s, run in zip(pending.pop(future), future.result(), strict=True):
             runs.append({**asdict(s.c.setting), **run, **_cost(s.c, run["replicas"])})
             first_run.setdefault((s.c.setting, run["replicas"]), runs[-1])
@@ -457,19 +474,104 @@ def _finite(value: float) -> float:
 
 # --- executors --------------------------------------------------------------------------------------------------
 
-def executor_for(workers: int, cluster: str | None, event_loop: str = "auto") -> tuple[cf.Executor | None, Any]:
+#: Deadlines of a Dask cluster [s]: the connection and handshake, and each simulation result (a task is at most
+#: ``MAX_BATCH`` simulations of a few thousand requests: seconds to minutes on one core).
+CONNECT_TIMEOUT_S, RESULT_TIMEOUT_S = 10.0, 1800.0
+#: Largest Dask handshake accepted [B]: a scheduler's is a few hundred bytes of msgpack.
+MAX_HANDSHAKE_BYTES = 1 << 20
+
+
+def _recv_exactly(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """``n`` bytes from ``sock`` before ``deadline`` (time.monotonic); fewer when the peer closes; TimeoutError."""
+    data = b""
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        chunk = sock.recv(min(n - len(data), 65536))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def probe_scheduler(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Connect to ``address`` (``tcp://HOST:PORT``) and read the handshake a Dask scheduler sends first, within
+    ``timeout_s`` in all; ScenarioError telling apart a refused connection, a silent port and a port that answers
+    but is not Dask (before Dask's own client, which waits without a deadline for the handshake and reads a
+    junk length header as a request to allocate exabytes). TLS addresses are only connected to."""
+    shown = clean_line(address, 120)
+    scheme, _, rest = address.partition("://")
+    host, _, port = rest.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    try:
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+    except TimeoutError:
+        raise ScenarioError(f"--cluster {shown}: no connection within {timeout_s:g} s (is the host up, and the port "
+                            f"open?)") from None
+    except socket.gaierror as exc:
+        raise ScenarioError(f"--cluster {shown}: cannot resolve the host ({exc.strerror or exc})") from None
+    except (OSError, ValueError, OverflowError) as exc:
+        raise ScenarioError(f"--cluster {shown}: cannot connect ({getattr(exc, 'strerror', None) or exc}); is a "
+                            f"Dask scheduler running there?") from None
+    with sock:
+        if scheme != "tcp":
+            return
+        not_dask = f"--cluster {shown}: it answered, but not as a Dask scheduler does"
+        try:
+            header = _recv_exactly(sock, 16, deadline)
+            if len(header) < 16:
+                raise ScenarioError(f"{not_dask} (it closed the connection without a handshake)")
+            total, frames = struct.unpack("<QQ", header)
+            if not 16 <= total <= MAX_HANDSHAKE_BYTES or not 1 <= frames <= 64:
+                raise ScenarioError(f"{not_dask} (its first bytes are not a Dask message)")
+        except TimeoutError:
+            raise ScenarioError(f"--cluster {shown}: connected, but nothing answered within {timeout_s:g} s: not a "
+                                f"Dask scheduler, or one too busy to answer") from None
+        except OSError as exc:
+            raise ScenarioError(f"--cluster {shown}: the connection failed during the handshake "
+                                f"({exc.strerror or exc})") from None
+
+
+def _client(address: str, timeout_s: float) -> Any:
+    """A Dask client of ``address`` made within ``timeout_s`` (its handshake has no deadline of its own: the
+    client is made on a daemon thread, abandoned past the deadline)."""
+    from distributed import Client
+
+    made: queue.SimpleQueue = queue.SimpleQueue()
+
+    def connect() -> None:
+        try:
+            made.put(Client(address, timeout=f"{timeout_s}s"))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            made.put(exc)
+
+    threading.Thread(target=connect, daemon=True, name="dask-connect").start()
+    try:
+        client = made.get(timeout=timeout_s + 1.0)
+    except queue.Empty:
+        raise ScenarioError(f"--cluster {clean_line(address, 120)}: the Dask handshake did not finish within "
+                            f"{timeout_s:g} s") from None
+    if isinstance(client, BaseException):
+        raise ScenarioError(f"--cluster {clean_line(address, 120)}: cannot connect to a Dask scheduler "
+                            f"({clean_line(str(client), 150)})") from None
+    return client
+
+
+def executor_for(workers: int, cluster: str | None, event_loop: str = "auto",
+                 timeout_s: float | None = None) -> tuple[cf.Executor | None, Any]:
     """(executor, what to close): none for one local worker, a process pool for several (each worker made ready
     by ``start_worker`` for ``event_loop``), a Dask cluster's executor for ``--cluster ADDRESS`` (needs
-    ``pip install capacity[distributed]``)."""
+    ``pip install capacity[distributed]``), reached within ``timeout_s`` (``CONNECT_TIMEOUT_S``)."""
     if cluster:
+        timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
         try:
-            from distributed import Client
+            import distributed  # noqa: F401 - only whether it is installed
         except ImportError:
             raise ScenarioError("--cluster needs Dask distributed (pip install 'capacity[distributed]')") from None
-        try:
-            client = Client(cluster, timeout="10s")
-        except (OSError, TimeoutError) as exc:
-            raise ScenarioError(f"--cluster {cluster}: cannot connect to a Dask scheduler ({exc})") from None
+        probe_scheduler(cluster, timeout_s)
+        client = _client(cluster, timeout_s)
         return client.get_executor(pure=False), client
     if workers <= 1:
         return None, None
@@ -482,6 +584,7 @@ def executor_for(workers: int, cluster: str | None, event_loop: str = "auto") ->
 
 # --- the command ------------------------------------------------------------------------------------------------
 
-__all__ = ["Candidate", "SearchResult", "Setting", "event_loop_for_search", "executor_for",
+__all__ = ["CONNECT_TIMEOUT_S", "Candidate", "RESULT_TIMEOUT_S", "SearchResult", "Setting", "event_loop_for_search",
+           "executor_for", "grid_size", "probe_scheduler",
            "pool_split", "prune", "scenario_data", "search", "settings_grid", "simulate_candidate",
            "simulate_many", "start_worker"]

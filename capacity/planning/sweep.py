@@ -123,8 +123,8 @@ def parse_vary(spec: str, scenario: Scenario) -> Axis:
     kind = _KIND.get(INPUTS[flat][0])
     start, stop = (_number(text, kind, key) for text in parts[:2])
     try:
-        if len(parts[2].strip()) > 30:
-            raise ValueError
+        if len(parts[2].strip()) > 30 or not (parts[2].strip().isascii() and parts[2].strip().isdigit()):
+            raise ValueError  # ASCII digits only: int() reads "٣" as 3
         steps = int(parts[2])
     except ValueError:
         raise ScenarioError(f"--vary {key}: STEPS must be a whole number up to {MAX_ROWS:,}, got "

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from app_views.state import doc_from_link, link_params, load_text, normalise, presets, to_yaml
 from app_views.views import VIEWS
 from capacity import Scenario
+from capacity.inputs import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -129,7 +130,7 @@ def test_headline_starts_with_the_one_sentence_answer():
 
 
 def test_essay_000_preset_shows_the_essay_numbers():
-    at = start()  # the landing preset
+    at = choose(start(), ESSAY_000)
     shown = in_view(at, "Memory")
     assert shown["Requests that fit"] == "752"
     assert shown["KV pool per GPU"] == "56.00 GiB"
@@ -140,7 +141,7 @@ def test_essay_000_preset_shows_the_essay_numbers():
 def test_landing_preset_then_a_catalog_model_gpu_and_tp_gives_the_cli_numbers_for_that_choice():
     # Issue 13: from the landing preset, llama-3-70b on 4 x h100-sxm kept the preset's 16 GiB weights and 1.0
     # efficiencies (1,457 requests, 35.3 req/s); the catalog choice gives 835 and 20.3.
-    at = start()
+    at = choose(start(), ESSAY_000)
     at.sidebar.selectbox(key="model").select("llama-3-70b").run()
     at.sidebar.selectbox(key="gpu").select("h100-sxm").run()
     at.sidebar.number_input(key="gpu_count").set_value(4).run()
@@ -197,7 +198,7 @@ def test_the_context_window_follows_the_model_and_a_longer_one_is_flagged():
 
 def test_unit_switch_changes_what_is_shown_never_the_sizing():
     # Issue 13: the "Byte units" switch changed essay 000 from 752 to 700 requests.
-    at = start()
+    at = choose(start(), ESSAY_000)
     before = saved(at)
     assert metrics(at)["Requests that fit"] == "752"
     at.sidebar.radio(key="units").set_value("GB").run()
@@ -212,7 +213,7 @@ def test_unit_switch_changes_what_is_shown_never_the_sizing():
 
 
 def test_memory_utilisation_slider_changes_concurrency_as_the_library_predicts():
-    at = start()
+    at = choose(start(), ESSAY_000)
     show_all(at)
     at = at.sidebar.slider(key="memory_utilization").set_value(0.70).run()
     # Essay 000: at 0.70 the pool is 40 GiB = 20,480 blocks; with the 1,200-token prefix,
@@ -273,11 +274,12 @@ def test_link_values_out_of_range_or_unknown_get_an_inline_message_naming_the_fi
     assert "memory utilisation" in texts and "outside" in texts
     assert "abc" in texts and "not in the catalog" in texts
     assert "Nope" in texts
-    assert metrics(at)["Requests that fit"] == "752"  # the landing sizing, unchanged, not another model
+    landing = Scenario.from_dict(preset_data(next(iter(PRESETS)))).evaluate()
+    assert_headline(at, landing)  # the landing sizing, unchanged, not another model
 
 
 def test_malformed_config_json_gives_an_inline_message():
-    at = start()
+    at = choose(start(), ESSAY_000)
     show_all(at)
     at.sidebar.text_area(key="config_json").input('{"num_hidden_layers": ').run()
     assert not at.exception
@@ -445,20 +447,31 @@ def test_a_link_holding_only_the_view_keeps_the_landing_preset_named():
     assert at.sidebar.selectbox(key="preset").value == next(iter(PRESETS))
 
 
+def test_the_landing_sizing_is_a_catalog_model_on_a_priced_catalog_gpu_with_a_load():
+    # Issue 30: the page opened on the essays' custom GPU with no price ("no price set", "$ per M n/a").
+    at = start()
+    doc = saved(at)
+    assert doc["model"]["name"] in catalog.models() and doc["gpu"]["name"] in catalog.gpus()
+    assert Scenario.from_dict(doc).gpu.price_per_hour and doc["workload"]["arrival_rate"] > 0
+    figures = headline_figures(at)
+    assert figures["Monthly cost"].startswith("$") and "n/a" not in figures["$ per M output tokens"]
+
+
 def test_the_landing_page_needs_no_chart_or_metric_code_before_its_first_number():
     # Issue 13 (speed): the first number waited for plotly.js (4.7 MB, the Memory view's charts) and for
     # st.metric's code, both fetched after the sidebar widgets'. The landing view is text, the headline a table.
     at = start()
     assert at.button_group(key="view").value == "Summary"
     assert not at.get("plotly_chart") and not at.metric and not at.dataframe
-    assert headline_figures(at)["Requests that fit"] == "752"  # essay 000, as its essay works it out
+    landing = Scenario.from_dict(preset_data(next(iter(PRESETS)))).evaluate()
+    assert headline_figures(at)["Requests that fit"] == headline_of(landing)["Requests that fit"]
     summary = " ".join(m.value for m in at.markdown)
-    assert "What binds and what would move it" in summary and "KV memory binds" in summary
+    assert "What binds and what would move it" in summary
 
 
 def test_the_verdict_outside_summary_is_evaluated_and_drawn_only_when_opened():
     # Rerun speed (issue 13): the collapsed verdict box re-evaluated its what-ifs and sent its lines on every rerun.
-    at = start()
+    at = choose(start(), ESSAY_000)
     at.button_group(key="view").set_value("Memory").run()
     assert at.expander[0].label == "Verdict: what binds and what would move it"
     assert not any("KV memory binds" in m.value for m in at.markdown)

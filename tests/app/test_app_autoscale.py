@@ -12,7 +12,7 @@ from app_views.autoscale import POLICIES, cached_plan, day_chart, expected_reque
 from capacity.model.scenario import Scenario
 from capacity.planning.autoscaling import DaySpec, plan_autoscaling
 from capacity.planning.daily import diurnal_rates
-from capacity.simulator.autoscale import Delays
+from capacity.simulator.autoscale import Delays, Policy
 from capacity.simulator.traffic import Burst
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def test_the_views_plan_is_the_librarys():
     shown = cached_plan(json.dumps(doc), 1.0, 3.0, (18.0, 10.0, 2.0), (120.0, 0.0, 0.0, 300.0), 1.6)
     plan = plan_autoscaling(Scenario.from_dict(doc), DaySpec(tuple(diurnal_rates(1.0, 3.0)),
                                                              bursts=(Burst(18 * 3600.0, 600.0, 2.0),)),
-                            Delays(provision_s=120.0), POLICIES, 1.6)
+                            Delays(provision_s=120.0), [Policy(k, t) for k, t in POLICIES], 1.6)
     assert [r["policy"] for r in shown["rows"]] == [r["policy"] for r in plan.rows()]
     assert [r["gpu_hours_per_day"] for r in shown["rows"]] == pytest.approx([r["gpu_hours_per_day"]
                                                                               for r in plan.rows()])

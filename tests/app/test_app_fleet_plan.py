@@ -150,9 +150,12 @@ def test_fleet_view_takes_the_load_as_tokens_per_day_and_sizes_the_same_fleet():
 
 def test_the_name_follows_the_sizing_from_the_first_render_unless_someone_named_it():
     at = start()
-    # The landing preset is essay 000: an unnamed 8e9-parameter model on an unnamed "80 GiB" GPU.
+    # The landing preset, the chat assistant: its name follows the sizing from the first render.
+    assert saved(at)["name"] == "llama-3.1-8b on 1 x h100-sxm"
+    assert at.sidebar.text_input(key="name").value == "llama-3.1-8b on 1 x h100-sxm"
+    # essay 000: an unnamed 8e9-parameter model on an unnamed "80 GiB" GPU
+    at.sidebar.selectbox(key="preset").select("essay 000 worked example").run()
     assert saved(at)["name"] == "8B model on 1 x 80 GiB GPU"
-    assert at.sidebar.text_input(key="name").value == "8B model on 1 x 80 GiB GPU"
     at.sidebar.selectbox(key="preset").select(CHAT).run()
     assert saved(at)["name"] == "llama-3.1-8b on 1 x h100-sxm"
     at.sidebar.number_input(key="gpu_count").set_value(4).run()

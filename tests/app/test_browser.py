@@ -200,6 +200,7 @@ def shoot(page, name: str) -> None:
 
 def test_landing_preset_then_catalog_model_gpu_and_tp_equals_the_cli_of_the_saved_yaml(page, app_url, tmp_path):
     open_app(page, app_url)
+    select(page, "Start from a preset", "essay 000 worked example")
     assert metric(page, "Requests that fit") == "752"  # essay 000 with its 1,200-token shared prefix
     select(page, "Model", "llama-3-70b")
     select(page, "GPU", "h100-sxm")
@@ -216,6 +217,7 @@ def test_landing_preset_then_catalog_model_gpu_and_tp_equals_the_cli_of_the_save
 
 def test_unit_switch_leaves_the_sizing_unchanged(page, app_url, tmp_path):
     open_app(page, app_url)
+    select(page, "Start from a preset", "essay 000 worked example")
     before = headline(page)
     page.locator('[data-testid="stRadio"]').get_by_text("GB", exact=True).click()
     settle(page)
@@ -265,14 +267,17 @@ def test_bad_link_values_are_named_inline_not_a_traceback(page, app_url):
     joined = " ".join(text)
     assert "memory utilisation" in joined and "abc" in joined
     assert "Traceback" not in page.content()
-    assert metric(page, "Requests that fit") == "752"
+    landing = yaml.safe_load((ROOT / "scenarios" / "chat-llama-3.1-8b-h100.yaml").read_text())
+    assert headline(page) == expected(Scenario.from_dict(landing).evaluate())  # the landing sizing, unchanged
 
 
 def test_salesperson_walk_name_fleet_plan_tokens_per_day_and_link(page, browser, app_url, tmp_path):
     # Issue 13 (rest): the sizing is named after itself from the first render; headroom and peak factor are saved;
     # the Fleet view takes tokens/day; a link reopens the same sizing, plan and view.
     open_app(page, app_url)
-    assert page.get_by_label("Scenario name", exact=True).input_value() == "8B model on 1 x 80 GiB GPU"
+    # the landing sizing: a catalog model on a priced catalog GPU (issue 30), named after itself
+    assert page.get_by_label("Scenario name", exact=True).input_value() == "llama-3.1-8b on 1 x h100-sxm"
+    assert metric(page, "Monthly cost").startswith("$")
     shoot(page, "walk-1-landing.png")
     select(page, "Start from a preset", "chat assistant, llama-3.1-8b on 1 x H100 SXM")
     select(page, "Model", "llama-3-70b")

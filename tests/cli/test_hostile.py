@@ -259,6 +259,7 @@ def test_simulate_set_values_are_bounded(tmp_path):
     ("serving.memory_utilization=0.1:0.9:1000000", "json", "--format json is limited to 20,000 rows"),
     ("serving.memory_utilization=0.1:0.9:1000000", "xlsx", "--format xlsx is limited to 20,000 rows"),
     ("serving.memory_utilization=nan:0.9:3", "csv", "serving.memory_utilization"),
+    ("workload.prompt_tokens=100:1000:٣", "csv", "STEPS must be a whole number"),
 ])
 def test_sweep_refuses_grids_before_allocating_them(tmp_path, vary, fmt, expected):
     path = tmp_path / "s.yaml"
@@ -269,14 +270,14 @@ def test_sweep_refuses_grids_before_allocating_them(tmp_path, vary, fmt, expecte
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--target-rps", "nan"], "--target-rps must be a finite number"),
-    (["--target-rps", "inf"], "--target-rps must be a finite number"),
-    (["--target-rps", "-1"], "--target-rps must be a finite number"),
-    (["--tokens-per-day", "1e999"], "--tokens-per-day must be a finite number"),
+    (["--target-rps", "nan"], "--target-rps: must be a finite number"),
+    (["--target-rps", "inf"], "--target-rps: must be a finite number"),
+    (["--target-rps", "-1"], "--target-rps: must be a finite number"),
+    (["--tokens-per-day", "1e999"], "--tokens-per-day: must be a finite number"),
     (["--target-rps", "10", "--peak", "0"], "--peak"),
     (["--target-rps", "10", "--headroom", "1"], "--headroom"),
-    (["--target-rps", "10", "--tp", "1,x"], "--tp 'x'"),
-    (["--target-rps", "10", "--tp", ",".join(map(str, range(1, 40)))], "--tp must list 1 to 16"),
+    (["--target-rps", "10", "--tp", "1,x"], "--tp: 'x' is not one of the whole numbers"),
+    (["--target-rps", "10", "--tp", ",".join(map(str, range(1, 40)))], "--tp: must list at most 16"),
 ])
 def test_fleet_numbers_are_checked(tmp_path, args, expected):
     path = tmp_path / "s.yaml"
@@ -421,3 +422,227 @@ def test_a_failed_or_interrupted_write_leaves_no_temporary_file(tmp_path, monkey
         files.write_atomic(target, b"x" * 1000)
     assert list(tmp_path.iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
+
+
+# --- issue 32: every surface as safe as evaluate ---------------------------------------------------------------
+
+#: Memory one refused case may take beyond the process's size (issue 32: "within 1 s and 200 MB").
+SMALL_MEMORY = 200 << 20
+
+
+def _scenario(tmp_path: Path, **changes: object) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(base_text(**changes))
+    return str(path)
+
+
+SEARCH = ["--chunked", "off", "--separate-pools", "off", "--requests", "50", "--workers", "1"]
+
+
+def test_search_refuses_a_large_grid_before_any_work(tmp_path):
+    # before: --max-num-seqs 1,2,...,2000 gave no answer in 300 s; now the list and the grid are bounded at once
+    path = _scenario(tmp_path)
+    seqs = ",".join(map(str, range(1, 2001)))
+    assert_refused(run_forked(["search", path, "--max-num-seqs", seqs, *SEARCH]),
+                   "--max-num-seqs: must list at most 64")
+    seqs = ",".join(map(str, range(1, 65)))
+    assert_refused(run_forked(["search", path, "--max-num-seqs", seqs, "--tp", ",".join(map(str, range(1, 17))),
+                               *SEARCH]), "the search grid has 2,048 settings", "the limit is 1,000")
+
+
+@pytest.fixture()
+def ports():
+    """Ports that refuse, stay silent, or answer like a web server; closed afterwards."""
+    import socket
+    import threading
+
+    servers, stop = [], threading.Event()
+
+    def serve(reply: bytes) -> int:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(0.2)
+        servers.append(server)
+        held = []
+
+        def loop() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    continue
+                held.append(conn)
+                if reply:
+                    conn.sendall(reply)
+            for conn in held:
+                conn.close()
+
+        threading.Thread(target=loop, daemon=True).start()
+        return server.getsockname()[1]
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused = closed.getsockname()[1]
+    closed.close()
+    yield {"silent": serve(b""), "http": serve(b"HTTP/1.1 400 Bad Request\r\n\r\n" + b"\xff" * 64),
+           "refused": refused}
+    stop.set()
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize("kind, expected, within_s", [
+    ("silent", "nothing answered within 2 s", 6.0),      # before: over 400 s
+    ("http", "not as a Dask scheduler does", 2.0),       # before: "needs more memory than this machine has"
+    ("refused", "Connection refused", 2.0),             # before: 10.8 s
+])
+def test_search_cluster_fails_within_its_deadline(tmp_path, ports, monkeypatch, kind, expected, within_s):
+    pytest.importorskip("distributed")
+    from capacity.planning import search
+
+    monkeypatch.setattr(search, "CONNECT_TIMEOUT_S", 2.0)
+    path = _scenario(tmp_path)
+    outcome = run_forked(["search", path, "--tp", "1", "--max-num-seqs", "64", *SEARCH[:-2], "--cluster",
+                          f"tcp://127.0.0.1:{ports[kind]}"], wall_s=30)
+    assert_refused(outcome, expected, cpu_limit_s=3.0)
+    assert outcome.wall_s < within_s, outcome.describe()
+
+
+def test_a_scenario_with_500_workload_classes_is_refused_at_once(tmp_path):
+    classes = [{"name": f"c{i}", "share": 1, "prompt_tokens": 500 + i, "output_tokens": 100} for i in range(500)]
+    path = _scenario(tmp_path, workloads=classes)
+    for argv in (["report", path], ["curve", path, "--kind", "classes"], ["evaluate", path]):
+        assert_refused(run_forked(argv), "workloads has 500 classes, over the limit of 32")
+
+
+def test_scenario_numbers_in_other_scripts_are_refused(tmp_path):
+    assert_refused(run_forked(["evaluate", _scenario(tmp_path, serving__block_size="١٦")]), "serving.block_size")
+    assert_refused(run_forked(["evaluate", _scenario(tmp_path, slo__tpot="٥٠ ms")]), "slo.tpot")
+
+
+# --- calibrate inputs ------------------------------------------------------------------------------------------
+
+_RUN = {"completed": 10, "total_input_tokens": 10_000, "total_output_tokens": 3_000, "request_rate": "inf",
+        "max_concurrency": 8, "mean_tpot_ms": 12.0, "output_throughput": 600.0}
+
+
+def _scrape(lines: list[str]) -> str:
+    base = ["vllm:inter_token_latency_seconds_sum 10", "vllm:inter_token_latency_seconds_count 1000",
+            "vllm:request_prompt_tokens_sum 10000", "vllm:request_prompt_tokens_count 10",
+            "vllm:request_generation_tokens_sum 3000", "vllm:request_generation_tokens_count 10",
+            "vllm:generation_tokens_total 3000", "vllm:iteration_tokens_total_count 400"]
+    return "\n".join(base + lines) + "\n"
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("tp written as a superscript two", json.dumps({**_RUN, "tp": "²"}), "tp must be a whole number in [1, 1,024]"),
+    ("tp in Arabic-Indic digits", json.dumps({**_RUN, "tp": "٣"}), "tp must be a whole number"),
+    ("a tp of 5,000 digits", json.dumps({**_RUN, "tp": "9" * 5000}), "tp must be a whole number"),
+    ("counts of 1e-300 and totals of 1e300", json.dumps({**_RUN, "completed": 1e-300, "total_input_tokens": 1e300}),
+     "completed must be a whole number"),
+    ("a million empty objects", "[" + ",".join(["{}"] * 1_000_000) + "]", "holds over 10,000 runs"),
+    ("a million empty lines of objects", "{}\n" * 1_000_000, "holds over 10,000 runs"),
+    ("two counters of 1e308", _scrape(['vllm:generation_tokens_total{engine="1"} 1e308',
+                                       'vllm:generation_tokens_total{engine="2"} 1e308']), "sums to over 1e+18"),
+    ("a series given twice", _scrape(["vllm:generation_tokens_total 3000"]), "appears twice"),
+    ("a 4.9 MB scrape line", 'vllm:generation_tokens_total{a="' + "x" * 4_900_000 + '"} 1\n', "16,384"),
+    ("a fractional step count", _scrape(["vllm:iteration_tokens_total_count{e=\"2\"} 1e-300"])
+     .replace("vllm:iteration_tokens_total_count 400", "vllm:iteration_tokens_total_count 1e-300"),
+     "mean decode batch"),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 45 else "")
+def test_calibrate_refuses_odd_numbers_and_large_files_in_bounded_memory(tmp_path, name, text, expected):
+    path = _scenario(tmp_path)
+    bench = tmp_path / "bench.txt"
+    bench.write_text(text, encoding="utf-8")
+    assert_refused(run_forked(["calibrate", path, str(bench)], memory_bytes=SMALL_MEMORY), expected)
+
+
+def test_calibrate_csv_digits_in_other_scripts_are_refused(tmp_path):
+    # before: an Arabic-Indic digit read as a tensor-parallel size of 3
+    path = _scenario(tmp_path)
+    bench = tmp_path / "bench.csv"
+    bench.write_text("prompt_tokens,output_tokens,batch_size,tp,tpot_ms\n1000,300,8,٣,10.5\n", encoding="utf-8")
+    assert_refused(run_forked(["calibrate", path, str(bench)]), "column tp: '٣' is not a number")
+    bench.write_text("prompt_tokens,output_tokens,batch_size,tpot_ms\n1000,300,8.5,10.5\n1000,300,8,1e999\n")
+    assert_refused(run_forked(["calibrate", path, str(bench)]), "column batch_size: '8.5' must be",
+                   "column tpot_ms: '1e999' must be")
+
+
+# --- outputs: a full device, the input file, links, signals ----------------------------------------------------
+
+@pytest.mark.parametrize("argv", [["evaluate", "{}", "--format", "json"],
+                                  ["sweep", "{}", "--vary", "serving.memory_utilization=0.5:0.9:2000"]])
+def test_a_full_standard_output_is_one_line(tmp_path, argv):
+    # before: "capacity: internal error: OSError"
+    import subprocess
+    import sys
+
+    path = _scenario(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "capacity", *[path if a == "{}" else a for a in argv]],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "capacity: error: cannot write to standard output: No space left on device\n"
+
+
+def test_output_over_the_input_scenario_is_refused(tmp_path):
+    path = _scenario(tmp_path)
+    before = Path(path).read_text()
+    for output in (path, str(tmp_path / "." / "s.yaml")):
+        assert_refused(run_forked(["evaluate", path, "--format", "json", "-o", output]), "is the scenario file")
+    (tmp_path / "link.yaml").symlink_to(path)
+    assert_refused(run_forked(["evaluate", path, "-o", str(tmp_path / "link.yaml")]), "is the scenario file")
+    bench = tmp_path / "bench.csv"
+    bench.write_text(BENCH)
+    assert_refused(run_forked(["calibrate", path, str(bench), "-o", str(bench)]), "is the benchmark file")
+    assert_refused(run_forked(["calibrate", path, str(bench), "--save", "p", "--profiles", path]),
+                   "--profiles", "is the scenario file")
+    assert Path(path).read_text() == before and bench.read_text() == BENCH
+
+
+def test_a_hangup_during_a_sweep_leaves_no_temporary_file(tmp_path):
+    # before: SIGHUP (a closed terminal), SIGQUIT or SIGUSR1 left a hidden temporary file of 40-220 MB
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = _scenario(tmp_path)
+    out = tmp_path / "out" / "sweep.csv"
+    out.parent.mkdir()
+    child = subprocess.Popen([sys.executable, "-m", "capacity", "sweep", path, "--vary",
+                              "workload.prompt_tokens=100:8000:1000", "--vary",
+                              "serving.memory_utilization=0.5:0.95:1000",
+                              "-o", str(out)], stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.parent.iterdir()) and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.02)
+        assert list(out.parent.iterdir()), "the sweep never started its temporary file"
+        child.send_signal(signal.SIGHUP)
+        err = child.communicate(timeout=60)[1]
+    finally:
+        child.kill()
+    assert child.returncode == 128 + signal.SIGHUP, err
+    assert err.strip() == "capacity: interrupted (SIGHUP)"
+    assert list(out.parent.iterdir()) == []
+
+
+def test_warnings_never_reach_the_user(monkeypatch, capsys):
+    """numpy's RuntimeWarnings printed install paths before the one error line (calibrate) and on valid sweeps."""
+    import numpy as np
+
+    from capacity import cli
+
+    def warns(_args):
+        np.log(np.zeros(3))  # RuntimeWarning: divide by zero encountered in log
+        return "ok\n"
+
+    monkeypatch.setattr(cli, "_runner", lambda _command: warns)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    assert cli.main(["evaluate", "x.yaml"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "ok\n" and err == ""

@@ -121,8 +121,9 @@ def test_cli_prints_the_table_and_json_with_the_day(tmp_path, capsys):
     assert {r["policy"] for r in data["rows"]} >= {"throughput @ 100%", "throughput @ 60%"}
     if data["summary"]["chosen_policy"] is not None:
         assert len(data["timeline"]["start_s"]) == 6 and "p99_ttft_s" in data["timeline"]
-    assert main(["autoscale", str(path), "--profile", "6", "--burst", "1:2"]) == 2
-    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:  # refused by the option's reader, before the day is drawn
+        main(["autoscale", str(path), "--profile", "6", "--burst", "1:2"])
+    assert exit_.value.code == 2 and "START:DURATION:FACTOR" in capsys.readouterr().err
     assert main(["autoscale", str(path), "--profile", "6,6", "--step", "10 min", "--mmpp", "3:1 min:4 min",
                  "--policies", "queue", "--utilizations", "0.8", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"][0]["policy"] == "queue @ 80%"

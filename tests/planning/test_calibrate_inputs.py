@@ -185,7 +185,8 @@ def test_sniff_tells_the_kinds_apart():
 
 @pytest.mark.parametrize("text, message", [
     ('{"completed": 5, "mean_tpot_ms": 5}', "total_input_tokens is missing"),
-    ('{"completed": 0, "total_input_tokens": 1, "total_output_tokens": 1, "mean_tpot_ms": 5}', "completed must be > 0"),
+    ('{"completed": 0, "total_input_tokens": 1, "total_output_tokens": 1, "mean_tpot_ms": 5}',
+     "completed must be a whole number in [1"),
     ('{"completed": 5, "total_input_tokens": 10, "total_output_tokens": 10, "mean_tpot_ms": "fast"}',
      "mean_tpot_ms must be a finite number"),
     ('{"completed": 5, "total_input_tokens": 10, "total_output_tokens": 10, "mean_tpot_ms": 5, '

@@ -127,8 +127,10 @@ def test_capacity_curve_command(scenario_dir, capsys):
     capsys.readouterr()
     assert main(["curve", mix, "--kind", "daily"]) == 2
     assert "needs --profile" in capsys.readouterr().err
-    assert main(["curve", mix, "--kind", "daily", "--profile", "1,2,3"]) == 2
-    assert "24 hourly rates, got 3" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # refused by the option's reader, before the scenario is read
+        main(["curve", mix, "--kind", "daily", "--profile", "1,2,3"])
+    assert exit_.value.code == 2
+    assert "--profile: must be 24 comma-separated finite numbers in [0, 1e+09], got 3" in capsys.readouterr().err
 
 
 def test_concurrency_curve_below_the_prefix_is_finite(scenario_dir):

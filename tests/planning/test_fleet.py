@@ -145,5 +145,7 @@ def test_fleet_command(tmp_path, capsys):
     assert main(["fleet", str(path), "--tokens-per-day", "1e9", "--peak", "10", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["rank"] == 1 and rows[0]["mode"] == "disaggregated"
-    assert main(["fleet", str(path), "--target-rps", "10", "--headroom", "1.5"]) == 2
+    with pytest.raises(SystemExit) as exit_:  # refused by the option's reader
+        main(["fleet", str(path), "--target-rps", "10", "--headroom", "1.5"])
+    assert exit_.value.code == 2
     assert "headroom" in capsys.readouterr().err

@@ -96,9 +96,11 @@ def test_cli_json_and_bad_input(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["cheapest"]["gpu"] == "h100-sxm" and data["cheapest"]["meets"]
     assert data["simulations_per_s"] > 0
-    assert main(["search", str(SCENARIO), "--tp", "0"]) == 2
-    assert "--tp: '0' is not a whole number >= 1" in capsys.readouterr().err
-    assert main(["search", str(SCENARIO), "--percentile", "0", "--workers", "1"]) == 2
+    for argv, message in ((["--tp", "0"], "--tp: '0' is not one of the whole numbers in [1, 1,024]"),
+                          (["--percentile", "0", "--workers", "1"], "--percentile: must be a finite number")):
+        with pytest.raises(SystemExit) as exit_:  # refused by the option's reader, before any work
+            main(["search", str(SCENARIO), *argv])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_search_results_are_the_same_with_either_event_loop(inline):
@@ -203,3 +205,12 @@ def test_without_a_disk_cache_one_worker_at_a_time_loads(monkeypatch):
     events.clear()
     start_worker("python", Lock())
     assert events == []
+
+
+def test_a_dask_scheduler_passes_the_handshake_probe():
+    """The probe that tells a silent or foreign port apart (issue 32) accepts a real scheduler's handshake."""
+    distributed = pytest.importorskip("distributed")
+    from capacity.planning.search import probe_scheduler
+
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster:
+        probe_scheduler(cluster.scheduler_address, timeout_s=5.0)  # no error
