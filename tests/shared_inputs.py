@@ -8,7 +8,8 @@ with 2 TB/s and 150 TFLOP/s at $2.00/hour, block size 1, 3 ms of step overhead.
 ESSAY_001_HARDWARE = {
     "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
     "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s", "price_per_hour": 2.0},
-    "serving": {"memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768, "step_overhead": "3 ms"},
+    "serving": {"engine": "ideal", "memory_utilization": 0.90, "block_size": 1, "max_model_len": 32768,
+                "step_overhead": "3 ms"},
 }
 
 #: Essay 001's hardware with its request shape: 1,000 prompt tokens, 300 answer tokens.
@@ -35,7 +36,7 @@ def promise_too_tight(arrival_line: str = "") -> str:
 name: promise too tight, essay 001 hardware with TPOT 5 ms
 model: {{layers: 32, kv_heads: 8, head_dim: 128, params: 8e9, weights: "16 GB", kv_dtype: fp16}}
 gpu: {{memory: "80 GB", bandwidth: "2 TB/s", flops: "150 TFLOP/s", price_per_hour: 2.0}}
-serving: {{memory_utilization: 0.90, block_size: 16, max_model_len: 4096, step_overhead: "3 ms"}}
+serving: {{engine: ideal, memory_utilization: 0.90, block_size: 16, max_model_len: 4096, step_overhead: "3 ms"}}
 workload: {{prompt_tokens: 1000, output_tokens: 300{arrival_line}}}
 slo: {{tpot: "5 ms", ttft: "1 s"}}
 """

@@ -25,7 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "silicon_train.csv"
+#: The data set: the project's copy (validation/silicon/, with its attribution), else the shared original.
+DEFAULT_CSV = next((p for p in (Path(__file__).resolve().parent / "silicon" / "silicon_train.csv",
+                                Path(__file__).resolve().parents[2] / "shared" / "data" / "silicon_train.csv")
+                    if p.exists()), Path(__file__).resolve().parent / "silicon" / "silicon_train.csv")
 
 #: The data set's quantisation modes -> quantisation scheme (``capacity.formulas.quantisation.SCHEMES``). fp8_block
 #: (128 x 128 blocks, one fp32 scale per 16,384 weights) is 1 + 4/16384 B per weight: read as fp8.

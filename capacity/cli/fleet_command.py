@@ -114,7 +114,40 @@ def run_fleet(args: argparse.Namespace) -> str:
         rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
                 for row in table.to_dict("records")]
         return json.dumps(rows, indent=2, default=str) + "\n"
-    return render(table)
+    return engine_line(mapping) + render(table) + error_line(mapping, table)
+
+
+def error_line(mapping: Mapping, table) -> str:
+    """The first option's GPU count as a range at the measured TPOT error of its class (engine x GPU family,
+    ``capacity.inputs.accuracy``); "" for the essays' convention or without a measured figure."""
+    from capacity.inputs.accuracy import expected_error
+    from capacity.inputs.engines import engine_choice
+
+    serving = mapping.get("serving") if isinstance(mapping.get("serving"), Mapping) else {}
+    named = serving.get("engine")
+    engine = engine_choice(None if named is None else str(named).lower())[0]
+    rows = [r for r in table.to_dict("records") if isinstance(r.get("mode"), str) and r["mode"]]
+    if not rows or engine is None:
+        return ""
+    first = min(rows, key=lambda r: r["rank"] if isinstance(r["rank"], float) and math.isfinite(r["rank"]) else 1e9)
+    error = expected_error(engine, str(first["gpu"]))
+    if error is None or not (isinstance(first["gpus"], float) and math.isfinite(first["gpus"])):
+        return ""
+    low, high = error.gpu_range(first["gpus"])
+    return (f"note: rank 1 needs {first['gpus']:,.0f} GPUs, {low:,}-{high:,} at the measured TPOT error of "
+            f"{error.label} ({error.mape_percent:.0f}% over {error.rows:,} rows"
+            f"{'' if error.own_class else '; no rows of this class'})\n")
+
+
+def engine_line(mapping: Mapping) -> str:
+    """The engine choice the answer states (``engines.engine_choice``): the vLLM assumption where the scenario
+    names no engine, the essays' conventions for ``ideal``; "" for a named engine. One line with its newline."""
+    from capacity.inputs.engines import engine_choice
+
+    serving = mapping.get("serving") if isinstance(mapping.get("serving"), Mapping) else {}
+    named = serving.get("engine")
+    note = engine_choice(None if named is None else str(named).lower())[1]
+    return f"note: {note}\n" if note else ""
 
 
 def render(table) -> str:

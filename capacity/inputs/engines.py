@@ -40,6 +40,33 @@ from numpy.typing import ArrayLike
 from capacity.formulas import roofline
 
 ENGINES = ("vllm", "tensorrt-llm", "sglang")
+
+#: ``serving.engine: ideal``: the essays' idealised conventions (no engine reserves, overhead or batch cap beyond
+#: those the scenario states, efficiencies as given), under which every essay number is exact.
+IDEAL = "ideal"
+
+#: The engine whose profile a scenario that names none gets, stated on the answer as an assumption. vLLM: "the
+#: most-deployed open-source OpenAI-compatible chat-completions server in 2026" and "the default benchmark
+#: target" (https://spotinference.com/research/vllm-engine); the customer benchmark this planner reads first is
+#: ``vllm bench serve`` (docs/fidelity.md, calibrate).
+DEFAULT_ENGINE = "vllm"
+DEFAULT_ENGINE_SOURCE = ("the most-deployed open-source serving engine in 2026 "
+                         "(https://spotinference.com/research/vllm-engine)")
+
+
+def engine_choice(named: str | None) -> tuple[str | None, str]:
+    """(the engine whose profile applies, None for ``ideal``; the line the answer states about that choice).
+
+    No engine named: ``DEFAULT_ENGINE``, an assumption the answer states. ``ideal``: no profile, the essays'
+    conventions. A named engine: itself, no line.
+    """
+    if named is None:
+        return DEFAULT_ENGINE, (f"assumption: no serving.engine named, so {DEFAULT_ENGINE}'s profile applies "
+                                f"({DEFAULT_ENGINE_SOURCE}); name serving.engine: ideal for the essays' conventions")
+    if named == IDEAL:
+        return None, ("serving.engine: ideal: the essays' conventions (no engine reserves, overhead or batch cap "
+                      "beyond those the scenario states; efficiencies as given)")
+    return named, ""
 ALIASES = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm", "tensorrt_llm": "tensorrt-llm", "nim": "tensorrt-llm"}
 
 GiB = 1024.0 ** 3
@@ -103,6 +130,27 @@ def efficiency_curves(peak_bandwidth: float) -> tuple[float, float]:
     return LAYER_HALF_S * peak_bandwidth, FLOPS_HALF_TOKENS
 
 
+def small_pass_half_tokens(half_tokens: ArrayLike, weight_read_bytes: ArrayLike, half_bytes_total: ArrayLike,
+                           params_per_gpu: ArrayLike, bandwidth_plateau: ArrayLike, flops_plateau: ArrayLike
+                           ) -> np.ndarray:
+    """The FLOP/s curve's half-plateau tokens, capped so that a pass too small to be compute-bound is not [tokens]:
+    ``min(T_half, t_w F_e / (2 N_gpu))`` with ``t_w = (W_read(1) + L S_half) / BW_e`` the step's weight read.
+
+    The curve ``e(T) = e_max T / (T + T_half)`` was fitted above the ridge point (T >= 256 tokens); its time form
+    charges a pass ``(T + T_half) 2 N / (e_max F)``, whose fixed part ``T_half 2 N / (e_max F)`` stands for the
+    matmuls' fixed cost. At T -> 0 a matrix product is a weight read (a GEMV), which the memory term charges, so that
+    fixed part can never exceed the weight read: on a low-FLOP GPU (H20: 148 TFLOP/s bf16 against 4.0 TB/s) the
+    uncapped curve made one token per pass compute-bound, and bf16, fp8 and AWQ weights predicted the same step
+    (issue 28). ``BW_e``, ``F_e``: the family's fitted plateaus times the peaks (constants, not the scenario's
+    factors, so a calibrated profile applied later keeps the same curve). H200 bf16, Llama-3.1-8B: the cap is
+    ~190 tokens, above 56.5: no change where the curve was measured.
+    """
+    t_w = (np.asarray(weight_read_bytes, float) + np.asarray(half_bytes_total, float)) / np.asarray(
+        bandwidth_plateau, float)
+    ridge = t_w * np.asarray(flops_plateau, float) / (2.0 * np.asarray(params_per_gpu, float))
+    return np.minimum(np.asarray(half_tokens, float), ridge)
+
+
 def efficiencies_used(bandwidth_plateau: float, flops_plateau: float, half_bytes_per_layer: float,
                       half_tokens: float, layers: float, decode_memory_s: float, effective_bandwidth: float,
                       decode_tokens: float, prefill_tokens: float) -> tuple[float, float, float, float]:
@@ -150,6 +198,29 @@ FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {
     "hopper": (0.771, 0.422, 4.36e-04),  # 54 points, 4 sources, in-sample MAPE 15.6%
     "all": (0.724, 0.395, 3.44e-04),  # 83 points, 6 sources, in-sample MAPE 28.1%
 }
+
+
+#: The engines whose published points fitted each row of ``FITTED_EFFICIENCY`` (validation/measurements.yaml:
+#: every hopper, ada and ampere timing point ran TensorRT-LLM or NIM, every cdna3 point vLLM-ROCm). A step
+#: overhead is the engine's own scheduling and launch loop, so a family's fitted overhead applies only to those
+#: engines (issue 28: SGLang on MI300X was charged the 10.6 ms fitted on vLLM-ROCm points; Llama-4 Maverick
+#: batch 1 measured 5.95 ms per step).
+FITTED_OVERHEAD_ENGINES: dict[str, tuple[str, ...]] = {
+    "ada": ("tensorrt-llm",), "ampere": ("tensorrt-llm",), "cdna3": ("vllm",), "hopper": ("tensorrt-llm",),
+    "all": ("tensorrt-llm", "vllm"),
+}
+
+
+def step_overhead_for(engine: str, family: str | None) -> tuple[float, str]:
+    """(step overhead [s], where it comes from) for an engine on a GPU family: the family's fitted overhead where
+    that engine's points fitted it; else the pooled fit ("all") where the engine has points there; else the
+    engine's own sourced ``STEP_OVERHEAD_S`` (the documented fallback: no measured pair)."""
+    key = ALIASES.get(engine, engine)
+    if family in FITTED_EFFICIENCY and key in FITTED_OVERHEAD_ENGINES.get(family, ()):
+        return FITTED_EFFICIENCY[family][2], f"fitted, {family}"
+    if key in FITTED_OVERHEAD_ENGINES.get("all", ()):
+        return FITTED_EFFICIENCY["all"][2], f"fitted, pooled: no {key} points on {family or 'this GPU'}"
+    return STEP_OVERHEAD_S[key], f"{key}'s sourced default: no fitted {key} points"
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,11 +369,14 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     fitted = FITTED_EFFICIENCY.get(family or "") or FITTED_EFFICIENCY.get("all")
     family = family if family in FITTED_EFFICIENCY else "pooled over the families with data"
     if "step_overhead" not in serving:
-        o = fitted[2] if fitted else STEP_OVERHEAD_S[p.engine]
-        put("step_overhead_s", o, f"step overhead {o * 1e3:.3g} ms" + (f" (fitted, {family})" if fitted else ""))
-    if fitted and not serving.get("_explicit_efficiency"):
-        put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
-        put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")
+        o, why = step_overhead_for(p.engine, gpu_family(gpu_name)) if fitted else (STEP_OVERHEAD_S[p.engine], "")
+        put("step_overhead_s", o, f"step overhead {o * 1e3:.3g} ms" + (f" ({why})" if why else ""))
+    plateaus_given = bool(serving.get("_plateaus_given"))  # a calibrated profile fitted under these curves
+    if fitted and (plateaus_given or not serving.get("_explicit_efficiency")):
+        if not plateaus_given:
+            put("bandwidth_efficiency", fitted[0], f"bandwidth efficiency {fitted[0]:.3f} (fitted, {family})")
+            put("flops_efficiency", fitted[1], f"FLOP/s efficiency {fitted[1]:.3f} (fitted, {family})")
+        out["curve_plateaus"] = (fitted[0], fitted[1])  # what small_pass_half_tokens caps the curve with
         if peak_bandwidth:
             half_bytes, half_tokens = efficiency_curves(peak_bandwidth)
             put("bandwidth_half_bytes", half_bytes,

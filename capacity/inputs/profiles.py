@@ -39,6 +39,11 @@ APPLIED = {"bandwidth_efficiency": ("gpu", "bandwidth_efficiency"), "flops_effic
            "step_overhead": ("serving", "step_overhead")}
 
 
+#: ``gpu.efficiency_source`` that apply_profile writes for a profile fitted under an engine's efficiency curves:
+#: its efficiencies are the curves' plateaus, so the engine profile keeps the curves (a saved fit reproduces itself).
+PROFILE_PLATEAUS = "calibrated profile: plateaus under the engine's efficiency curves"
+
+
 def default_path() -> Path:
     """Where profiles are kept unless a path is given (see the module docstring)."""
     if os.environ.get("CAPACITY_PROFILES"):
@@ -96,6 +101,8 @@ def profile_from_fit(scenario: Any, fit: Any, source: str = "") -> dict[str, Any
     profile: dict[str, Any] = {"gpu": _gpu_key(gpu_name)}
     profile.update({k: round(float(v), 6) for k, v in values.items() if fit.identified(k)})
     profile["not_identified"] = {k: fit.held[k] for k in values if k in fit.held}
+    if scenario.gpu.bandwidth_half_bytes or scenario.gpu.flops_half_tokens:
+        profile["curves"] = True  # fitted under the engine profile's efficiency curves: the factors are plateaus
     profile["fit"] = {
         "points": int(len(fit.measured)), "mape_percent": round(fit.mape, 3),
         "rmse_percent": round(fit.rmse_percent, 3),
@@ -132,6 +139,8 @@ def apply_profile(scenario_mapping: Mapping[str, Any], profile: Mapping[str, Any
     if explicit:
         raise ScenarioError(f"gpu.{' and gpu.'.join(explicit)} given explicitly: a profile scales the catalog's "
                             f"peak figures; remove them or the profile")
+    if profile.get("curves") and not any(k in gpu for k in ("bandwidth_efficiency", "flops_efficiency")):
+        gpu["efficiency_source"] = f"{PROFILE_PLATEAUS} ({profile.get('fit', {}).get('source') or 'calibrate'})"
     data["gpu"] = gpu
     for key, (section, field) in APPLIED.items():
         if key in profile:

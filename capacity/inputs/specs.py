@@ -19,7 +19,7 @@ from capacity.formulas.quantisation import SCHEMES, embedding_params, routed_exp
 from capacity.formulas.quantisation import flops_key as scheme_flops_key
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import catalog
-from capacity.inputs.engines import ALIASES, ENGINES
+from capacity.inputs.engines import ALIASES, ENGINES, IDEAL
 from capacity.inputs.numbers import NUMBER
 from capacity.inputs.speculative import check_speculative
 from capacity.inputs.units import BASE_UNIT, parse_quantity
@@ -129,7 +129,8 @@ class Serving:
     # token budget of a chunked-prefill iteration (analytic option, docs/fleet.md)
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     kv_transfer_bandwidth: float | None = None  # prefill -> decode pool link [B/s]; None: free (docs/fleet.md)
-    engine: str | None = None              # engines.ENGINES; None: the essays' convention (no engine defaults)
+    engine: str | None = None              # engines.ENGINES; None: the essays' convention (serving.engine: ideal)
+    engine_note: str = ""                  # the engine choice the answer states (engines.engine_choice)
     engine_version: str | None = None
     kv_free_fraction: float = 0.0          # TensorRT-LLM rule: pool = fraction x (memory - weights - reserves); 0: off
     engine_defaults: tuple[str, ...] = ()  # the engine defaults applied, one line each
@@ -334,7 +335,7 @@ SERVING_FIELDS: dict[str, Check] = {
     "attention_data_parallel": positive_int, "expert_parallel": positive_int, "moe_tensor_parallel": positive_int,
     "expert_load_imbalance": lambda v, p: _at_least_one(v, p),
     "speculative": lambda v, p: check_speculative(v, p),
-    "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + tuple(ALIASES))),
+    "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + (IDEAL,) + tuple(ALIASES))),
     "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,
 }
 WORKLOAD_FIELDS: dict[str, Check] = {

@@ -404,6 +404,20 @@ class StepModel:
                                   self.bandwidth, self.flops, self.overhead)
         return base + self.allreduce_s(p)
 
+    def mixed_s(self, batch: ArrayLike, prefill_tokens: ArrayLike) -> np.ndarray:
+        """One engine step that decodes ``batch`` sequences and prefills ``prefill_tokens`` prompt tokens in the same
+        pass (chunked prefill / in-flight batching) [s]:
+        ``max(t_mem(W_read(B + x), B), t_comp(B) + x 2 N_a / (tp F)) + all-reduce(B + x) + o``.
+
+        The chunk's compute overlaps the step's weight and KV reads: the step costs the larger of the two, not a
+        separate prefill pass (Agrawal et al., Sarathi-Serve, OSDI 2024; the simulator's ``RooflineCost.step_s``
+        charges the same mixed step). ``prefill_tokens = 0`` is ``decode_terms``' step.
+        """
+        b, x = _f(batch), _f(prefill_tokens)
+        t_mem, t_comp = self.terms(self.weights_read(b + x), b)
+        t_comp = t_comp + roofline.decode_compute_s(x, self.prefill_params_per_gpu, self.flops)
+        return roofline.pass_s(t_mem, t_comp, self.allreduce_s(b + x), self.overhead)
+
     def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """GPU time a prompt adds to a batched prefill pass: ``P (2 N_a / (tp F) + comm per token)`` [s]."""
         return slo.prefill_compute_s(prompt_tokens, self.prefill_params_per_gpu, self.flops, self.comm_per_token)

@@ -19,11 +19,13 @@ from capacity.errors import ScenarioError, show
 from capacity.fileio.yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 from capacity.formulas._numeric import finite_or_none
 from capacity.formulas.load import peak_hour_rate_rps
+from capacity.formulas.memory import weight_bytes_read
 from capacity.formulas.quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import engines
+from capacity.inputs.accuracy import expected_error
 from capacity.inputs.engines import ALIASES
-from capacity.inputs.profiles import resolve_profile
+from capacity.inputs.profiles import PROFILE_PLATEAUS, resolve_profile
 from capacity.inputs.specs import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_BATCHED_TOKENS,
@@ -103,6 +105,9 @@ class Scenario:
         model = model_from_mapping(data["model"], problems) if data.get("model") is not None else None
         s = check_section("serving", data.get("serving"), SERVING_FIELDS, problems=problems)
         engine_lines: list[str] = []
+        engine, engine_note = engines.engine_choice(s.get("engine"))
+        if engine != s.get("engine"):
+            s = {k: v for k, v in s.items() if k != "engine"} | ({"engine": engine} if engine else {})
         if model is not None and s.get("engine"):
             model, engine_lines = _engine_model(model, data["model"], s["engine"], s.get("engine_version"))
         weight_dtype = (model.quantization or model.weight_dtype) if model else "fp16"
@@ -143,7 +148,8 @@ class Scenario:
                           engine_version=s.get("engine_version"),
                           kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
-                          engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")))
+                          engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")),
+                          engine_note=engine_note)
         rate = w.get("arrival_rate")
         if w.get("daily_users"):  # users a day, converted to the busiest hour's arrival rate
             rate = float(peak_hour_rate_rps(w["daily_users"], w["requests_per_user_per_day"], w["peak_hour_share"]))
@@ -270,8 +276,11 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
     gpu_keys = data["gpu"] if isinstance(data["gpu"], Mapping) else {}
     explicit = not gpu.source or gpu.source == "user" or any(
         k in gpu_keys for k in ("bandwidth", "flops", "bandwidth_efficiency", "flops_efficiency", "profile"))
+    # A calibrated profile fitted under the engine's curves gives plateaus: the curves stay (profiles.apply_profile).
+    plateaus = str(gpu_keys.get("efficiency_source", "")).startswith(PROFILE_PLATEAUS)
     given = {**s, **({"allreduce_latency": 1} if "allreduce_latency" in gpu_keys else {}),
-             **({"_explicit_efficiency": True} if explicit else {})}
+             **({"_explicit_efficiency": True} if explicit else {}),
+             **({"_plateaus_given": True} if plateaus else {})}
     max_len = s.get("max_model_len", model.max_position_embeddings) or (w["prompt_tokens"] + w["output_tokens"])
     e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
                              gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
@@ -281,8 +290,22 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
         gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
     if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
         gpu = replace(gpu, bandwidth_efficiency=e["bandwidth_efficiency"], flops_efficiency=e["flops_efficiency"])
+    elif plateaus and "curve_plateaus" in e:  # a profile's plateaus; the family's where it identified none
+        gpu = replace(gpu, **{k: v for k, v in zip(("bandwidth_efficiency", "flops_efficiency"), e["curve_plateaus"],
+                                                   strict=True) if k not in gpu_keys})
     if "bandwidth_half_bytes" in e:  # the efficiency curves (engines.efficiency_curves)
-        gpu = replace(gpu, bandwidth_half_bytes=e["bandwidth_half_bytes"], flops_half_tokens=e["flops_half_tokens"])
+        tp, pp = gpu.count, gpu.pipeline_parallel
+        active = model.active_params if model.active_params is not None else model.params
+        read = float(weight_bytes_read(model.weight_bytes, model.params, active, model.experts,
+                                       model.experts_per_token, 1.0)) / tp
+        half_tokens = float(engines.small_pass_half_tokens(
+            e["flops_half_tokens"], read, model.layers * e["bandwidth_half_bytes"], active / (tp * pp),
+            e["curve_plateaus"][0] * gpu.bandwidth, e["curve_plateaus"][1] * gpu.flops))
+        if half_tokens < e["flops_half_tokens"]:
+            lines.append(f"{s['engine']}: FLOP/s curve's half point {half_tokens:.1f} tokens, not "
+                         f"{e['flops_half_tokens']:g}: a pass is not compute-bound below the weight read "
+                         f"(engines.small_pass_half_tokens)")
+        gpu = replace(gpu, bandwidth_half_bytes=e["bandwidth_half_bytes"], flops_half_tokens=half_tokens)
     return gpu, e, lines
 
 
@@ -367,6 +390,8 @@ class Results:
         """Plain-language reasons for every result that is zero, undefined or limited."""
         v, notes = self.values, []
         s = self.scenario.serving
+        if s.engine_note:
+            notes.append(s.engine_note)
         if s.engine_defaults:
             notes.append("engine defaults applied: " + "; ".join(s.engine_defaults))
         line = self.efficiency_line()
@@ -391,6 +416,9 @@ class Results:
             notes.append("cost is not computed: no gpu.price_per_hour")
         elif not math.isfinite(v["cost_per_million_tokens"]):
             notes.append("cost per million tokens is undefined: the goodput is 0")
+        error = expected_error(s.engine, self.scenario.gpu.name)  # the answer's class in the measured table
+        if error is not None:
+            notes.append(error.sentence())
         w = self.scenario.workload
         if w.daily_users:
             notes.append(f"load: {w.daily_users:,.0f} daily users x {w.requests_per_user_per_day:,.3g} requests a day, "

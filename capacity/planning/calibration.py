@@ -52,6 +52,7 @@ import numpy as np
 
 from capacity.errors import ScenarioError, clean_line
 from capacity.fileio.files import read_text_limited
+from capacity.formulas import roofline
 from capacity.inputs import engines
 from capacity.model.analysis import StepModel, step_model
 from capacity.model.scenario import Scenario
@@ -181,6 +182,21 @@ class _Probe:
         """One prefill pass over ``tokens`` prompt tokens."""
         return self._terms(self.model.prefill_s(tokens))
 
+    def mixed(self, batch: float, tokens: float) -> Terms:
+        """One step decoding ``batch`` sequences with ``tokens`` prompt tokens fused in (``StepModel.mixed_s``)."""
+        return self._terms(self.model.mixed_s(batch, tokens))
+
+    def closed_loop_tpot(self, batch: float) -> Terms:
+        """Mean time between my tokens with ``batch`` users in a closed loop, the others' prompts fused into the
+        decode steps in chunks of at most ``prefill_budget`` tokens: ``((A - n_m) t_step(b) + n_m t_mixed(b,
+        (b - 1) P / n_m)) / A`` with ``n_m = roofline.mixed_steps(b - 1, P, A, K)``."""
+        a, p = self.output_tokens, self.prompt_tokens
+        n_m = float(roofline.mixed_steps(batch - 1.0, p, a, self.prefill_budget))
+        plain = self.decode(batch)
+        if n_m <= 0:
+            return plain
+        return plain.scaled((a - n_m) / a) + self.mixed(batch, (batch - 1.0) * p / n_m).scaled(n_m / a)
+
     def prefill_share(self, tokens: float) -> Terms:
         """The GPU time a prompt of ``tokens`` costs the other requests: its share of a batched pass of
         ``prefill_budget`` tokens (engines.batched_prefill_s), or its own pass."""
@@ -300,6 +316,8 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
         raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
     step = p.decode(b)
     share = p.prefill_share(p.prompt_tokens)  # what the others' prompts cost this request's steps
+    if m == "tpot_s" and p.prefill_budget > 0:  # engines fuse the others' prompt chunks into the decode steps
+        return p.closed_loop_tpot(b)
     if m in ("step_time_s", "tpot_s"):
         return step + share.scaled((b - 1.0) / a)
     if m == "ttft_s":
@@ -715,8 +733,56 @@ def _fit_once(prob: _Problem, free0: np.ndarray, start: np.ndarray) -> tuple[np.
     return theta, held, notes
 
 
+#: Residual degrees of freedom a fit keeps [points]: at most ``n - 1`` factors are freed from n points, in
+#: physical order (bandwidth, then FLOP/s, then overhead), the rest held at the start (the engine profile's
+#: values). A fit with no spare point passes through every point, noise included, and is not taken as a
+#: measurement (issue 28: three points gave a FLOP/s efficiency of 0.024, or a 1.9 ms overhead with both
+#: efficiencies at 1.0, and calibration from three rows made held-out rows worse in three of five setups).
+MIN_SPARE_POINTS = 1
+
+#: Efficiencies below this are not taken from a fit [-]: no engine runs a GPU at under 5% of its peak on the
+#: passes it was measured on (the lowest plateau fitted on the published points is MI300X FLOP/s at 0.18,
+#: engines.FITTED_EFFICIENCY); such a value says the model misses the points structurally.
+PLAUSIBLE_EFFICIENCY_MIN = 0.05
+
+
 def fit_factors(observations: Sequence[Observation], start: Factors | None = None,
                 fit: Sequence[str] = FACTORS, max_iterations: int = 100) -> Fit:
+    """``fit_unguarded``, refusing what the points cannot pin: of the factors the points identify, at most
+    ``n - MIN_SPARE_POINTS`` are freed (bandwidth, FLOP/s, overhead, in that order); a fitted efficiency
+    under ``PLAUSIBLE_EFFICIENCY_MIN`` is held at its start value and the rest refitted. Each refusal is a
+    ``Fit.held`` reason, so the report says so."""
+    wanted = [f for f in FACTORS if f in fit]
+    n = len(observations)
+    result = fit_unguarded(observations, start, fit, max_iterations)  # checks the names and the points
+    first_held = {f: why for f, why in result.held.items() if f in wanted}
+    identified = [f for f in wanted if f not in result.held]
+    allowed = identified[: max(n - MIN_SPARE_POINTS, 0)]
+    refused: dict[str, str] = {f: (f"under-determined: {n} point{'s' if n != 1 else ''} cannot pin "
+                                   f"{len(identified)} factors with {MIN_SPARE_POINTS} to spare; held at its start "
+                                   f"value") for f in identified if f not in allowed}
+    attrs = {"bandwidth_efficiency": "bandwidth_efficiency", "flops_efficiency": "flops_efficiency"}
+    for _ in range(2):
+        if refused:
+            result = fit_unguarded(observations, start, allowed, max_iterations)
+        low = [f for f, attr in attrs.items() if f in allowed and f not in result.held
+               and getattr(result.factors, attr) < PLAUSIBLE_EFFICIENCY_MIN]
+        if not low:
+            break
+        for f in low:
+            refused[f] = (f"implausible: the fit asked for {getattr(result.factors, attrs[f]):.3f} of peak (under "
+                          f"{PLAUSIBLE_EFFICIENCY_MIN}); held at its start value (a structural miss, not an "
+                          f"efficiency)")
+        allowed = [f for f in allowed if f not in low]
+    if not refused:
+        return result
+    kept = {k: v for k, v in result.held.items() if not v.startswith("not fitted")}
+    held = {**{k: v for k, v in result.held.items() if k not in wanted}, **first_held, **kept, **refused}
+    return replace(result, fitted=tuple(wanted), held=held, notes={**first_held, **result.notes, **refused})
+
+
+def fit_unguarded(observations: Sequence[Observation], start: Factors | None = None,
+                  fit: Sequence[str] = FACTORS, max_iterations: int = 100) -> Fit:
     """Factors minimising the squared log errors ``sum_i ln(t_i / y_i)^2`` of the observations' times.
 
     The relative-error problem is solved globally first (``_solve``); Gauss-Newton steps on the log loss

@@ -47,7 +47,7 @@ from capacity.render.ticks import linear_ticks, log_ticks
 #: The planner's published accuracy, as docs/fidelity.md ("In one paragraph") and the README state it;
 #: tests/render/test_customer_report.py checks that the document still says so.
 FIDELITY = {
-    "measurements": 96, "engine_points": 89, "engine_mape_percent": 15.6, "engine_loso_mape_percent": 16.6,
+    "measurements": 96, "engine_points": 89, "engine_mape_percent": 15.6, "engine_loso_mape_percent": 17.0,
     "no_engine_mape_percent": 46.9,
     "points": 28, "first_measurements": 41, "mape_percent": 28.7, "latency_mape_percent": 18.2,
     "single_stream_mape_percent": 27.3, "throughput_mape_percent": 32.3, "median_percent": 21,
@@ -347,9 +347,10 @@ _SILENT_DEFAULTS = {"kv_latent_dim", "local_layer_fraction", "experts", "experts
 
 
 def _source(text: str) -> str:
-    """A source, with URLs as links."""
+    """A source, with URLs as links and code names in words ("engine profile: vllm: max_num_seqs 1024" -> "...
+    the running-sequence cap 1024")."""
     words = []
-    for word in str(text).split():
+    for word in in_words(str(text)).split():
         lead = word[: len(word) - len(word.lstrip("(\"'"))]
         if word[len(lead):].startswith(("https://", "http://")):
             url = word[len(lead):].rstrip(").,;\"'")
@@ -462,10 +463,26 @@ def customer_assumptions(results: Results, report: Report) -> list[str]:
     return out
 
 
-def _fidelity_html() -> str:
+def _class_error_html(results: Results) -> str:
+    """The measured TPOT error of this scenario's own class (engine x GPU family, ``inputs.accuracy``), first."""
+    from capacity.inputs.accuracy import expected_error
+
+    s = results.scenario
+    error = expected_error(s.serving.engine, s.gpu.name)
+    if error is None:
+        return ("<p>This sizing uses the essays' idealised conventions (<code>serving.engine: ideal</code>); no "
+                "measured error applies to it.</p>")
+    own = "" if error.own_class else " (no measured rows for this engine on this GPU family: the nearest figure)"
+    return (f"<p>For this answer's class, <b>{_e(error.label)}</b>, the predicted time per output token is "
+            f"<b>{error.mape_percent:.0f}%</b> off on average over {error.rows:,} measured deployments "
+            f"(NVIDIA's public silicon sample, Apache-2.0){_e(own)}.</p>")
+
+
+def _fidelity_html(results: Results | None = None) -> str:
     f = FIDELITY
     engine_mape = num("fidelity:engine_mape_percent", f["engine_mape_percent"], f"{f['engine_mape_percent']}%")
-    return (f"<p>With an engine profile (<code>serving.engine</code>: vLLM, TensorRT-LLM or SGLang defaults) the "
+    return ((_class_error_html(results) if results is not None else "") +
+            f"<p>With an engine profile (<code>serving.engine</code>: vLLM, TensorRT-LLM or SGLang defaults) the "
             f"planner predicts {f['engine_points']} of {f['measurements']} published measurements with a mean "
             f"absolute percentage error of <b>{engine_mape}</b>, and {f['engine_loso_mape_percent']}% when each "
             f"publication is predicted with efficiencies fitted on the others (without an engine profile the same "
@@ -604,7 +621,7 @@ modes (colocated, chunked prefill, separate prefill and decode pools); red is th
 (the scenario's engine first).</p>
 {_engines_html(cr)}
 <h2>How sure we are</h2>
-{_fidelity_html()}
+{_fidelity_html(cr.results)}
 <h2>Inputs</h2>
 <p class="small">Bytes in {'GiB (2^30 B)' if s.units == 'GiB' else 'GB (1e9 B)'}; every value's exact figure in base
 units is in the element's <code>data-value</code>.</p>

@@ -11,6 +11,7 @@ app and table show bytes, so no export can confuse GB with GiB.
 
 from __future__ import annotations
 
+import copy
 import csv
 import datetime as _dt
 import io
@@ -24,6 +25,7 @@ from capacity.errors import ScenarioError
 from capacity.fileio.csv_safe import neutralise
 from capacity.formulas._numeric import finite_or_none
 from capacity.inputs import catalog
+from capacity.inputs.engines import IDEAL
 from capacity.inputs.specs import (
     BYTES_PER_WEIGHT,
     GPU_FIELDS,
@@ -303,6 +305,7 @@ _SECTION_FIELDS = {"model": MODEL_FIELDS, "gpu": GPU_FIELDS, "serving": SERVING_
 
 def scenario_mapping(scenario: Scenario) -> dict[str, Any]:
     """The scenario with every number explicit in base units; ``Scenario.from_dict`` reads it back unchanged.
+    With an engine profile: the sections as the user wrote them (the profile derives the rest the same way).
 
     Each section lists every dataclass field the scenario file accepts under the same name (None as null, which
     keeps a catalog entry's value from filling the gap on the way back), plus the keys the user wrote that the
@@ -310,6 +313,11 @@ def scenario_mapping(scenario: Scenario) -> dict[str, Any]:
     sections pass through as written (tests/render/test_report.py reads every shipped scenario back from it).
     """
     data: dict[str, Any] = {"name": scenario.name, "units": scenario.units}
+    if scenario.serving.engine:
+        # An engine profile (named, or vLLM's by default) derives its values from what the user wrote, and says
+        # which it applied: the sections as written read back to the same scenario, notes and curves included
+        # (every number explicit would turn the profile's plateaus into given efficiencies).
+        return {**data, **{k: copy.deepcopy(v) for k, v in scenario.raw.items() if k not in ("name", "units")}}
     for section, accepted in _SECTION_FIELDS.items():
         part = getattr(scenario, section)
         explicit = {_FILE_KEYS.get(f.name, f.name): getattr(part, f.name) for f in fields(part)
@@ -317,6 +325,7 @@ def scenario_mapping(scenario: Scenario) -> dict[str, Any]:
         written = scenario.raw.get(section)
         written = {"name": written} if isinstance(written, str) else dict(written or {})
         data[section] = {**{k: v for k, v in written.items() if k not in explicit}, **explicit}
+    data["serving"]["engine"] = IDEAL  # no engine profile is the essays' convention, which a file names as ideal
     for key, value in scenario.raw.items():
         if key not in data:
             data[key] = value

@@ -55,17 +55,21 @@ def test_efficiency_at_by_hand():
     assert float(roofline.curve_amount(512, 0)) == 512
 
 
-def test_no_engine_no_curve_and_explicit_efficiency_no_curve():
-    assert _scenario({}).gpu.bandwidth_half_bytes == 0 == _scenario({}).gpu.flops_half_tokens
+def test_ideal_no_curve_and_explicit_efficiency_no_curve():
+    ideal = {"engine": "ideal"}
+    assert _scenario(ideal).gpu.bandwidth_half_bytes == 0 == _scenario(ideal).gpu.flops_half_tokens
     explicit = _scenario({"engine": "vllm"}, {"name": "h200", "bandwidth_efficiency": 0.7})
     assert explicit.gpu.bandwidth_half_bytes == 0 == explicit.gpu.flops_half_tokens
-    assert _scenario({}).evaluate().efficiency_line() == ""
+    assert _scenario(ideal).evaluate().efficiency_line() == ""
+    # No engine named: vLLM's profile, curves included (the realistic default).
+    assert _scenario({}).gpu.flops_half_tokens == _scenario({"engine": "vllm"}).gpu.flops_half_tokens > 0
 
 
 def test_engine_decode_step_and_prefill_by_hand():
     # llama-3.1-8b (32 layers) bf16 on one H200, vLLM: hopper plateaus, curves of engines.efficiency_curves.
     s = _scenario({"engine": "vllm", "max_num_seqs": 64})
-    bw_max, fl_max, overhead = engines.FITTED_EFFICIENCY["hopper"]
+    bw_max, fl_max, _ = engines.FITTED_EFFICIENCY["hopper"]
+    overhead = engines.FITTED_EFFICIENCY["all"][2]  # no vLLM points on hopper: the pooled overhead (step_overhead_for)
     half_bytes, half_tokens = 30.2e-6 * 4.8e12, 56.5
     assert (s.gpu.bandwidth_half_bytes, s.gpu.flops_half_tokens) == pytest.approx((half_bytes, half_tokens))
     r = s.evaluate()

@@ -26,7 +26,7 @@ def test_fp8_kv_block_32_and_shared_prefix_on_141_gb():
     r = Scenario.from_dict({
         "model": {"layers": 80, "kv_heads": 8, "head_dim": 128, "params": 70e9, "weights": "70 GB", "kv_dtype": "fp8"},
         "gpu": {"memory": "141 GB", "bandwidth": "4.8 TB/s", "flops": "989 TFLOP/s"},
-        "serving": {"memory_utilization": 0.9, "block_size": 32, "max_model_len": 8192},
+        "serving": {"engine": "ideal", "memory_utilization": 0.9, "block_size": 32, "max_model_len": 8192},
         "workload": {"prompt_tokens": 2000, "output_tokens": 500, "shared_prefix_tokens": 1000},
     }).evaluate()
     assert r.kv_bytes_per_token == 163_840
@@ -52,7 +52,7 @@ def test_tensor_parallel_4_splits_weights_and_kv_heads():
         "model": {"layers": 80, "kv_heads": 8, "head_dim": 128, "params": 70e9, "attention_heads": 64},
         "gpu": {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "300 TFLOP/s", "count": 4},
         "workload": {"prompt_tokens": 1000, "output_tokens": 300},
-        "serving": {"max_model_len": 8192},
+        "serving": {"engine": "ideal", "max_model_len": 8192},
     }).evaluate()
     assert r.weight_bytes_per_gpu == pytest.approx(35e9)
     assert r.kv_bytes_per_token_per_gpu == 81_920
@@ -135,7 +135,7 @@ def test_int4_weights_cost_0_516_bytes_each():
     r = Scenario.from_dict({
         "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weight_dtype": "int4"},
         "gpu": {"memory": "24 GB", "bandwidth": "300 GB/s", "flops": "121 TFLOP/s"},
-        "workload": {"prompt_tokens": 500, "output_tokens": 200}, "serving": {"max_model_len": 8192},
+        "workload": {"prompt_tokens": 500, "output_tokens": 200}, "serving": {"engine": "ideal", "max_model_len": 8192},
     }).evaluate()
     assert r.weight_bytes_per_gpu == pytest.approx(8e9 * (0.5 + 2 / 128))
 

@@ -21,6 +21,9 @@ from capacity.render.report import flat_inputs
 #: Relative slack for rounding: the closed forms and the solves keep the promise to ~1e-12 (chunked: 1e-9).
 RTOL = 1e-9
 
+#: The essays' conventions these issue-12 numbers were derived under (no engine profile).
+IDEAL = {"engine": "ideal"}
+
 
 def _fixed_point_residual(s: Scenario) -> tuple[dict, float, float]:
     """(values with intermediates, TPOT (1 - λ t_p), t_step(λ A TPOT) from the dense pieces) at the goodput."""
@@ -37,7 +40,7 @@ def test_llama_3_1_8b_short_requests_report_the_tpot_users_see():
     """Issue 12: llama-3.1-8b on an H100 SXM, 50-token prompts and answers, TPOT <= 100 ms: the goodput is the
     ceiling (110.4 requests/s) and TPOT at it was reported as 751.6 ms, the step at B_max = 4,149 sequences.
     Users there see the smallest fixed point: some 485 sequences decoding, TPOT under the 100 ms promise."""
-    s = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": "h100-sxm", "slo": {"tpot": "100 ms"},
+    s = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": "h100-sxm", "slo": {"tpot": "100 ms"}, "serving": IDEAL,
                             "workload": {"prompt_tokens": 50, "output_tokens": 50}})
     v, lhs, step = _fixed_point_residual(s)
     assert v["goodput_limit"] == "capacity" and v["goodput_rps"] == v["ceiling_rps"]
@@ -52,7 +55,7 @@ def test_llama_3_8b_fp8_on_a100_keeps_its_50_ms_promise_at_the_ceiling():
     """Issue 12's second case (500/200 tokens, fp8 weights and KV, no step overhead): TPOT at the goodput was the
     355.8 ms of B_max = 1,501 sequences while the goodput (the ceiling, 21.09 requests/s) kept TPOT <= 50 ms."""
     s = Scenario.from_dict({"model": {"name": "llama-3-8b", "weight_dtype": "fp8", "kv_dtype": "fp8"},
-                            "gpu": "a100-80gb", "serving": {"step_overhead": 0}, "slo": {"tpot": "50 ms"},
+                            "gpu": "a100-80gb", "serving": {**IDEAL, "step_overhead": 0}, "slo": {"tpot": "50 ms"},
                             "workload": {"prompt_tokens": 500, "output_tokens": 200}})
     v, lhs, step = _fixed_point_residual(s)
     assert v["goodput_limit"] == "capacity" and v["tpot_at_ceiling_s"] == pytest.approx(0.3558, rel=1e-3)
@@ -63,6 +66,7 @@ def test_llama_3_8b_fp8_on_a100_keeps_its_50_ms_promise_at_the_ceiling():
 def test_the_ttft_at_the_ceiling_is_its_limit_from_below():
     """With the goodput at the ceiling and a TTFT promise kept up to it, TTFT at the goodput is finite and kept."""
     s = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": "h100-sxm", "slo": {"tpot": "100 ms", "ttft": "2 s"},
+                            "serving": IDEAL,
                             "workload": {"prompt_tokens": 50, "output_tokens": 50}})
     r = s.evaluate()
     assert r["goodput_limit"] == "capacity"
@@ -82,7 +86,7 @@ def scenarios(draw) -> Scenario:
     data = {"model": {"name": model, "weight_dtype": draw(st.sampled_from(["bf16", "fp8"])),
                       "kv_dtype": draw(st.sampled_from(["bf16", "fp8"]))},
             "gpu": {"name": draw(st.sampled_from(GPUS)), "count": draw(st.sampled_from([1, 2, 4, 8]))},
-            "serving": {"step_overhead": draw(st.sampled_from([0.0, 0.002, 0.005])),
+            "serving": {**IDEAL, "step_overhead": draw(st.sampled_from([0.0, 0.002, 0.005])),
                         "max_batched_tokens": draw(st.sampled_from([512, 2048, 8192])),
                         "max_model_len": 40_000},
             "workload": {"prompt_tokens": draw(st.sampled_from([1, 50, 500, 2000, 8000])),

@@ -15,7 +15,8 @@ GPU = {"memory": "80 GB", "bandwidth": "2 TB/s", "flops": "300 TFLOP/s"}
 
 
 def evaluate(model, gpu=None, serving=None, workload=None, slo=None):
-    data = {"model": model, "gpu": gpu or GPU, "serving": serving or {"max_model_len": 32768},
+    # hand derivations under the essays' conventions (engine: ideal: no activation reserve, no batch cap)
+    data = {"model": model, "gpu": gpu or GPU, "serving": {"engine": "ideal", **(serving or {"max_model_len": 32768})},
             "workload": workload or {"prompt_tokens": 1000, "output_tokens": 300}}
     if slo:
         data["slo"] = slo

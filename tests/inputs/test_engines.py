@@ -22,11 +22,22 @@ def scenario(serving=None, model=None, gpu=None, prompt=1000, output=1000):
                                "workload": {"prompt_tokens": prompt, "output_tokens": output}})
 
 
-def test_no_engine_changes_nothing():
-    plain = scenario()
+def test_ideal_engine_changes_nothing():
+    plain = scenario({"engine": "ideal"})
     assert plain.serving.engine_defaults == () and plain.serving.step_overhead_s == 0.0
+    assert plain.evaluate().notes()[0].startswith("serving.engine: ideal: the essays' conventions")
     assert plain.serving.max_num_seqs is None and plain.serving.reserved_bytes == 0.0
     assert plain.evaluate()["pool_bytes"] == pytest.approx(0.9 * H100 - 2 * LLAMA8B_PARAMS)
+
+
+def test_no_engine_named_assumes_vllm_and_says_so():
+    # SPEC: a scenario that names no engine gets the most common engine's profile, stated as an assumption.
+    default, named = scenario(), scenario({"engine": "vllm"})
+    assert default.serving.engine == "vllm" and default.serving.engine_defaults == named.serving.engine_defaults
+    assert default.evaluate()["pool_bytes"] == named.evaluate()["pool_bytes"]
+    notes = default.evaluate().notes()
+    assert notes[0].startswith("assumption: no serving.engine named, so vllm's profile applies")
+    assert not named.evaluate().notes()[0].startswith("assumption")
 
 
 def test_vllm_pool_holds_back_the_activation_peak():

@@ -59,14 +59,14 @@ def grid() -> dict[str, Scenario]:
         for gpu in sorted(catalog.gpus()):
             for count in GRID_COUNTS:
                 data = {"model": model, "gpu": {"name": gpu, "count": count}, "workload": dict(GRID_WORKLOAD),
-                        "slo": dict(GRID_SLO), "serving": {"step_overhead": 0.002}}
+                        "slo": dict(GRID_SLO), "serving": {"engine": "ideal", "step_overhead": 0.002}}
                 try:
                     out[f"{model}/{gpu}/{count}"] = Scenario.from_dict(data)
                 except ScenarioError:
                     continue
     for name, data in EXTRA.items():
         full = {"workload": dict(GRID_WORKLOAD), "slo": dict(GRID_SLO), "serving": {"step_overhead": 0.002}, **data}
-        full["serving"] = {"step_overhead": 0.002, **data.get("serving", {})}
+        full["serving"] = {"engine": "ideal", "step_overhead": 0.002, **data.get("serving", {})}
         out[name] = Scenario.from_dict(full)
     return out
 

@@ -25,7 +25,7 @@ from capacity.planning.calibration import calibrate, read_measurements
 
 N, KV, BW, F = 8_030_261_248, 131_072, 3.35e12, 989.5e12
 E_BW, E_FL, OVERHEAD = 0.8, 0.5, 0.002
-SCENARIO = "model: llama-3.1-8b\ngpu: h100-sxm\nserving: {max_model_len: 16384}\n" \
+SCENARIO = "model: llama-3.1-8b\ngpu: h100-sxm\nserving: {engine: ideal, max_model_len: 16384}\n" \
            "workload: {prompt_tokens: 1024, output_tokens: 256}\n"
 
 

@@ -36,7 +36,7 @@ LLAMA_70B_FP8 = {"name": "llama-3.1-70b", "weight_dtype": "fp8"}
 
 def mapping(model, tp=1, prompt=1024, output=256, serving=None, factors=None, rate=None):
     gpu = {"name": "h100-sxm", "count": tp}
-    serving = {"max_model_len": 16384, **(serving or {})}
+    serving = {"engine": "ideal", "max_model_len": 16384, **(serving or {})}
     if factors:
         gpu.update(bandwidth_efficiency=factors.bandwidth_efficiency, flops_efficiency=factors.flops_efficiency)
         serving["step_overhead"] = factors.step_overhead_s

@@ -11,6 +11,7 @@ import pytest
 
 from capacity import RESULTS, load_scenario
 from capacity.cli import main
+from capacity.inputs import engines
 from capacity.model import frame as frame_module
 from capacity.planning import sweep as sweep_module
 from capacity.planning.sweep import parse_vary, run_sweep, sweep_bytes
@@ -77,10 +78,13 @@ def test_scenario_paths_and_flat_names_agree():
 
 
 def test_gpu_bandwidth_path_is_peak_and_takes_the_scenarios_efficiency():
-    scenario = load_scenario(CHAT)  # h100-sxm: 3.35 TB/s peak x 0.6 catalog efficiency
+    # h100-sxm: 3.35 TB/s peak x the scenario's efficiency (no engine named: vLLM's profile, the hopper plateau)
+    scenario = load_scenario(CHAT)
+    e = scenario.gpu.bandwidth_efficiency
+    assert e == engines.FITTED_EFFICIENCY["hopper"][0]
     axis = parse_vary("gpu.bandwidth=3.35TB/s:4.8TB/s:2", scenario)
     assert axis.input == "bandwidth"
-    assert axis.values.tolist() == pytest.approx([3.35e12 * 0.6, 4.8e12 * 0.6])
+    assert axis.values.tolist() == pytest.approx([3.35e12 * e, 4.8e12 * e])
     assert parse_vary("bandwidth=2.01e12:2.01e12:1", scenario).values.tolist() == [2.01e12]  # flat: effective
 
 

@@ -118,7 +118,8 @@ class TestReportModel:
         assert sources["gpu_memory_bytes"] == s.gpu.source
         assert sources["weight_bytes"].startswith("derived: params x 2 B")  # bf16 weights from the catalog params
         assert sources["memory_utilization"] == sources["prompt_tokens"] == "user"
-        assert sources["max_num_seqs"] == "not set"
+        # no engine named: vLLM's profile sets the cap, and the report says where it came from
+        assert sources["max_num_seqs"] == "engine profile: vllm: max_num_seqs 1024"
 
     def test_defaults_and_unset_options_say_so(self, essay000):
         report = build_report(essay000.evaluate())
@@ -133,7 +134,9 @@ class TestReportModel:
         assert "0 ms per forward pass" in text
         assert "taken as effective (efficiency 1)" in text
         catalog = load_scenario(SCENARIOS / "chat-llama-3.1-8b-h100.yaml")
-        assert "x efficiency 0.6" in " | ".join(build_report(catalog.evaluate()).assumptions)
+        # vLLM's profile (no engine named): the hopper plateau of engines.FITTED_EFFICIENCY
+        plateau = catalog.gpu.bandwidth_efficiency
+        assert f"x efficiency {plateau:g}" in " | ".join(build_report(catalog.evaluate()).assumptions)
 
 
 class TestJson:

@@ -165,12 +165,13 @@ def test_unwritable_path_raises_and_leaves_nothing(tmp_path):
 #: Scenarios that work the Solver sheet beyond test_report's: the TTFT promise binding a dense and a MoE model with
 #: the serving options set (a small chunked-prefill budget, a KV link, a load), and a compute piece through the
 #: origin (no step overhead), whose TPOT at the ceiling hangs on the sign of a rounding-size denominator.
+# Each built to reach one solver case under the essays' convention (engine: ideal).
 SOLVER_SCENARIOS = {
     "ttft-binds-options": """
 name: TTFT promise binds; chunked budget 1024, KV link 50 GB/s
 model: {layers: 32, kv_heads: 8, head_dim: 128, params: 8e9, weights: "16 GB", kv_dtype: fp16}
 gpu: {memory: "80 GB", bandwidth: "2 TB/s", flops: "150 TFLOP/s", price_per_hour: 2.0}
-serving: {memory_utilization: 0.90, block_size: 16, max_model_len: 8192, step_overhead: "3 ms",
+serving: {engine: ideal, memory_utilization: 0.90, block_size: 16, max_model_len: 8192, step_overhead: "3 ms",
           max_batched_tokens: 1024, kv_transfer_bandwidth: "50 GB/s"}
 workload: {prompt_tokens: 3000, output_tokens: 200, arrival_rate: 2.5}
 slo: {tpot: "80 ms", ttft: "600 ms"}
@@ -179,7 +180,7 @@ slo: {tpot: "80 ms", ttft: "600 ms"}
 name: mixtral-8x7b on 2 x H200, TTFT binds; chunked budget 2048, KV link 25 GB/s
 model: {name: mixtral-8x7b, weight_dtype: bf16, kv_dtype: bf16}
 gpu: {name: h200, count: 2}
-serving: {memory_utilization: 0.92, block_size: 16, max_model_len: 32768, step_overhead: "3 ms",
+serving: {engine: ideal, memory_utilization: 0.92, block_size: 16, max_model_len: 32768, step_overhead: "3 ms",
           max_batched_tokens: 2048, kv_transfer_bandwidth: "25 GB/s"}
 workload: {prompt_tokens: 6000, output_tokens: 300, arrival_rate: 1.5}
 slo: {tpot: "100 ms", ttft: "200 ms"}
@@ -189,7 +190,7 @@ name: no step overhead, the compute piece through the origin at the ceiling
 units: GiB
 model: {layers: 32, kv_heads: 8, head_dim: 128, params: 8e9, weights: "16 GiB", kv_dtype: fp16}
 gpu: {memory: "80 GiB", bandwidth: "2 TB/s", flops: "150 TFLOP/s"}
-serving: {memory_utilization: 0.90, block_size: 16, max_model_len: 32768, step_overhead: "0 ms"}
+serving: {engine: ideal, memory_utilization: 0.90, block_size: 16, max_model_len: 32768, step_overhead: "0 ms"}
 workload: {prompt_tokens: 200, output_tokens: 1000, shared_prefix_tokens: 200, arrival_rate: 5}
 slo: {tpot: "80 ms", ttft: "3 s"}
 """,

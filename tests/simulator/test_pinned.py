@@ -29,7 +29,8 @@ RTOL = 1e-12
 SMALL = {  # a KV pool of 95 blocks of 16 tokens (tests/simulator/test_simulator.py): preemption under load
     "model": {"layers": 32, "kv_heads": 8, "head_dim": 128, "params": 8e9, "weights": "16 GB"},
     "gpu": {"memory": "16.2 GB", "bandwidth": "2 TB/s", "flops": "150 TFLOP/s"},
-    "serving": {"memory_utilization": 1.0, "block_size": 16, "max_model_len": 4096, "step_overhead": "3 ms"},
+    "serving": {"engine": "ideal", "memory_utilization": 1.0, "block_size": 16, "max_model_len": 4096,
+                "step_overhead": "3 ms"},
     "workload": {"prompt_tokens": 100, "output_tokens": 50, "arrival_rate": 20},
 }
 VARIABLE = {"prompt_tokens": {"dist": "lognormal", "mean": 1000, "sigma": 0.6, "low": 16, "high": 8000},
@@ -45,7 +46,7 @@ def _scenario(name: str) -> Scenario:
     if name in ("mixtral", "mistral"):
         model = "mixtral-8x7b" if name == "mixtral" else "mistral-7b"
         return Scenario.from_dict({"model": model, "gpu": {"name": "h100-sxm", "count": 2 if name == "mixtral" else 1},
-                                   "serving": {"block_size": 16, "step_overhead": "3 ms"},
+                                   "serving": {"engine": "ideal", "block_size": 16, "step_overhead": "3 ms"},
                                    "workload": {"prompt_tokens": 3000, "output_tokens": 300, "arrival_rate": 3}})
     return load_scenario(SCENARIOS / name)
 

@@ -1,0 +1,56 @@
+"""validation/silicon.py: the measured rows as scenarios (issue 28), each rule the harness states checked on a row."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from validation import silicon
+
+ROW = {"id": "r", "silicon_data_source": "x; silicon_concurrency=16", "backend": "vllm", "backend_version": "0.11.0",
+       "model_path": "meta-llama/Llama-3.1-8B-Instruct", "system": "h100_sxm", "precision": "fp8", "mode": "agg",
+       "isl": 1000, "osl": 500, "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8", "batch_size": 16.0,
+       "tp_size": 1.0, "pp_size": 1.0, "attention_dp_size": 1.0, "moe_tp_size": 1.0, "moe_ep_size": 1.0,
+       "silicon_ttft_ms": 60.0, "silicon_tpot_ms": 9.0}
+
+
+def test_catalog_names_from_the_data_set():
+    assert silicon.catalog_model("meta-llama/Llama-3.1-8B-Instruct") == "llama-3.1-8b"  # -Instruct: a checkpoint
+    assert silicon.catalog_model("Qwen/Qwen3-235B-A22B-FP8") == "qwen3-235b-a22b"
+    assert silicon.catalog_gpu("h100_sxm") == "h100-sxm" and silicon.catalog_gpu("b200_sxm") == "b200"
+    assert silicon.catalog_model("nobody/No-Such-Model-1B") is None
+
+
+def test_precision_labels_and_schemes():
+    assert silicon.precision_label({**ROW, "moe_quant_mode": "fp8_block"}) == "fp8-block"  # block-scaled FP8 apart
+    unstated = {**ROW, "precision": math.nan, "gemm_quant_mode": math.nan, "moe_quant_mode": math.nan}
+    assert silicon.row_scheme(unstated, "llama-3.1-8b") == "bf16" and silicon.precision_label(unstated) == "bf16"
+    assert silicon.row_scheme({**ROW, "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "gpt-oss-120b") == "mxfp4"
+
+
+def test_a_row_becomes_a_scenario_and_a_prediction():
+    row = silicon.make_row(dict(ROW))
+    assert row.reason == "" and row.scenario is not None
+    s = row.scenario
+    assert (s.serving.engine, s.gpu.name, s.model.quantization, s.workload.prompt_tokens) == ("vllm", "h100-sxm",
+                                                                                             "fp8", 1000)
+    silicon.predict_defaults([row])
+    assert 1e-3 < row.predicted["tpot"] < 0.1
+    # TTFT at 16 users: the closed loop's (analysis.closed_loop), at least one prefill of the prompt
+    prefill = float(s.evaluate()["prefill_s"])
+    assert row.predicted["ttft"] >= prefill * (1 - 1e-9)
+
+
+def test_a_row_without_its_batch_per_engine_is_not_scored():
+    row = silicon.make_row({**ROW, "batch_size": math.nan})
+    assert row.scenario is None and row.reason.startswith("batch per engine not stated")
+
+
+@pytest.mark.parametrize("tpot_ms, kept", [(9.0, True), (0.5, False)])
+def test_the_plausibility_screen(tpot_ms, kept):
+    # One H100 reads Llama-3.1-8B's 8 GB of fp8 weights in no less than 2.4 ms at its 3.35 TB/s peak: a TPOT of
+    # 0.5 ms is not a sustained decode step.
+    row = silicon.make_row({**ROW, "silicon_tpot_ms": tpot_ms})
+    silicon.screen([row])
+    assert (row.screened == "") is kept
