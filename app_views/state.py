@@ -36,6 +36,7 @@ from capacity.inputs import catalog
 from capacity.inputs.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
 from capacity.inputs.units import parse_quantity
 from capacity.model.scenario import RESERVES, parse_yaml
+from capacity.render.glossary import in_words
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 CUSTOM = "custom"
@@ -759,10 +760,12 @@ def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[d
 
 
 def humanise(problem: str) -> str:
-    """A library message with field paths in the user's words ("workload.prompt_tokens" -> "prompt (tokens)")."""
+    """A library message in the user's words: field paths as the sidebar names them ("workload.prompt_tokens" ->
+    "prompt (tokens)"), then any other code name as the glossary writes it ("max_num_seqs" -> "the
+    running-sequence cap", ``capacity.render.glossary``)."""
     for path in sorted(LABELS, key=len, reverse=True):
         problem = problem.replace(path, LABELS[path])
-    return problem
+    return in_words(problem)
 
 
 def section_of(problem: str) -> str:

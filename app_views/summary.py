@@ -18,6 +18,7 @@ from capacity.answers.verdict import verdict
 from capacity.inputs.units import format_bytes
 from capacity.model.analysis import RESULTS
 from capacity.render.formatting import format_value
+from capacity.render.glossary import value_in_words
 
 #: The figures a salesperson is asked about after the headline, in the order a conversation takes: result key ->
 #: its name on screen (the meaning column is the library's, ``capacity.model.analysis.RESULTS``).
@@ -33,7 +34,7 @@ def _shown(key: str, value: float | str, binary: bool) -> str:
     """A result as shown: fractions as percentages, everything else with its unit (``format_value``)."""
     if key == "capacity_given_up" and isinstance(value, float):
         return f"{value * 100:,.1f}%"
-    return format_value(key, value, binary)
+    return str(value_in_words(format_value(key, value, binary)))
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
