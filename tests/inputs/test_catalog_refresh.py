@@ -168,13 +168,14 @@ def test_cli_evaluates_new_models_with_hand_computed_kv(tmp_path):
 @pytest.mark.parametrize("gpu", NEW_GPUS)
 def test_new_gpu_sizes_a_model(gpu):
     """Each new GPU builds and evaluates; its peak bandwidth and memory reach the result unchanged."""
-    scenario = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": gpu, "serving": {"max_model_len": 8192},
+    scenario = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": gpu,
+                                   "serving": {"max_model_len": 8192, "engine": "ideal"},
                                    "workload": {"prompt_tokens": 1000, "output_tokens": 200}})
     entry = catalog.gpu(gpu)
     assert scenario.gpu.memory_bytes == parse_quantity(entry["memory"], "bytes")
     assert scenario.gpu.bandwidth == parse_quantity(entry["bandwidth"], "bandwidth")
     values = scenario.evaluate().values
-    # pool = memory x 0.9 - weights (8,030,261,248 params x 2 B), the essays' convention without an engine.
+    # pool = memory x 0.9 - weights (8,030,261,248 params x 2 B), the essays' convention (engine: ideal).
     assert values["pool_bytes"] == pytest.approx(scenario.gpu.memory_bytes * 0.9 - 8_030_261_248 * 2, rel=1e-12)
     assert values["goodput_rps"] > 0
 

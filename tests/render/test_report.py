@@ -46,7 +46,7 @@ name: gemma-2-9b, 2 pipeline stages on L40S, prompts past the window
 model: {name: gemma-2-9b, weight_dtype: bf16, kv_dtype: fp8}
 gpu: {name: l40s, count: 1, pipeline_parallel: 2}
 serving: {memory_utilization: 0.90, block_size: 16, max_model_len: 8192, step_overhead: "3 ms", max_num_seqs: 48,
-          activation_memory: "1.5 GB"}
+          activation_memory: "1.5 GB", engine: ideal}
 workload: {prompt_tokens: 6000, output_tokens: 400, shared_prefix_tokens: 2000, arrival_rate: 1}
 slo: {tpot: "70 ms"}
 """,

@@ -7,6 +7,7 @@ compared with the library on the changed scenario. Skipped only where ``soffice`
 """
 
 import io
+import math
 import re
 import shutil
 import subprocess
@@ -62,13 +63,28 @@ def without_cached_values(data: bytes) -> bytes:
     return target.getvalue()
 
 
+#: Results of the chunked-prefill root solves: the library finds them to ``serving_modes.RTOL`` (1e-9 relative), and
+#: the Solver sheet, iterating the same method on LibreOffice's arithmetic, may stop one step apart within it.
+CHUNK_SOLVED = ("chunk_", "chunked_", "solver_chunk")
+
+
+def _agrees(key: str, got: object, want: object) -> bool:
+    from capacity.model.serving_modes import RTOL
+
+    if matches(got, want):
+        return True
+    numbers = isinstance(got, (int, float)) and isinstance(want, (int, float)) and math.isfinite(want)
+    return key.startswith(CHUNK_SOLVED) and numbers and math.isclose(got, want, rel_tol=2 * RTOL)
+
+
 def differences(path: Path, report) -> dict[str, tuple]:
-    """Named result cells whose recalculated value differs from the library's; empty when all agree."""
+    """Named result cells whose recalculated value differs from the library's; empty when all agree (to 1e-12, and
+    to the solve's own tolerance for the chunked-prefill solves: ``CHUNK_SOLVED``)."""
     cells = named_cells(openpyxl.load_workbook(path, data_only=True))
     want = library_values(report)
     assert set(RESULTS) <= set(cells) and set(NAMED_FORMULAS) <= set(cells)
     return {key: (cells[key].value, want[key]) for key in NAMED_FORMULAS
-            if not matches(cells[key].value, want[key])}
+            if not _agrees(key, cells[key].value, want[key])}
 
 
 @pytest.fixture(scope="module")
