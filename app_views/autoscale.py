@@ -148,15 +148,15 @@ def render(st_: Any, ctx: Context) -> dict[str, Any] | None:
         return None
     s = plan["summary"]
     m = Figures(st_)
-    m[0].metric("Answer", s["chosen_policy"] or "none keeps the promises")
+    m.metric("Answer", s["chosen_policy"] or "none keeps the promises")
     chosen = next((r for r in plan["rows"] if r["chosen"]), None)
     if chosen is not None and chosen.get("cost_per_month") is not None:
-        m[1].metric("Cost per month, on demand", f"${chosen['cost_per_month']:,.0f}")
+        m.metric("Cost per month, on demand", f"${chosen['cost_per_month']:,.0f}")
     split = s["reserved_split"]
     if split and "cost_per_month" in split:
-        m[2].metric("Reserved + on demand", f"${split['cost_per_month']:,.0f}",
+        m.metric("Reserved + on demand", f"${split['cost_per_month']:,.0f}",
                     help=f"{split['reserved_replicas']} replicas reserved (the base the day never drops below)")
-    m[3].metric("Peak fleet all day", f"${s['peak']['cost_per_month']:,.0f}" if s["peak"]["cost_per_month"]
+    m.metric("Peak fleet all day", f"${s['peak']['cost_per_month']:,.0f}" if s["peak"]["cost_per_month"]
                 is not None else f"{s['peak']['gpu_hours_per_day']:,.0f} GPU-h")
     m.draw()
     st_.plotly_chart(day_chart(plan["timeline"], ctx.results.scenario.slo.ttft_s, f"The day under {plan['shown']}"),

@@ -19,13 +19,13 @@ def render(st: Any, ctx: Context) -> None:
     r, z = ctx.results, ctx.sizing
     rep = z.replica
     c = Figures(st)
-    c[0].metric("$ per M output tokens at goodput", format_value("cost_per_million_tokens",
+    c.metric("$ per M output tokens at goodput", format_value("cost_per_million_tokens",
                                                                  rep["cost_per_million_tokens"]),
                 help="one replica of the layout chosen, running at its goodput")
-    c[1].metric("$ per M output tokens at ceiling", format_value("cost_per_million_tokens_at_ceiling",
+    c.metric("$ per M output tokens at ceiling", format_value("cost_per_million_tokens_at_ceiling",
                                                                  rep["cost_per_million_tokens_at_ceiling"]))
-    c[2].metric("Output tokens/s at goodput", f"{rep['output_tokens_per_s_at_goodput']:,.0f} tokens/s")
-    c[3].metric("Price per GPU-hour", money(z.price_per_gpu_hour), help=f"source: {z.price_source}")
+    c.metric("Output tokens/s at goodput", f"{rep['output_tokens_per_s_at_goodput']:,.0f} tokens/s")
+    c.metric("Price per GPU-hour", money(z.price_per_gpu_hour), help=f"source: {z.price_source}")
     c.draw()
     if not ctx.load_rps:
         st.info("Enter the load (requests/s) under Workload in the sidebar to size a fleet for it.")
@@ -34,10 +34,10 @@ def render(st: Any, ctx: Context) -> None:
         st.warning(plain(answer(z)))
         return
     c = Figures(st)
-    c[0].metric("Replicas for your load", f"{z.replicas:,}", help=f"{z.gpus:,} GPUs: {layout_words(z)}")
-    c[1].metric("Fleet cost", f"{money(z.cost_per_hour)} / hour")
-    c[2].metric("Fleet cost per month", money(z.cost_per_month, 0))
-    c[3].metric("$ per M output tokens at your load", money(z.cost_per_million_tokens, 3))
+    c.metric("Replicas for your load", f"{z.replicas:,}", help=f"{z.gpus:,} GPUs: {layout_words(z)}")
+    c.metric("Fleet cost", f"{money(z.cost_per_hour)} / hour")
+    c.metric("Fleet cost per month", money(z.cost_per_month, 0))
+    c.metric("$ per M output tokens at your load", money(z.cost_per_million_tokens, 3))
     c.draw()
     st.caption(f"Sized for {z.design_load_rps:,.2f} requests/s (the entered {z.load_rps:,.2f} x peak factor "
                f"{z.peak_factor:g}) with {z.headroom * 100:,.0f}% headroom: {z.load_per_replica_rps:,.2f} "

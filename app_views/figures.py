@@ -25,15 +25,12 @@ def figures_markdown(figures: list[tuple[str, str, str]]) -> str:
 class Figures:
     """A row of figures drawn as one ``figures_markdown`` table instead of ``st.metric`` columns, whose values
     Streamlit cuts with an ellipsis when a column is narrow ("$13.96 / h..." at 1,280 px; issue 30). Used like
-    the columns it replaces: ``row = Figures(st); row[0].metric(label, value, help=...); row.draw()``; the help
-    text becomes the figure's small line."""
+    ``st.metric``: ``row = Figures(st); row.metric(label, value, help=...); row.draw()``; the help text becomes the
+    figure's small line."""
 
     def __init__(self, where: object) -> None:
         self.where = where
         self.figures: list[tuple[str, str, str]] = []
-
-    def __getitem__(self, _: int) -> Figures:
-        return self
 
     def metric(self, label: str, value: str, help: str | None = None) -> None:  # noqa: A002 - st.metric's name
         self.figures.append((label, value, help or ""))

@@ -197,10 +197,10 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
         best = ok.iloc[0]
         layout = f"{best['gpu']} TP{int(best['tensor_parallel'])}, {best['mode']}"
         m = Figures(st_)
-        m[0].metric("Cheapest that keeps the promises", f"{best['gpus']:,.0f} GPUs", help=layout)
-        m[1].metric("Cost", f"${best['cost_per_hour']:,.2f} / hour")
-        m[2].metric("Cost per month", f"${cost_per_month(best['cost_per_hour']):,.0f}")
-        m[3].metric("$ per M output tokens at your load", _money(float(best["cost_per_million_tokens"]) if users
+        m.metric("Cheapest that keeps the promises", f"{best['gpus']:,.0f} GPUs", help=layout)
+        m.metric("Cost", f"${best['cost_per_hour']:,.2f} / hour")
+        m.metric("Cost per month", f"${cost_per_month(best['cost_per_hour']):,.0f}")
+        m.metric("$ per M output tokens at your load", _money(float(best["cost_per_million_tokens"]) if users
                                                                   else cost_per_million_output_tokens(
             best["cost_per_hour"], ctx.load_rps, output_tokens)))
         m.draw()

@@ -147,13 +147,13 @@ def render(st_: Any, ctx: Context) -> None:
     whole = table.iloc[-1]  # the whole mix
     classes = [str(c) for c in table["class"].iloc[:-1]]
     c = Figures(st_)
-    c[0].metric("Goodput at the promised percentile", _rps(whole["goodput_rps"]),
+    c.metric("Goodput at the promised percentile", _rps(whole["goodput_rps"]),
                 help="largest load at which every class keeps its promise for the share of requests it names "
                      "(the essays' goodput), per replica")
-    c[1].metric("Mean-based goodput", _rps(whole["mean_goodput_rps"]),
+    c.metric("Mean-based goodput", _rps(whole["mean_goodput_rps"]),
                 help="the same promises kept by the average request only (the single-shape goodput)")
-    c[2].metric("Ceiling of the mix", _rps(whole["ceiling_rps"]), help="per replica, at the largest batch")
-    c[3].metric("Classes", f"{len(classes):,}")
+    c.metric("Ceiling of the mix", _rps(whole["ceiling_rps"]), help="per replica, at the largest batch")
+    c.metric("Classes", f"{len(classes):,}")
     c.draw()
     if scenario.raw and scenario.raw.get("workloads") is not None:
         w = scenario.workload
@@ -173,10 +173,10 @@ def render(st_: Any, ctx: Context) -> None:
     left.plotly_chart(concurrency_chart(concurrency), width="stretch")
     right.plotly_chart(knee_chart(load, at, classes), width="stretch")
     c = Figures(st_)
-    c[0].metric("Knee load", _rps(at["rate_rps"]), help="the load of most throughput per second of mean end-to-end "
+    c.metric("Knee load", _rps(at["rate_rps"]), help="the load of most throughput per second of mean end-to-end "
                                                           "latency (Kleinrock's power)")
-    c[1].metric("Output at the knee", f"{at['output_tokens_per_s']:,.0f} tokens/s")
-    c[2].metric("Decoding at the knee", f"{at['in_flight']:,.0f} sequences")
+    c.metric("Output at the knee", f"{at['output_tokens_per_s']:,.0f} tokens/s")
+    c.metric("Decoding at the knee", f"{at['in_flight']:,.0f} sequences")
     c.draw()
 
     st_.markdown("##### Load over a day")
@@ -194,11 +194,11 @@ def render(st_: Any, ctx: Context) -> None:
         plan, mean_plan = day(ctx.scenario_json, float(peak), float(factor), ctx.headroom)
         summary = plan.summary()
         c = Figures(st_)
-        c[0].metric("GPUs at the peak", f"{plan.peak_gpus:,.0f}",
+        c.metric("GPUs at the peak", f"{plan.peak_gpus:,.0f}",
                     help=f"mean-based goodput: {mean_plan.peak_gpus:,.0f}")
-        c[1].metric("GPU-hours a day, following the profile", f"{plan.gpu_hours:,.0f} GPU h")
-        c[2].metric("GPU-hours a day, provisioned for the peak", f"{plan.peak_gpu_hours:,.0f} GPU h")
-        c[3].metric("Following the profile saves", f"{plan.saving:.0%}")
+        c.metric("GPU-hours a day, following the profile", f"{plan.gpu_hours:,.0f} GPU h")
+        c.metric("GPU-hours a day, provisioned for the peak", f"{plan.peak_gpu_hours:,.0f} GPU h")
+        c.metric("Following the profile saves", f"{plan.saving:.0%}")
         c.draw()
         if summary["cost_per_day"] is not None:
             st_.markdown(plain(f"At ${scenario.gpu.price_per_hour:,.2f} per GPU-hour: "

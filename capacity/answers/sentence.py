@@ -169,16 +169,12 @@ def answer(results: Results | Sizing) -> str:
     if z.users:
         return _users_answer(z)
     if z.load_rps:
-        shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
-                 f"{promises_words(s)}")
+        shape = _shape_words(s)
         if z.replicas is None:
             return (f"No layout allowed serves {z.load_rps:,.3g} requests/s{daily_words(s)} of {shape}: {binds(z)} "
                     f"limits each replica to {z.replica_goodput_rps:,.2f} requests/s.")
-        design = "" if z.peak_factor == 1 and z.headroom == 0 else (
-            f" (designed for {z.design_load_rps:,.3g} requests/s at peak x{z.peak_factor:g}"
-            f"{f', {z.headroom:.0%} headroom' if z.headroom else ''})")
-        money = (f" at about {_money(z.cost_per_hour)}/hour ({_money(z.cost_per_month)}/month)"
-                 if z.cost_per_hour is not None else " (no GPU price set, so no cost)")
+        design = _design_words(z, f"{z.design_load_rps:,.3g} requests/s")
+        money = _money_words(z)
         at = (f"TPOT {format_time(z.tpot_at_percentile_s)} and TTFT {format_time(z.ttft_at_percentile_s)} at "
               f"{z.goodput_basis}" if z.tpot_at_percentile_s is not None else
               f"TPOT {format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}")
@@ -194,6 +190,26 @@ def answer(results: Results | Sizing) -> str:
     tpot = z.tpot_at_percentile_s if z.tpot_at_percentile_s is not None else z.tpot_at_load_s
     return (f"{hw} {verb} {z.served_rps:,.2f} req/s at {format_time(tpot)} per token{promise} {price}; "
             f"{binds(z)} is what binds.")
+
+
+def _shape_words(s: Scenario) -> str:
+    """``1,000-token prompts and 300-token answers within TPOT <= 50.0 ms``: the requests and their promises."""
+    return (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
+            f"{promises_words(s)}")
+
+
+def _design_words(z: Sizing, design: str) -> str:
+    """`` (designed for 30 requests/s at peak x3, 20% headroom)``; empty without a peak factor or headroom."""
+    if z.peak_factor == 1 and z.headroom == 0:
+        return ""
+    return f" (designed for {design} at peak x{z.peak_factor:g}{f', {z.headroom:.0%} headroom' if z.headroom else ''})"
+
+
+def _money_words(z: Sizing) -> str:
+    """`` at about $13.96/hour ($10,191/month)``, or that no GPU price is set."""
+    if z.cost_per_hour is None:
+        return " (no GPU price set, so no cost)"
+    return f" at about {_money(z.cost_per_hour)}/hour ({_money(z.cost_per_month)}/month)"
 
 
 def daily_words(scenario: Scenario) -> str:
@@ -219,17 +235,13 @@ def _users_answer(z: Sizing) -> str:
     the TPOT promise sets each replica's limit of 89.0 users.``"""
     s = z.scenario
     who = users_words(z.users, s.workload.think_time_s)
-    shape = (f"{s.workload.prompt_tokens:,}-token prompts and {s.workload.output_tokens:,}-token answers"
-             f"{promises_words(s)}")
+    shape = _shape_words(s)
     limit = binds(z)
     if z.replicas is None:
         return (f"No layout allowed serves {who} with {shape}: {limit} limits each replica to "
                 f"{z.replica_users or 0:,.1f} users.")
-    design = "" if z.peak_factor == 1 and z.headroom == 0 else (
-        f" (designed for {z.design_users:,.0f} users at peak x{z.peak_factor:g}"
-        f"{f', {z.headroom:.0%} headroom' if z.headroom else ''})")
-    money = (f" at about {_money(z.cost_per_hour)}/hour ({_money(z.cost_per_month)}/month)"
-             if z.cost_per_hour is not None else " (no GPU price set, so no cost)")
+    design = _design_words(z, f"{z.design_users:,.0f} users")
+    money = _money_words(z)
     return (f"To serve {who} with {shape}, you need {layout_words(z)}{design}{money}; each replica holds "
             f"{z.users_per_replica:,.1f} users in flight, {z.load_per_replica_rps:,.2f} requests/s at TPOT "
             f"{format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}; {limit} sets each replica's "

@@ -27,28 +27,20 @@ def render_table(results: Results) -> str:
         for key in keys:
             lines.append(f"  {key:<36} {format_value(key, results[key], binary):>20}   {RESULTS[key][1]}")
         lines.append("")
-    lines.append("Answer (the layout chosen, the fleet for the load, its cost)")
-    for key, value in sizing.to_dict().items():
-        shown = format_value(key, value, binary)
-        shown = shown if len(shown) <= 40 else shown[:39] + "…"
-        lines.append(f"  {key:<36} {shown:>20}   {SIZING_RESULTS[key][1]}")
-    lines.append("")
+    lines += _section("Answer (the layout chosen, the fleet for the load, its cost)", sizing.to_dict(),
+                      SIZING_RESULTS, binary)
     split = split_results(s)
     if split:
         from capacity.model.split_pools import SPLIT_RESULTS
 
-        lines.append("Split pools (scenario section pools: each pool its own GPU, count and parallelism)")
-        for key, value in split.items():
-            lines.append(f"  {key:<36} {format_value(key, value, binary):>20}   {SPLIT_RESULTS[key][1]}")
-        lines.append("")
+        lines += _section("Split pools (scenario section pools: each pool its own GPU, count and parallelism)", split,
+                          SPLIT_RESULTS, binary)
     spec = spec_results(results)
     if spec:
         from capacity.model.speculative import SPEC_RESULTS
 
-        lines.append("Speculative decoding (serving.speculative: TPOT with and without, by decode batch)")
-        for key, value in spec.items():
-            lines.append(f"  {key:<36} {format_value(key, value, binary):>20}   {SPEC_RESULTS[key][1]}")
-        lines.append("")
+        lines += _section("Speculative decoding (serving.speculative: TPOT with and without, by decode batch)", spec,
+                          SPEC_RESULTS, binary)
     for note in sizing.notes():
         lines.append(f"note: {note}")
     return "\n".join(lines).rstrip() + "\n"
@@ -68,3 +60,16 @@ def spec_results(results: Results) -> dict[str, float]:
     from capacity.model.speculative import evaluate
 
     return evaluate(results.scenario, results)
+
+
+def _section(title: str, values: dict[str, Any], meanings: dict[str, tuple[str, str]], binary: bool) -> list[str]:
+    """A titled block of the table: one line a value (name, value with its unit, meaning), then a blank line; a value
+    longer than 40 characters is cut with an ellipsis."""
+    from capacity.render.formatting import format_value
+
+    lines = [title]
+    for key, value in values.items():
+        shown = format_value(key, value, binary)
+        shown = shown if len(shown) <= 40 else shown[:39] + "…"
+        lines.append(f"  {key:<36} {shown:>20}   {meanings[key][1]}")
+    return [*lines, ""]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import xlsxwriter
 
-from capacity.answers.fleet_answer import HOURS_PER_MONTH, fleet_answer
+from capacity.answers.fleet_answer import HOURS_PER_MONTH, FleetAnswer, fleet_answer
 from capacity.model.analysis import RESULTS
 from capacity.planning.sizing import MODE_WORDS, SIZING_RESULTS, Sizing
 from capacity.render.report import Report, Value
@@ -89,7 +89,7 @@ def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, val
         not unexpressed)
     if live:  # the answer is the live cells' own: its sentence is a formula of them, so an edit rewrites it
         ws.write_string(3, 0, "The answer (recomputed from the cells below)", f.section)
-        formula, text = live_sentence(report)
+        formula, text = live_sentence(report, answer)
         ws.merge_range(4, 0, 4, 3, "", f.wrap)
         ws.write_formula(4, 0, formula, f.wrap, text)
     else:
@@ -155,7 +155,7 @@ def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, val
     ws.activate()
 
 
-def live_sentence(report: Report) -> tuple[str, str]:
+def live_sentence(report: Report, answer: FleetAnswer) -> tuple[str, str]:
     """The answer's sentence as an Excel formula of the live cells (load, shape, fleet, cost, one replica's goodput)
     and its value as the workbook is written (the same words, Excel's TEXT formats as Python's: "#,##0.00" ->
     ``{:,.2f}``, "#,##0" -> ``{:,.0f}``). Used where the live fleet is the answer (``write_summary_sheet``)."""
@@ -177,7 +177,6 @@ def live_sentence(report: Report) -> tuple[str, str]:
                 '" requests/s; enter an arrival rate on the Inputs sheet to size the fleet."')
     formula = f"=IF(ISNUMBER(fleet_replicas),{loaded},{unloaded})"
     load = s.workload.arrival_rate
-    answer = fleet_answer(report.results)
     fleet = answer.fleet
     if load and fleet is not None and goodput > 0:
         cost = (f" at about ${fmt(answer.cost_per_hour, 2)}/hour (${fmt(answer.cost_per_month, 0)}/month)"
