@@ -69,6 +69,7 @@ def test_reset_and_reveal_buttons_clear_the_notice():
     at.button(key="silent_reset_shared_prefix_tokens").click().run()
     assert "shared_prefix_tokens" not in saved(at)["workload"]
     assert "shared prefix" not in notices(at)
+    assert input_sources(at)["shared_prefix_tokens"] == "default"  # the report's source after the reset
     at = moved(start())
     at.button(key="silent_reveal").click().run()
     assert at.sidebar.toggle(key="more_inputs").value is True
