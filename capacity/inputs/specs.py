@@ -405,9 +405,9 @@ def _list_of(value: Any, path: str) -> list[Any]:
 def serving_modes(value: Any, path: str) -> tuple[str, ...]:
     """Serving modes the answer may choose, from ``FLEET_MODES``; ScenarioError naming ``path`` otherwise."""
     items = _list_of(value, path)
-    bad = [item for item in items if item not in FLEET_MODES]
+    bad = [item for item in items if item not in ALL_FLEET_MODES]
     if bad:
-        raise ScenarioError(f"{path} must name serving modes among {', '.join(FLEET_MODES)}, got {show(bad[0])}")
+        raise ScenarioError(f"{path} must name serving modes among {', '.join(ALL_FLEET_MODES)}, got {show(bad[0])}")
     return tuple(dict.fromkeys(items))
 
 
@@ -427,6 +427,9 @@ FLEET_FIELDS: dict[str, Check] = {"peak_factor": positive, "headroom": headroom_
 
 #: The layouts fleet sizing and search compare by default: serving modes, tensor-parallel sizes [GPUs].
 FLEET_MODES = ("colocated", "chunked", "disaggregated")
+#: Every serving mode a fleet may compare: the defaults and ``split`` (prefill and decode pools each on its own GPU
+#: type and layout; compared by default where the scenario has a ``pools`` section, docs/fleet.md).
+ALL_FLEET_MODES = (*FLEET_MODES, "split")
 FLEET_TENSOR_PARALLEL = (1, 2, 4, 8)
 
 
