@@ -1075,6 +1075,8 @@ def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mod
             p = latency_at_percentile(chosen_scenario, rate, promised.binding_class)
             tpot_p, ttft_p = p["tpot_s"], p["ttft_s"]
     binding = promised.binding_promise if promised is not None else _binding(replica, mode)
+    if split_goodput is not None and decode and split_goodput < decode * replica_rps * (1 - 1e-9):
+        binding = "ttft" if scenario.slo.ttft_s else "capacity"  # the stated prefill pool binds the pools
     if split is not None:
         cost_hour = (float(row["cost_per_hour"]) if load else split.cost_per_hour(prefill, decode)) \
             if gpus is not None else None
@@ -1181,6 +1183,8 @@ def _binding(replica: Results, mode: str) -> str:
     ceiling = decode_pool_ceiling_rps(replica["batch_max"], replica["decode_step_s"],
                                       replica.scenario.workload.output_tokens)
     decode_bound = replica["disagg_decode_rps"] < float(ceiling) * (1 - 1e-9)
+    if mode == "split":  # the decode pool's limit (the prefill pool's is its own: the TTFT promise or capacity)
+        return "tpot" if decode_bound else "capacity"
     return "tpot" if decode_bound else ("ttft" if s.ttft_s else "capacity")
 
 

@@ -69,7 +69,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -113,6 +113,7 @@ class EngineSettings:
     role: str = ""               # separate pools: "prefill" or "decode"; "" for one pool
     replicas: int | None = None  # replicas that run this command (None: not sized for a load)
     tensor_parallel: int = 1     # tensor-parallel GPUs per replica of the layout
+    gpu: str = ""                # the GPU type (named in the layout line of split pools, each on its own)
 
     @property
     def title(self) -> str:
@@ -124,7 +125,8 @@ class EngineSettings:
         """What the command serves: replicas, TP and mode, e.g. ``3 replicas of TP8, chunked prefill``."""
         tp = self.tensor_parallel
         count = f"{self.replicas:,} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
-        return f"{count}TP{tp}, {_MODE_WORDS[self.mode]}" + (f" ({self.role} pool)" if self.role else "")
+        where = f"{self.gpu} " if self.mode == "split" and self.gpu else ""
+        return f"{count}{where}TP{tp}, {_MODE_WORDS[self.mode]}" + (f" ({self.role} pool)" if self.role else "")
 
     def command(self, model_id: str, config_path: str = "extra_llm_api_options.yaml", multiline: bool = False) -> str:
         """The launch command for a POSIX shell (arguments quoted); ``multiline``: one flag per line, ending `` \\``."""
@@ -174,7 +176,12 @@ def _fraction(value: float) -> str:
 
 #: Words for the serving modes (as ``sizing.MODE_WORDS``, kept here so this module needs no sizing import).
 _MODE_WORDS = {"colocated": "prefill and decode on the same GPUs", "chunked": "chunked prefill",
-               "disaggregated": "separate prefill and decode pools"}
+               "disaggregated": "separate prefill and decode pools",
+               "split": "separate prefill and decode pools, each on its own layout"}
+
+
+#: Modes of two pools, each started with its own command (a split: each on its own layout).
+_POOLED = ("disaggregated", "split")
 
 
 # --- shared settings ----------------------------------------------------------------------------------------------
@@ -281,7 +288,7 @@ def vllm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings
                   EngineFlag("--max-num-batched-tokens", str(max(plan.batched_tokens, plan.max_model_len)),
                              "serving.max_batched_tokens",
                              "tokens of one step; without chunking vLLM needs at least max-model-len")]
-    if plan.mode == "disaggregated":
+    if plan.mode in _POOLED:
         flags.append(EngineFlag("--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
                                 "sizing.mode", f"separate pools: this {plan.role} pool sends or receives the KV cache"))
         notes.append("separate pools: a router sends each request to a prefill replica, then to a decode replica "
@@ -352,7 +359,7 @@ def tensorrt_llm_settings(results: Results, plan: _Plan | None = None) -> Engine
     if plan.weight_dtype not in ("fp16", "bf16", "fp32"):
         notes.append(f"{plan.weight_dtype} weights: serve a checkpoint quantised with TensorRT Model Optimizer")
     config: dict[str, Any] = {"kv_cache_config": kv_config, "enable_chunked_prefill": plan.chunked}
-    if plan.mode == "disaggregated":
+    if plan.mode in _POOLED:
         config["cache_transceiver_config"] = {"backend": "DEFAULT"}
         notes.append("separate pools: start each pool's servers with these options and route between them with "
                      "trtllm-serve disaggregated -c disagg_config.yaml "
@@ -403,7 +410,7 @@ def sglang_settings(results: Results, plan: _Plan | None = None) -> EngineSettin
     if plan.weight_dtype == "fp8":
         flags.append(EngineFlag("--quantization", "fp8", "model.weight_dtype",
                                 "fp8 weights (or serve an fp8 checkpoint, which needs no flag)"))
-    if plan.mode == "disaggregated":
+    if plan.mode in _POOLED:
         flags.append(EngineFlag("--disaggregation-mode", plan.role, "sizing.mode",
                                 f"separate pools: this is the {plan.role} pool"))
         notes.append("separate pools: route between them with SGLang's mini load balancer "
@@ -435,15 +442,19 @@ def engine_settings(results: Results, engine: str | None = None, mode: str = "co
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
     if mode not in _MODE_WORDS:
         raise ValueError(f"mode must be one of {', '.join(_MODE_WORDS)}, got {mode!r}")
-    return ENGINES[name](results, _plan(results, mode, role, replicas))
+    return replace(ENGINES[name](results, _plan(results, mode, role, replicas)), gpu=results.scenario.gpu.name)
 
 
 def sizing_settings(sizing: Any, engine: str | None = None) -> tuple[EngineSettings, ...]:
     """The one answer's layout (``sizing.Sizing``) as ``engine``'s launch commands: its chosen TP, serving mode and
     replicas, one replica being ``sizing.replica`` (the chosen layout's scenario). Separate pools give two commands,
-    the prefill pool's (``prefill_replicas``) then the decode pool's (``decode_replicas``); other modes one
-    (``replicas``). Never the stated layout where the sizing chose another."""
+    the prefill pool's (``prefill_replicas``) then the decode pool's (``decode_replicas``); split pools the same, each
+    from its own pool's scenario (``sizing.prefill_replica``, ``sizing.replica``: its GPU, TP, DP/EP, memory
+    fraction and batch); other modes one (``replicas``). Never the stated layout where the sizing chose another."""
     replica = sizing.replica
+    if sizing.mode == "split" and sizing.prefill_replica is not None:  # each pool its own GPU type and layout
+        return (engine_settings(sizing.prefill_replica, engine, "split", "prefill", sizing.prefill_replicas),
+                engine_settings(replica, engine, "split", "decode", sizing.decode_replicas))
     if sizing.mode == "disaggregated":
         return (engine_settings(replica, engine, "disaggregated", "prefill", sizing.prefill_replicas),
                 engine_settings(replica, engine, "disaggregated", "decode", sizing.decode_replicas))
