@@ -79,19 +79,23 @@ def _replicas_result(scenario: Scenario, config: SimulationConfig, table: Reques
 def _simulate_pools(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
                     event_loop: str, times_only: bool = False) -> SimulationResult | tuple[dict[str, np.ndarray], str]:
     """Separate prefill and decode pools (``pools.py``): the prefill pool's handoffs, then the decode pool's
-    engines; the requests in id order with the times a user sees (or, ``times_only``, those times alone)."""
+    engines; the requests in id order with the times a user sees (or, ``times_only``, those times alone).
+    A scenario with a ``pools`` section runs each pool on its own scenario (``pools.pool_engines``: the prefill
+    pool's GPU and layout set the prompts' times and the KV transfer, the decode pool's its KV pool, batch and
+    steps)."""
     from capacity.simulator import pools
 
-    analytic = analytic if analytic is not None else scenario.evaluate()
-    cost = cost_model_for(scenario, config)
-    hand, order, moved = pools.split(scenario, config, table, analytic, cost)
-    decode, prefilled = pools.decode_config(config), PrefilledCost(cost)
+    (prefill, p_analytic), (decode, d_analytic) = pools.pool_engines(scenario, analytic)
+    cost = cost_model_for(prefill, config)
+    hand, order, moved = pools.split(prefill, config, table, p_analytic, cost)
+    d_cost = cost if decode is prefill else cost_model_for(decode, config)
+    decode_config, prefilled = pools.decode_config(config), PrefilledCost(d_cost)
     if times_only:
-        times, loop = _replicas_times(scenario, decode, moved, analytic, event_loop, prefilled)
+        times, loop = _replicas_times(decode, decode_config, moved, d_analytic, event_loop, prefilled)
         finish = np.empty(len(table))
         finish[order] = times["finish_s"]
         return pools.user_times(table.arrival_s, hand.handoff_s, table.output_tokens, finish), loop
-    result = _replicas_result(scenario, decode, moved, analytic, event_loop, prefilled)
+    result = _replicas_result(decode, decode_config, moved, d_analytic, event_loop, prefilled)
     return pools.as_users_see(result, config, table, hand, order)
 
 
