@@ -164,26 +164,9 @@ def engine_line(mapping: Mapping) -> str:
     return f"note: {note}\n" if note else ""
 
 
-def layout_text(row: Mapping[str, Any]) -> tuple[str, str]:
-    """(GPU, layout) of a fleet row in short: ``('h200', 'TP2')``, an MoE layout ``('gb200', 'TP1xDP4 EP4')``, split
-    pools ``('l40s/h200', 'P TP1 / D TP2')`` (the prefill pool's first)."""
-    def one(tp: Any, dp: Any, ep: Any) -> str:
-        def whole(v: Any) -> int:
-            return int(v) if isinstance(v, (int, float)) and math.isfinite(v) else 1
-
-        words = f"TP{whole(tp)}" + (f"xDP{whole(dp)}" if whole(dp) > 1 else "")
-        return words + (f" EP{whole(ep)}" if whole(ep) > 1 else "")
-
-    gpu = clean_line(str(row["gpu"]), 40)
-    decode = one(row["tensor_parallel"], row.get("attention_data_parallel"), row.get("expert_parallel"))
-    if row.get("mode") != "split":
-        return gpu, decode
-    prefill = one(row.get("prefill_tensor_parallel"), row.get("prefill_attention_data_parallel"),
-                  row.get("prefill_expert_parallel"))
-    return f"{clean_line(str(row.get('prefill_gpu')), 40)}/{gpu}", f"P {prefill} / D {decode}"
-
-
 def render(table) -> str:
+    from capacity.planning.fleet import layout_text
+
     """The options as aligned text: cheapest that keeps the promises first (split pools: prefill GPU / decode GPU)."""
     lines = [f"{'rank':>4}  {'GPU':<17} {'layout':<16}  {'serving':<13} {'GPUs':>6} {'$/hour':>10} {'$/M in':>8} "
              f"{'$/M out':>8} {'TPOT':>9} {'TTFT':>9}  note"]
@@ -195,6 +178,7 @@ def render(table) -> str:
         note = note or ("pareto" if row["pareto"] else "") or ("" if row["meets_slo"] else "misses")
         mode = row["mode"] if isinstance(row["mode"], str) else ""
         gpu, layout = layout_text(row)
+        gpu, layout = clean_line(gpu, 40), clean_line(layout, 40)
         lines.append(f"{num(row['rank'], '.0f'):>4}  {gpu:<17} {layout:<16}  {mode:<13} "
                      f"{num(row['gpus'], ',.0f'):>6} {num(row['cost_per_hour'], ',.2f'):>10} "
                      f"{num(row['cost_per_million_input_tokens'], '.3f'):>8} "
@@ -204,4 +188,4 @@ def render(table) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["add_fleet_command", "layout_text", "render", "run_fleet"]
+__all__ = ["add_fleet_command", "render", "run_fleet"]

@@ -196,6 +196,25 @@ def size_layouts(inputs: pd.DataFrame, design_rps: float, headroom: float = 0.0,
     return table
 
 
+def layout_text(row: Mapping[str, Any]) -> tuple[str, str]:
+    """(GPU, layout) of a fleet row in short: ``('h200', 'TP2')``, an MoE layout ``('gb200', 'TP1xDP4 EP4')``, split
+    pools ``('l40s/h200', 'P TP1 / D TP2')`` (the prefill pool's first)."""
+    def one(tp: Any, dp: Any, ep: Any) -> str:
+        def whole(v: Any) -> int:
+            return int(v) if isinstance(v, (int, float)) and math.isfinite(v) else 1
+
+        words = f"TP{whole(tp)}" + (f"xDP{whole(dp)}" if whole(dp) > 1 else "")
+        return words + (f" EP{whole(ep)}" if whole(ep) > 1 else "")
+
+    gpu = str(row["gpu"])
+    decode = one(row["tensor_parallel"], row.get("attention_data_parallel"), row.get("expert_parallel"))
+    if row.get("mode") != "split":
+        return gpu, decode
+    prefill = one(row.get("prefill_tensor_parallel"), row.get("prefill_attention_data_parallel"),
+                  row.get("prefill_expert_parallel"))
+    return f"{row.get('prefill_gpu')}/{gpu}", f"P {prefill} / D {decode}"
+
+
 def rank(table: pd.DataFrame) -> pd.DataFrame:
     """Options that keep the promises, cheapest first (ties: lower TPOT, then fewer GPUs), ranked 1, 2, ...
 
@@ -266,5 +285,6 @@ def fleet_options(scenario: Mapping[str, Any], target: float | None = None, toke
     return table.reindex(columns=COLUMNS)
 
 
-__all__ = ["COLUMNS", "MODES", "FleetSize", "fleet_for_load", "fleet_options", "layouts", "pareto_front", "rank",
+__all__ = ["COLUMNS", "MODES", "FleetSize", "fleet_for_load", "fleet_options", "layout_text", "layouts", "pareto_front",
+           "rank",
            "replicas_for", "size_layouts", "target_rps", "tokens_per_day"]

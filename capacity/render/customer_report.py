@@ -37,7 +37,7 @@ from capacity.errors import ScenarioError
 from capacity.inputs import catalog
 from capacity.model.analysis import INPUTS, RESULTS
 from capacity.model.scenario import Results
-from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve, mode_rates
+from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve, layout_label, mode_rates
 from capacity.render.engine_flags import ENGINES, EngineSettings, model_id, scenario_engine, sizing_settings
 from capacity.render.formatting import SECTIONS, format_value, human_number, human_unit
 from capacity.render.glossary import in_words, value_in_words
@@ -595,9 +595,12 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
               f" requests/s (peak factor {z.peak_factor:g}, headroom {z.headroom:.0%}), "
               f"{a.fleet.load_per_replica_rps:,.3g} requests/s per replica.</p>"
               if a.fleet is not None else "")
+    per_replica = (f"{z.gpus_per_replica} x {gpu} per replica" if z.prefill_replica is None else
+                   f"a prefill pool of {layout_label(z.prefill_replica.scenario)} and a decode pool of "
+                   f"{layout_label(z.replica.scenario)} per replica")
     body = f"""
 <h1>LLM serving sizing: {_e(s.name)}</h1>
-<div class="meta">{_e(model)} on {z.gpus_per_replica} x {_e(gpu)} per replica ({_e(MODE_WORDS[z.mode])})
+<div class="meta">{_e(model)} on {_e(per_replica)} ({_e(MODE_WORDS[z.mode])})
 &middot; report of
 {_e(cr.report.date)} &middot; capacity {_e(__version__)}</div>
 <div class="answer" data-key="answer">{_e(a.sentence)}</div>
