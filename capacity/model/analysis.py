@@ -127,6 +127,9 @@ RESULTS: dict[str, tuple[str, str]] = {
     "goodput_per_gpu_rps": ("requests/s", "goodput per GPU"),
     "fleet_goodput_rps": ("requests/s", "goodput of all data-parallel replicas"),
     "batch_max": ("requests", "largest decode batch: what fits, capped by max_num_seqs"),
+    "batch_running": ("requests", "sequences an engine runs at once under load: B_max, or under an engine profile "
+                                  "the pool at the mean context prompt + answer / 2 (blocks allocated as tokens "
+                                  "arrive)"),
     "context_tokens": ("tokens", "average context of a decoding sequence: prompt + answer / 2"),
     "prefill_tokens": ("tokens", "prompt tokens prefilled (the cached prefix is skipped)"),
     "shared_blocks": ("blocks", "prefix blocks stored once"),
@@ -539,6 +542,7 @@ class MemoryStage:
     private_blocks: np.ndarray              # blocks each request owns alone [blocks]
     max_requests_shared_prefix: np.ndarray  # the prefix stored once [requests]
     batch_max: np.ndarray                   # what fits, capped by max_num_seqs [requests]
+    batch_running: np.ndarray               # what an engine runs at once, blocks at the mean context [requests]
 
 
 def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLike) -> MemoryStage:
@@ -561,8 +565,28 @@ def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLi
     shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local,
                                                private_blocks=private, paged=paged)
     dp = x["attention_data_parallel"]
+    batch = running_batch(shared, x) * dp
     return MemoryStage(weights_per_gpu(x), pool, blocks, per_request, contiguous * dp, paged * dp, shared_count,
-                       private, shared * dp, running_batch(shared, x) * dp)
+                       private, shared * dp, batch, _batch_running(x, blocks, batch))
+
+
+def _batch_running(x: Mapping[str, np.ndarray], pool_blocks: ArrayLike, batch_max: ArrayLike) -> np.ndarray:
+    """Sequences an engine runs at once under a sustained load [requests]: ``B_max`` under the essays' convention
+    (``engine: ideal``, every request holding the blocks of its whole context); under an engine profile
+    (``x["batched_prefill"]``) the pool at the mean context ``P + A / 2``, capped by ``max_num_seqs``.
+
+    vLLM, SGLang and TensorRT-LLM allocate KV blocks as tokens arrive (paged attention; Kwon et al., SOSP 2023,
+    sec. 4.1: "allocates [...] blocks on demand"), so a running sequence holds its prompt and the tokens answered
+    so far; with the users' phases spread, a sequence is halfway through its answer on average. Measured: Kimi-K2.5
+    on 4 B200 (vLLM 0.17) ran 64 users of 1,024 + 8,192 tokens with a 0.23 s TTFT where the whole-context pool holds
+    42; Llama-3.1-70B fp8 on one H200 ran 32 of 1,024 + 8,192 at 0.47 s where it holds 20, and queued at 64 (5.3 s;
+    36 fit at the mean context) (validation/silicon/silicon_train.csv).
+    """
+    mean = memory.max_requests_shared_prefix(
+        pool_blocks, x["prompt_tokens"] + x["output_tokens"] / 2.0, x["shared_prefix_tokens"], x["block_size"],
+        x["sliding_window"], x["local_layer_fraction"])
+    running = running_batch(mean, x) * x["attention_data_parallel"]
+    return select(x["batched_prefill"] > 0, np.maximum(running, batch_max), batch_max)
 
 
 @dataclass(frozen=True, slots=True)
@@ -780,15 +804,24 @@ def closed_loop_lockstep(model: StepModel, prefill_tokens: ArrayLike, output_tok
 
 def replica_stages(inputs: Mapping[str, ArrayLike]) -> tuple[StepModel, MemoryStage, PrefillStage, np.ndarray]:
     """One replica's stages from flat inputs, as ``analyse`` composes them: (``step_model`` at the average context
-    ``P + A / 2``, ``memory_stage``, ``prefill_stage``, ceiling [requests/s] from ``roofline.ceiling_rps`` at
-    ``B_max``), for callers that compose a closed loop (``closed_loop``, ``users_keeping_promises``)."""
+    ``P + A / 2``, ``memory_stage``, ``prefill_stage``, the closed loop's ceiling [requests/s],
+    ``closed_loop_ceiling_rps`` at ``MemoryStage.batch_running``), for callers that compose a closed loop
+    (``closed_loop``, ``users_keeping_promises``), which run ``batch_running`` sequences at most."""
     x = complete_inputs(inputs)
     a_tokens = x["output_tokens"]
     model, kv_gpu = step_model(x, x["prompt_tokens"] + a_tokens / 2.0)
     mem = memory_stage(x, kv_gpu, x["prompt_tokens"] + a_tokens)
     prefill = prefill_stage(model, x, x["prompt_tokens"], mem.shared_blocks)
-    t_step = model.decode_terms(mem.batch_max)[2]
-    return model, mem, prefill, roofline.ceiling_rps(prefill.gpu_s, t_step, mem.batch_max, a_tokens)
+    return model, mem, prefill, closed_loop_ceiling_rps(model, prefill, mem.batch_running, a_tokens)
+
+
+def closed_loop_ceiling_rps(model: StepModel, prefill: PrefillStage, batch_running: ArrayLike,
+                            output_tokens: ArrayLike) -> np.ndarray:
+    """The ceiling a closed loop runs into [requests/s]: ``roofline.ceiling_rps`` at the running batch
+    (``MemoryStage.batch_running``: ``B_max`` under the essays' convention, the pool at the mean context under an
+    engine profile)."""
+    t_step = model.decode_terms(batch_running)[2]
+    return roofline.ceiling_rps(prefill.gpu_s, t_step, batch_running, output_tokens)
 
 
 def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray, ClosedLoopPoint]:
@@ -803,7 +836,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
     x = complete_inputs(inputs)
     model, mem, prefill, ceiling = replica_stages(x)
     a, z, t_slo, d_slo = x["output_tokens"], x["think_time_s"], x["tpot_slo_s"], x["ttft_slo_s"]
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_max, ceiling)),
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_running, ceiling)),
                                 *(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))
     rows = np.arange(int(np.prod(shape))).reshape(shape)
     one = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
@@ -815,7 +848,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
         idx = np.atleast_1d(idx).reshape(-1).astype(np.intp)
         m = model if one else model.rows(idx)
         p = PrefillStage(*(sub(getattr(prefill, f), idx) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
-        return closed_loop(m, p, sub(a, idx), sub(mem.batch_max, idx), sub(ceiling, idx), users, sub(z, idx))
+        return closed_loop(m, p, sub(a, idx), sub(mem.batch_running, idx), sub(ceiling, idx), users, sub(z, idx))
 
     def worst(users, idx):
         point = loop(np.maximum(users, 1e-9), idx)  # at 0 users: the limit of a lone user's latencies
@@ -823,7 +856,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
             return np.fmax(point.tpot_s / sub(t_slo, idx), point.ttft_s / sub(d_slo, idx))
 
     # Users at the ceiling with nobody waiting for a slot: the response time law at X_c.
-    at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_max, ceiling, ceiling)
+    at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_running, ceiling, ceiling)
     with np.errstate(invalid="ignore"):
         ttft_c = select(z > 0, at_ceiling.ttft_s, slo.ttft_at_step_ends_s(ceiling, prefill.ttft_s, prefill.compute_s,
                                                                          at_ceiling.tpot_s))  # many users: others ~ 1
@@ -1005,7 +1038,10 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     gpus = replica_gpus(x)
     price_replica = x["price_per_hour"] * gpus
 
-    closed = _closed_loop_results(model, prefill, x, batch, ceiling, traces.get("solver_closed_loop_rps"))
+    closed_ceiling = select(mem.batch_running > batch, closed_loop_ceiling_rps(model, prefill, mem.batch_running,
+                                                                               a_tokens), ceiling)
+    closed = _closed_loop_results(model, prefill, x, mem.batch_running, closed_ceiling,
+                                  traces.get("solver_closed_loop_rps"))
     chunk_trace = None if trace is None else {}
     options, ch, dis = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate,
                                 chunk_trace)
@@ -1042,6 +1078,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "goodput_per_gpu_rps": goodput / gpus,
             "fleet_goodput_rps": goodput * x["replicas"],
             "batch_max": batch,
+            "batch_running": mem.batch_running,
             "context_tokens": context,
             "prefill_tokens": prefill_tokens,
             "shared_blocks": shared_count,

@@ -14,11 +14,13 @@ How each measured metric is predicted (B the decode batch, P prompt and A output
 
     static batch B            step/TPOT = t_step(B);  TTFT = t_prefill(B P);  latency = t_prefill(B P) + A t_step(B)
                               output tokens/s = B A / latency
-    concurrency C (closed)    B = min(C, B_max);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
+    concurrency C (closed)    B = min(C, B_run);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
                               output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p;
                               TTFT (C > 1) = the library's ``closed_loop_ttft_s`` (``analysis.closed_loop``: the
-                              prefill queue, and the wait for a slot where C exceeds what runs at once)
-    offline / rate INF        concurrency C = infinity, i.e. B = B_max (the ceiling)
+                              prefill queue, and the wait for a slot where C exceeds what runs at once);
+                              B_run the running batch (``batch_running``: B_max, or under an engine profile the
+                              pool at the mean context P + A / 2, blocks being allocated as tokens arrive)
+    offline / rate INF        concurrency C = infinity, i.e. B = B_run (the ceiling)
     request rate λ (open)     TPOT, TTFT = the library's ``tpot_at_load_s``, ``ttft_at_load_s`` (TPOT = t_step(B) /
                               (1 - λ t_p) with B = λ A TPOT; TTFT = prefill plus the queue for it)
                               output tokens/s = A min(λ, ceiling); above the ceiling as concurrency = infinity
@@ -219,8 +221,9 @@ def _probe(scenario: Scenario) -> _Probe:
     x["step_overhead_s"] = np.array([0.0, 0.0, 0.0, 1.0])
     w = scenario.workload
     model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))
-    results = scenario.evaluate()  # memory results (batch_max, prefill tokens) do not depend on the factors
-    probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens),
+    results = scenario.evaluate()  # memory results (batch_running, prefill tokens) do not depend on the factors
+    # The largest batch a load runs: ``batch_running`` (B_max, or the pool at the mean context under an engine)
+    probe = _Probe(model, float(results["batch_running"]), float(results["prefill_tokens"]), float(w.output_tokens),
                    float(results["max_requests_shared_prefix"]),
                    float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0)
     _PROBES[id(scenario)] = (scenario, probe)

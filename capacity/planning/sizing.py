@@ -323,7 +323,7 @@ def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom
         per, per_target = design_users / replicas, target_users / replicas
 
         def at(users: np.ndarray):
-            return closed_loop(model, prefill, x["output_tokens"], mem.batch_max, ceiling,
+            return closed_loop(model, prefill, x["output_tokens"], mem.batch_running, ceiling,
                                np.where(np.isfinite(users), users, 0.0), x["think_time_s"])
 
         design_point, target_point = at(per), at(per_target)

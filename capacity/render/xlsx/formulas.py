@@ -276,6 +276,13 @@ def _pool_ttft(rate: str) -> str:
 
 
 _DECODE_PER_REQUEST = "output_tokens*decode_step_s/batch_max"
+#: Requests of the mean context (prompt + answer / 2) the pool holds, the prefix stored once, never fewer than paged
+#: (``memory.max_requests_shared_prefix`` at ``context_tokens``): what ``batch_running`` caps.
+_RUNNING_FITS = ("MAX(IF(pool_blocks>=shared_blocks_held,"
+                 + _floor_count(f"(pool_blocks-shared_blocks_held)/"
+                                f"{_windowed_blocks('(context_tokens-shared_blocks*block_size)')}") + ",0),"
+                 + _floor_count(f"pool_blocks/{_windowed_blocks('context_tokens')}") + ")")
+
 #: (batch, d_p, x) of the chunked-prefill iteration at the ceiling's, the goodput's and the load's batch.
 _CHUNK_CEILING = ("chunk_batch_ceiling", "chunk_plain_ceiling_s", "chunk_extra_ceiling_s")
 _CHUNK_GOODPUT = ("solver_chunk_batch_goodput", "chunk_plain_goodput_s", "chunk_extra_goodput_s")
@@ -330,6 +337,9 @@ FORMULAS: dict[str, str] = {
                                    f"{_floor_count('(pool_blocks-shared_blocks_held)/private_blocks')},0)"),
     "batch_max": ("IF(ISBLANK(max_num_seqs),max_requests_shared_prefix,"
                   "MIN(max_requests_shared_prefix,max_num_seqs))"),
+    # analysis._batch_running: under an engine profile the pool at the mean context (blocks allocated on demand)
+    "batch_running": (f"IF(batched_prefill>0,MAX(batch_max,IF(ISBLANK(max_num_seqs),{_RUNNING_FITS},"
+                      f"MIN({_RUNNING_FITS},max_num_seqs))),batch_max)"),
     "batch_limit": ('IF(ISBLANK(max_num_seqs),"kv_memory",'
                     'IF(max_num_seqs<max_requests_shared_prefix,"max_num_seqs","kv_memory"))'),
     # Roofline (roofline.py, analysis.StepModel)
