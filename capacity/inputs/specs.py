@@ -135,6 +135,7 @@ class Serving:
     kv_free_fraction: float = 0.0          # TensorRT-LLM rule: pool = fraction x (memory - weights - reserves); 0: off
     engine_defaults: tuple[str, ...] = ()  # the engine defaults applied, one line each
     batched_prefill: bool = False          # prompts share prefill passes of max_batched_tokens (engine profiles)
+    kv_on_demand: bool = False             # KV blocks allocated as tokens arrive (analysis._batch_running)
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,8 @@ INPUTS: dict[str, tuple[str, str]] = {
                               "utilisation - weights - reserves"),
     "batched_prefill": ("-", "1: prompts share prefill passes of max_batched_tokens tokens (engine profiles); 0: one "
                              "pass per prompt"),
+    "kv_on_demand": ("-", "1: KV blocks allocated as tokens arrive, so a closed loop's running batch is the pool at "
+                          "the mean context (engine profiles); 0: each request's whole context (the essays)"),
     # Efficiency curves (engine profiles, capacity.inputs.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
     "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
     "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
@@ -93,7 +95,8 @@ INPUT_DEFAULTS: dict[str, float] = {
     "attention_data_parallel": 1.0, "expert_parallel": 1.0, "expert_load_imbalance": 1.0, "moe_layers": np.nan,
     "nvlink_domain": np.inf, "network_bandwidth": np.inf,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
-    "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
+    "kv_free_fraction": 0.0, "batched_prefill": 0.0, "kv_on_demand": 0.0, "bandwidth_half_bytes": 0.0,
+    "flops_half_tokens": 0.0,
     "concurrency": 0.0, "think_time_s": 0.0,
 }
 
@@ -127,9 +130,9 @@ RESULTS: dict[str, tuple[str, str]] = {
     "goodput_per_gpu_rps": ("requests/s", "goodput per GPU"),
     "fleet_goodput_rps": ("requests/s", "goodput of all data-parallel replicas"),
     "batch_max": ("requests", "largest decode batch: what fits, capped by max_num_seqs"),
-    "batch_running": ("requests", "sequences an engine runs at once under load: B_max, or under an engine profile "
-                                  "the pool at the mean context prompt + answer / 2 (blocks allocated as tokens "
-                                  "arrive)"),
+    "batch_running": ("requests", "sequences a closed loop runs at once: B_max, or where KV blocks are "
+                                  "allocated as tokens arrive (engine profiles) the pool at the mean context prompt "
+                                  "+ answer / 2"),
     "context_tokens": ("tokens", "average context of a decoding sequence: prompt + answer / 2"),
     "prefill_tokens": ("tokens", "prompt tokens prefilled (the cached prefix is skipped)"),
     "shared_blocks": ("blocks", "prefix blocks stored once"),
@@ -572,21 +575,23 @@ def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLi
 
 def _batch_running(x: Mapping[str, np.ndarray], pool_blocks: ArrayLike, batch_max: ArrayLike) -> np.ndarray:
     """Sequences an engine runs at once under a sustained load [requests]: ``B_max`` under the essays' convention
-    (``engine: ideal``, every request holding the blocks of its whole context); under an engine profile
-    (``x["batched_prefill"]``) the pool at the mean context ``P + A / 2``, capped by ``max_num_seqs``.
+    (``engine: ideal``, every request holding the blocks of its whole context); where the engine allocates blocks
+    as tokens arrive (``x["kv_on_demand"]``: the vLLM, SGLang and TensorRT-LLM profiles, ``engines.Profile``) the
+    pool at the mean context ``P + A / 2``, capped by ``max_num_seqs``.
 
-    vLLM, SGLang and TensorRT-LLM allocate KV blocks as tokens arrive (paged attention; Kwon et al., SOSP 2023,
-    sec. 4.1: "allocates [...] blocks on demand"), so a running sequence holds its prompt and the tokens answered
-    so far; with the users' phases spread, a sequence is halfway through its answer on average. Measured: Kimi-K2.5
-    on 4 B200 (vLLM 0.17) ran 64 users of 1,024 + 8,192 tokens with a 0.23 s TTFT where the whole-context pool holds
-    42; Llama-3.1-70B fp8 on one H200 ran 32 of 1,024 + 8,192 at 0.47 s where it holds 20, and queued at 64 (5.3 s;
-    36 fit at the mean context) (validation/silicon/silicon_train.csv).
+    vLLM allocates KV blocks on demand (paged attention; Kwon et al., SOSP 2023, sec. 4.1), SGLang token by token,
+    so a running sequence holds its prompt and the tokens answered so far; with the users' phases spread, a
+    sequence is halfway through its answer on average. An offline wave (every request sent at once, in step) ends
+    together, holding whole contexts: its batch stays ``B_max`` (``calibration``; the open loop's ceiling too).
+    Measured: Kimi-K2.5 on 4 B200 (vLLM 0.17) ran 64 users of 1,024 + 8,192 tokens with a 0.23 s TTFT where the
+    whole-context pool holds 42; Llama-3.1-70B fp8 on one H200 ran 32 of 1,024 + 8,192 at 0.47 s where it holds
+    20, and queued at 64 (5.3 s; 36 fit at the mean context) (validation/silicon/silicon_train.csv).
     """
     mean = memory.max_requests_shared_prefix(
         pool_blocks, x["prompt_tokens"] + x["output_tokens"] / 2.0, x["shared_prefix_tokens"], x["block_size"],
         x["sliding_window"], x["local_layer_fraction"])
     running = running_batch(mean, x) * x["attention_data_parallel"]
-    return select(x["batched_prefill"] > 0, np.maximum(running, batch_max), batch_max)
+    return select(x["kv_on_demand"] > 0, np.maximum(running, batch_max), batch_max)
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,6 +149,7 @@ class Scenario:
                           kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
                           engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")),
+                          kv_on_demand=bool(e.get("kv_on_demand")),
                           engine_note=engine_note)
         rate = w.get("arrival_rate")
         if w.get("daily_users"):  # users a day, converted to the busiest hour's arrival rate
@@ -207,7 +208,7 @@ class Scenario:
             "max_batched_tokens": s.max_batched_tokens,
             "kv_transfer_bandwidth": s.kv_transfer_bandwidth if s.kv_transfer_bandwidth else inf,
             "replicas": g.replicas, "kv_free_fraction": s.kv_free_fraction,
-            "batched_prefill": float(s.batched_prefill),
+            "batched_prefill": float(s.batched_prefill), "kv_on_demand": float(s.kv_on_demand),
             "bandwidth_half_bytes": g.bandwidth_half_bytes, "flops_half_tokens": g.flops_half_tokens,
             "attention_data_parallel": g.attention_data_parallel, "expert_parallel": g.expert_parallel,
             "expert_load_imbalance": g.expert_load_imbalance,

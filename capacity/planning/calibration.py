@@ -18,9 +18,9 @@ How each measured metric is predicted (B the decode batch, P prompt and A output
                               output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p;
                               TTFT (C > 1) = the library's ``closed_loop_ttft_s`` (``analysis.closed_loop``: the
                               prefill queue, and the wait for a slot where C exceeds what runs at once);
-                              B_run the running batch (``batch_running``: B_max, or under an engine profile the
-                              pool at the mean context P + A / 2, blocks being allocated as tokens arrive)
-    offline / rate INF        concurrency C = infinity, i.e. B = B_run (the ceiling)
+                              B_run the running batch (``batch_running``: B_max, or where blocks are allocated
+                              as tokens arrive the pool at the mean context P + A / 2, the users' phases spread)
+    offline / rate INF        concurrency C = infinity, i.e. B = B_max (the ceiling: a wave in step ends together)
     request rate λ (open)     TPOT, TTFT = the library's ``tpot_at_load_s``, ``ttft_at_load_s`` (TPOT = t_step(B) /
                               (1 - λ t_p) with B = λ A TPOT; TTFT = prefill plus the queue for it)
                               output tokens/s = A min(λ, ceiling); above the ceiling as concurrency = infinity
@@ -171,6 +171,7 @@ class _Probe:
     output_tokens: float
     fits: float = math.inf     # sequences of this shape the KV pool holds (max_num_seqs aside)
     prefill_budget: float = 0.0  # tokens per batched prefill pass (engine profiles); 0: one pass per prompt
+    batch_running: float = math.inf  # what a closed loop of spread phases runs (``batch_running``)
 
     def _terms(self, times: np.ndarray) -> Terms:
         base = float(times[2])
@@ -222,10 +223,10 @@ def _probe(scenario: Scenario) -> _Probe:
     w = scenario.workload
     model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))
     results = scenario.evaluate()  # memory results (batch_running, prefill tokens) do not depend on the factors
-    # The largest batch a load runs: ``batch_running`` (B_max, or the pool at the mean context under an engine)
-    probe = _Probe(model, float(results["batch_running"]), float(results["prefill_tokens"]), float(w.output_tokens),
+    probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens),
                    float(results["max_requests_shared_prefix"]),
-                   float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0)
+                   float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0,
+                   float(results["batch_running"]))
     _PROBES[id(scenario)] = (scenario, probe)
     if len(_PROBES) > 4096:
         _PROBES.clear()
@@ -314,7 +315,9 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
         concurrency = math.inf  # overloaded: the engine runs at its largest batch
     else:
         concurrency = obs.concurrency if obs.concurrency is not None else math.inf
-    b = min(concurrency, p.batch_max)
+    # Users in flight with their phases spread run up to ``batch_running``; an offline wave (all at once, in
+    # step) holds whole contexts at its end, so B_max.
+    b = min(concurrency, p.batch_max if math.isinf(concurrency) else max(p.batch_running, p.batch_max))
     if b < 1:
         raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
     step = p.decode(b)

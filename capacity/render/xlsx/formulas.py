@@ -338,7 +338,7 @@ FORMULAS: dict[str, str] = {
     "batch_max": ("IF(ISBLANK(max_num_seqs),max_requests_shared_prefix,"
                   "MIN(max_requests_shared_prefix,max_num_seqs))"),
     # analysis._batch_running: under an engine profile the pool at the mean context (blocks allocated on demand)
-    "batch_running": (f"IF(batched_prefill>0,MAX(batch_max,IF(ISBLANK(max_num_seqs),{_RUNNING_FITS},"
+    "batch_running": (f"IF(N(kv_on_demand)>0,MAX(batch_max,IF(ISBLANK(max_num_seqs),{_RUNNING_FITS},"
                       f"MIN({_RUNNING_FITS},max_num_seqs))),batch_max)"),
     "batch_limit": ('IF(ISBLANK(max_num_seqs),"kv_memory",'
                     'IF(max_num_seqs<max_requests_shared_prefix,"max_num_seqs","kv_memory"))'),
