@@ -14,7 +14,7 @@ METHODS = ("draft", "eagle", "mtp", "ngram")
 
 #: Keys of ``serving.speculative``.
 KEYS = ("method", "draft_tokens", "acceptance_rate", "acceptance_length", "verify_tokens", "draft_params",
-        "draft_weights", "draft_layers")
+        "draft_weights", "draft_layers", "draft_overhead", "verify_overhead")
 
 
 def _number(spec: Mapping[str, Any], key: str, low: float, high: float, default: float | None = None) -> float:
@@ -34,7 +34,10 @@ def check_speculative(value: Any, path: str = "serving.speculative") -> dict[str
     verification pass yields on average, the bonus token included, as vLLM and SGLang report it: 1 to γ + 1);
     optional ``verify_tokens`` (tokens per sequence the target verifies in one pass: γ + 1 for a chain, more for
     a tree), ``draft_params`` (a ``draft`` model's parameters, required there), ``draft_weights`` [B] (default
-    2 B per drafter parameter; eagle/mtp: 0 unless given) and ``draft_layers`` (eagle/mtp decoder layers, 1).
+    2 B per drafter parameter; eagle/mtp: 0 unless given), ``draft_layers`` (eagle/mtp decoder layers, 1),
+    ``draft_overhead`` (fixed time of one drafter pass: kernel launches, sampling; default the engine's step
+    overhead for a draft model, 0 otherwise) and ``verify_overhead`` (fixed time an iteration adds: rejection
+    sampling and bookkeeping; default 0).
     The result carries both ``acceptance_rate`` and ``expected_tokens`` (E), whichever was given.
     """
     if not isinstance(value, Mapping):
@@ -65,6 +68,9 @@ def check_speculative(value: Any, path: str = "serving.speculative") -> dict[str
            "draft_layers": _number(value, "draft_layers", 0, 1000, 1.0)}
     if method == "draft":
         out["draft_params"] = _number(value, "draft_params", 1.0, 1e13)
+    for key in ("draft_overhead", "verify_overhead"):  # fixed times: per drafter pass, per iteration
+        if value.get(key) is not None:
+            out[key] = parse_quantity(value[key], "time", f"{path}.{key}")
     out["draft_weights"] = (parse_quantity(value["draft_weights"], "bytes", f"{path}.draft_weights")
                             if value.get("draft_weights") is not None else
                             2.0 * out["draft_params"] if method == "draft" else 0.0)

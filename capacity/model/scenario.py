@@ -46,7 +46,7 @@ from capacity.inputs.specs import (
     model_from_mapping,
     text,
 )
-from capacity.model.analysis import INPUTS, RESULTS, analyse
+from capacity.model.analysis import INPUT_DEFAULTS, INPUTS, RESULTS, analyse
 from capacity.model.checks import input_problems
 
 #: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
@@ -233,20 +233,23 @@ class Scenario:
 
 
 def speculative_inputs(spec: Mapping[str, Any] | None, layers: int, step_overhead_s: float) -> dict[str, float]:
-    """The flat ``spec_*`` inputs of a validated ``serving.speculative`` (``inputs.speculative``); {} without.
+    """The flat ``spec_*`` inputs of a validated ``serving.speculative`` (``inputs.speculative``); their defaults
+    (no speculation) without one.
 
     eagle/mtp: a drafter pass is ``draft_layers / layers`` of the target's (one decoder layer by default), no
     fixed cost of its own; draft: the model's weights and parameters, and the engine's per-pass overhead;
     ngram: nothing on the GPU."""
     if not spec:
-        return {}
+        return {key: INPUT_DEFAULTS[key] for key in INPUTS if key.startswith("spec_")}
     method = spec["method"]
     return {"spec_draft_tokens": float(spec["draft_tokens"]), "spec_tokens_per_step": spec["expected_tokens"],
             "spec_verify_tokens": spec["verify_tokens"],
             "spec_draft_fraction": spec["draft_layers"] / layers if method in ("eagle", "mtp") else 0.0,
             "spec_draft_weight_bytes": spec["draft_weights"],
             "spec_draft_params": spec.get("draft_params", 0.0) if method == "draft" else 0.0,
-            "spec_draft_overhead_s": step_overhead_s if method == "draft" else 0.0}
+            # gamma passes of o_d plus the iteration's own o_v: gamma (o_d + o_v / gamma)
+            "spec_draft_overhead_s": spec.get("draft_overhead", step_overhead_s if method == "draft" else 0.0)
+            + spec.get("verify_overhead", 0.0) / spec["draft_tokens"]}
 
 
 def _moe_layout(gpu: Gpu, s: Mapping[str, Any], model: Model) -> Gpu:
