@@ -467,6 +467,14 @@ FORMULAS: dict[str, str] = {
                               f"{_tpot_closed('arrival_rate', '0')},NA())"),
     "disagg_ttft_at_load_s": f"IF({_LOAD}>0,{_pool_ttft('arrival_rate')},NA())",
     "disagg_win_back": f"IF({_GAP}>0,{_sub('disagg_goodput_per_gpu_rps*gpus_per_replica', 'goodput_rps')}/{_GAP},NA())",
+    # Power (formulas.power): full board power x PUE, an upper bound; blank board power or price: not known.
+    "replica_power_watts": "IF(ISBLANK(board_power_watts),NA(),board_power_watts*gpus_per_replica*pue)",
+    "energy_per_million_tokens_kwh": ("IF(ISBLANK(board_power_watts),NA(),IF(goodput_rps*output_tokens<=0,NA(),"
+                                      "replica_power_watts/(goodput_rps*output_tokens)*1E6/3.6E6))"),
+    "energy_cost_per_million_tokens": ("IF(OR(ISBLANK(board_power_watts),ISBLANK(energy_price_per_kwh)),NA(),"
+                                       "energy_per_million_tokens_kwh*energy_price_per_kwh)"),
+    "energy_cost_per_hour": ("IF(OR(ISBLANK(board_power_watts),ISBLANK(energy_price_per_kwh)),NA(),"
+                             "replica_power_watts/1000*energy_price_per_kwh)"),
 }
 
 
