@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from capacity.errors import ScenarioError
-from capacity.formulas import slo
+from capacity.formulas import power, slo
 from capacity.inputs import catalog
 from capacity.inputs.specs import ALL_FLEET_MODES as ALL_MODES
 from capacity.inputs.specs import FLEET_MODES as MODES
@@ -516,7 +516,7 @@ def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom
         per, per_target = design_users / replicas, target_users / replicas
 
         def at(users: np.ndarray):
-            return closed_loop(model, prefill, x["output_tokens"], mem.batch_max, ceiling,
+            return closed_loop(model, prefill, x["output_tokens"], mem.batch_running, ceiling,
                                np.where(np.isfinite(users), users, 0.0), x["think_time_s"])
 
         design_point, target_point = at(per), at(per_target)
@@ -665,6 +665,12 @@ class Sizing:
     design_users: float | None = None    # users the fleet is sized for: target x peak factor
     users_per_replica: float | None = None  # design users each replica holds
     replica_users: float | None = None   # most users one replica holds within the promises, no slot wait
+    # Power (docs/model.md "Power and energy"): every GPU at its full board power all month, an upper bound.
+    power_kw: float | None = None              # fleet: GPUs x board power x PUE [kW]
+    energy_kwh_per_month: float | None = None  # x 730 h
+    energy_cost_per_month: float | None = None  # x $/kWh
+    energy_per_million_tokens_kwh: float | None = None  # at the target load (without one: at the goodput)
+    energy_cost_per_million_tokens: float | None = None
     gpu: str = ""                        # GPU type of the chosen layout (a split: the decode pool's)
     attention_data_parallel: int = 1     # attention data-parallel ranks per replica chosen (MoE)
     expert_parallel: int = 1             # expert-parallel GPUs per replica chosen (MoE)
@@ -729,6 +735,10 @@ class Sizing:
                   "sizing_cost_per_million_all_tokens": self.cost_per_million_all_tokens,
                   "sizing_users": self.users, "sizing_design_users": self.design_users,
                   "sizing_users_per_replica": self.users_per_replica, "sizing_replica_users": self.replica_users,
+                  "sizing_power_kw": self.power_kw, "sizing_energy_kwh_per_month": self.energy_kwh_per_month,
+                  "sizing_energy_cost_per_month": self.energy_cost_per_month,
+                  "sizing_energy_per_million_tokens_kwh": self.energy_per_million_tokens_kwh,
+                  "sizing_energy_cost_per_million_tokens": self.energy_cost_per_million_tokens,
                   "sizing_gpu": self.gpu, "sizing_attention_data_parallel": self.attention_data_parallel,
                   "sizing_expert_parallel": self.expert_parallel, "sizing_prefill_gpu": self.prefill_gpu,
                   "sizing_prefill_tensor_parallel": self.prefill_tensor_parallel,
@@ -774,6 +784,11 @@ SIZING_RESULTS: dict[str, tuple[str, str]] = {
     "sizing_users_per_replica": ("users", "closed loop: users in flight each replica holds at the design load"),
     "sizing_replica_users": ("users", "closed loop: most users one replica holds within the promises, none waiting "
                                       "for a slot"),
+    "sizing_power_kw": ("kW", "power of the fleet: GPUs x board power x PUE (full load, an upper bound)"),
+    "sizing_energy_kwh_per_month": ("kWh", "energy of the fleet per month at full-load power (730 h)"),
+    "sizing_energy_cost_per_month": ("$/month", "electricity cost of the fleet per month, beside its GPU cost"),
+    "sizing_energy_per_million_tokens_kwh": ("kWh", "fleet energy of a million output tokens at the target load"),
+    "sizing_energy_cost_per_million_tokens": ("$", "electricity cost of a million output tokens at the target load"),
     "sizing_gpu": ("", "GPU type of the layout chosen (split pools: the decode pool's)"),
     "sizing_attention_data_parallel": ("ranks", "attention data-parallel ranks per replica chosen (MoE; 1: none)"),
     "sizing_expert_parallel": ("GPUs", "expert-parallel GPUs per replica chosen (MoE; 1: none)"),
@@ -1103,6 +1118,11 @@ def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mod
     for item in skipped:
         reasons_list.append(f"TP{item['tensor_parallel']} not offered: {item['problem']}")
     gp = prefill_scenario.gpu if prefill_scenario is not None else None
+    if gp is not None:
+        energy = _split_energy(gp, prefill * gp.gpus_per_replica if prefill is not None else None, g,
+                               decode * g.gpus_per_replica if decode is not None else None, served_rps, a)
+    else:
+        energy = fleet_energy(g, gpus, served_rps, a)
     return Sizing(
         scenario=scenario, results=results, replica=replica, mode=mode, tensor_parallel=g.count,
         gpus_per_replica=g.gpus_per_replica, stated_layout=stated, load_rps=load,
@@ -1123,7 +1143,7 @@ def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mod
         prefill_expert_parallel=gp.expert_parallel if gp else None,
         prefill_price_per_gpu_hour=gp.price_per_hour if gp else None,
         prefill_load_per_replica_rps=(design / prefill if load and prefill else None) if split is not None else None,
-        split_goodput_rps=split_goodput)
+        split_goodput_rps=split_goodput, **energy)
 
 
 def layout_label(scenario: Scenario) -> str:
@@ -1165,6 +1185,34 @@ class _SplitAnswer:
         if None in self.prices:
             return None
         return prefill * self.gpus[0] * self.prices[0] + decode * self.gpus[1] * self.prices[1]
+
+
+def fleet_energy(gpu: Any, gpus: int | None, served_rps: float, output_tokens: float) -> dict[str, float | None]:
+    """The fleet's power, energy and electricity cost (``formulas.power``) for ``Sizing``: every GPU at its full
+    board power all month (an upper bound: hosts, network and idle time below the limit not separated), times the
+    PUE; the cost where ``gpu.energy_price_per_kwh`` is set; {} where the board power is not known."""
+    if not gpu.tdp_watts or gpus is None:
+        return {}
+    watts = float(power.replica_power_watts(gpu.tdp_watts, gpus, gpu.pue))
+    kwh_month = watts / 1e3 * HOURS_PER_MONTH
+    price = gpu.energy_price_per_kwh
+    per_m = float(power.energy_per_million_tokens_kwh(watts, served_rps, output_tokens)) if served_rps > 0 else None
+    return {"power_kw": watts / 1e3, "energy_kwh_per_month": kwh_month,
+            "energy_cost_per_month": kwh_month * price if price is not None else None,
+            "energy_per_million_tokens_kwh": per_m,
+            "energy_cost_per_million_tokens": per_m * price if price is not None and per_m is not None else None}
+
+
+def _split_energy(prefill_gpu: Any, prefill_gpus: int | None, decode_gpu: Any, decode_gpus: int | None,
+                  served_rps: float, output_tokens: float) -> dict[str, float | None]:
+    """``fleet_energy`` of split pools: each pool's GPUs at their own board power and PUE, summed; {} where either
+    board power is not known."""
+    parts = [fleet_energy(prefill_gpu, prefill_gpus, served_rps, output_tokens),
+             fleet_energy(decode_gpu, decode_gpus, served_rps, output_tokens)]
+    if not all(parts):
+        return {}
+    return {k: (parts[0][k] + parts[1][k] if parts[0][k] is not None and parts[1][k] is not None else None)
+            for k in parts[0]}
 
 
 def _binding(replica: Results, mode: str) -> str:
