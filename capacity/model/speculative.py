@@ -71,7 +71,8 @@ def evaluate(scenario: Any, results: Any) -> dict[str, float]:
                                 batches * 2.0 * spec["draft_params"] / (tp * scenario.gpu.effective_flops),
                                 0.0, model.overhead)
     else:  # eagle / mtp: draft_layers extra decoder layers of the target per drafted token
-        draft = spec["draft_layers"] / scenario.model.layers * np.maximum(t_mem, t_comp)
+        draft = spec["draft_layers"] / (scenario.model.transformer_layers or scenario.model.layers) * np.maximum(
+            t_mem, t_comp)
     tpot = speculative_tpot_s(verify, draft, gamma, expected)
     pays = np.flatnonzero(tpot < plain)
     return {

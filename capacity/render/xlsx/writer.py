@@ -191,6 +191,10 @@ def unexpressed(scenario: Any) -> list[str]:
         reasons.append(f"a MoE tensor-parallel size of its own ({serving['moe_tensor_parallel']})")
     if getattr(g, "expert_load_imbalance", 1.0) != 1.0:
         reasons.append(f"an expert load imbalance of {g.expert_load_imbalance:g}")
+    m = scenario.model
+    if getattr(m, "transformer_layers", None) and m.transformer_layers != m.layers:
+        reasons.append(f"per-layer fixed costs over all {m.transformer_layers} layers of a hybrid model "
+                       f"({m.layers} with a KV cache)")
     return reasons
 
 
