@@ -188,7 +188,7 @@ def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     mapping = silicon_expressible.row_mapping(clean)
     mapping["model"] = {"name": model, "quantization": scheme}
     mapping["gpu"] = {**mapping["gpu"], **layout["gpu"], "name": gpu}
-    mapping["serving"] = {"engine": mapping["serving"]["engine"], "engine_version": str(row["backend_version"]),
+    mapping["serving"] = {"engine": mapping["serving"]["engine"], "engine_version": clean["backend_version"],
                           **layout["serving"]}
     return mapping, ""
 

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from capacity.errors import ScenarioError
-from capacity.formulas import slo
+from capacity.formulas import power, slo
 from capacity.inputs import catalog
 from capacity.inputs.specs import FLEET_MODES as MODES
 from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
@@ -323,7 +323,7 @@ def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom
         per, per_target = design_users / replicas, target_users / replicas
 
         def at(users: np.ndarray):
-            return closed_loop(model, prefill, x["output_tokens"], mem.batch_max, ceiling,
+            return closed_loop(model, prefill, x["output_tokens"], mem.batch_running, ceiling,
                                np.where(np.isfinite(users), users, 0.0), x["think_time_s"])
 
         design_point, target_point = at(per), at(per_target)
@@ -472,6 +472,12 @@ class Sizing:
     design_users: float | None = None    # users the fleet is sized for: target x peak factor
     users_per_replica: float | None = None  # design users each replica holds
     replica_users: float | None = None   # most users one replica holds within the promises, no slot wait
+    # Power (docs/model.md "Power and energy"): every GPU at its full board power all month, an upper bound.
+    power_kw: float | None = None              # fleet: GPUs x board power x PUE [kW]
+    energy_kwh_per_month: float | None = None  # x 730 h
+    energy_cost_per_month: float | None = None  # x $/kWh
+    energy_per_million_tokens_kwh: float | None = None  # at the target load (without one: at the goodput)
+    energy_cost_per_million_tokens: float | None = None
 
     @property
     def served_rps(self) -> float:
@@ -517,7 +523,11 @@ class Sizing:
                   "sizing_cost_per_million_tokens": self.cost_per_million_tokens,
                   "sizing_cost_per_million_all_tokens": self.cost_per_million_all_tokens,
                   "sizing_users": self.users, "sizing_design_users": self.design_users,
-                  "sizing_users_per_replica": self.users_per_replica, "sizing_replica_users": self.replica_users}
+                  "sizing_users_per_replica": self.users_per_replica, "sizing_replica_users": self.replica_users,
+                  "sizing_power_kw": self.power_kw, "sizing_energy_kwh_per_month": self.energy_kwh_per_month,
+                  "sizing_energy_cost_per_month": self.energy_cost_per_month,
+                  "sizing_energy_per_million_tokens_kwh": self.energy_per_million_tokens_kwh,
+                  "sizing_energy_cost_per_million_tokens": self.energy_cost_per_million_tokens}
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
 
 
@@ -554,6 +564,11 @@ SIZING_RESULTS: dict[str, tuple[str, str]] = {
     "sizing_users_per_replica": ("users", "closed loop: users in flight each replica holds at the design load"),
     "sizing_replica_users": ("users", "closed loop: most users one replica holds within the promises, none waiting "
                                       "for a slot"),
+    "sizing_power_kw": ("kW", "power of the fleet: GPUs x board power x PUE (full load, an upper bound)"),
+    "sizing_energy_kwh_per_month": ("kWh", "energy of the fleet per month at full-load power (730 h)"),
+    "sizing_energy_cost_per_month": ("$/month", "electricity cost of the fleet per month, beside its GPU cost"),
+    "sizing_energy_per_million_tokens_kwh": ("kWh", "fleet energy of a million output tokens at the target load"),
+    "sizing_energy_cost_per_million_tokens": ("$", "electricity cost of a million output tokens at the target load"),
 }
 
 
@@ -736,7 +751,23 @@ def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mod
         price_per_gpu_hour=price, price_source=price_source(chosen_scenario), cost_per_hour=cost_hour,
         cost_per_month=cost_hour * HOURS_PER_MONTH if cost_hour is not None else None,
         cost_per_million_tokens=per_m, cost_per_million_all_tokens=per_m_all, reasons=tuple(reasons_list),
-        options=opts, chosen=chosen, stated_option=stated_option)
+        options=opts, chosen=chosen, stated_option=stated_option, **fleet_energy(g, gpus, served_rps, a))
+
+
+def fleet_energy(gpu: Any, gpus: int | None, served_rps: float, output_tokens: float) -> dict[str, float | None]:
+    """The fleet's power, energy and electricity cost (``formulas.power``) for ``Sizing``: every GPU at its full
+    board power all month (an upper bound: hosts, network and idle time below the limit not separated), times the
+    PUE; the cost where ``gpu.energy_price_per_kwh`` is set; {} where the board power is not known."""
+    if not gpu.tdp_watts or gpus is None:
+        return {}
+    watts = float(power.replica_power_watts(gpu.tdp_watts, gpus, gpu.pue))
+    kwh_month = watts / 1e3 * HOURS_PER_MONTH
+    price = gpu.energy_price_per_kwh
+    per_m = float(power.energy_per_million_tokens_kwh(watts, served_rps, output_tokens)) if served_rps > 0 else None
+    return {"power_kw": watts / 1e3, "energy_kwh_per_month": kwh_month,
+            "energy_cost_per_month": kwh_month * price if price is not None else None,
+            "energy_per_million_tokens_kwh": per_m,
+            "energy_cost_per_million_tokens": per_m * price if price is not None and per_m is not None else None}
 
 
 def _binding(replica: Results, mode: str) -> str:

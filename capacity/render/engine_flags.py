@@ -66,6 +66,7 @@ A new engine is one function ``(results, plan) -> EngineSettings`` added to ``EN
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from collections.abc import Callable
@@ -307,6 +308,17 @@ def vllm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings
     if plan.shared_prefix:
         flags.append(EngineFlag("--enable-prefix-caching", "", "workload.shared_prefix_tokens",
                                 "store the shared prefix once"))
+    spec = s.serving.speculative
+    if spec:
+        config = {"method": _VLLM_SPEC[spec["method"]], "num_speculative_tokens": spec["draft_tokens"]}
+        if spec["method"] == "ngram":
+            config.update(prompt_lookup_max=4, prompt_lookup_min=2)
+        elif spec["method"] != "mtp":
+            config["model"] = DRAFT_PLACEHOLDER
+        flags.append(EngineFlag("--speculative-config", json.dumps(config), "serving.speculative",
+                                f"speculative decoding: {spec['draft_tokens']} drafted tokens per step "
+                                f"({SPEC_DOCS['vllm']})"))
+        notes += _spec_notes(spec)
     return EngineSettings("vllm", "vllm serve", tuple(flags), DOCS["vllm"], notes=tuple(notes), mode=plan.mode,
                           role=plan.role, replicas=plan.replicas, tensor_parallel=plan.tp)
 
@@ -352,6 +364,20 @@ def tensorrt_llm_settings(results: Results, plan: _Plan | None = None) -> Engine
     if plan.weight_dtype not in ("fp16", "bf16", "fp32"):
         notes.append(f"{plan.weight_dtype} weights: serve a checkpoint quantised with TensorRT Model Optimizer")
     config: dict[str, Any] = {"kv_cache_config": kv_config, "enable_chunked_prefill": plan.chunked}
+    spec = s.serving.speculative
+    if spec:
+        spec_config: dict[str, Any] = {"decoding_type": _TRT_SPEC[spec["method"]]}
+        if spec["method"] == "mtp":
+            spec_config["num_nextn_predict_layers"] = spec["draft_tokens"]
+        else:
+            spec_config["max_draft_len"] = spec["draft_tokens"]
+        if spec["method"] == "ngram":
+            spec_config["max_matching_ngram_size"] = 4
+        elif spec["method"] in ("eagle", "draft"):
+            spec_config["speculative_model_dir"] = DRAFT_PLACEHOLDER
+        config["speculative_config"] = spec_config
+        notes += _spec_notes(spec) + [f"speculative decoding: speculative_config in the options file "
+                                      f"({SPEC_DOCS['tensorrt-llm']})"]
     if plan.mode == "disaggregated":
         config["cache_transceiver_config"] = {"backend": "DEFAULT"}
         notes.append("separate pools: start each pool's servers with these options and route between them with "
@@ -410,9 +436,53 @@ def sglang_settings(results: Results, plan: _Plan | None = None) -> EngineSettin
                      "(https://docs.sglang.io/advanced_features/pd_disaggregation.html)")
     if not plan.shared_prefix:
         notes.append("SGLang's radix prefix cache is on by default; the plan counts no shared prefix")
+    spec = s.serving.speculative
+    if spec:
+        why = f"speculative decoding ({SPEC_DOCS['sglang']})"
+        flags += [EngineFlag("--speculative-algorithm", _SGLANG_SPEC[spec["method"]], "serving.speculative.method",
+                             why),
+                  EngineFlag("--speculative-num-steps", str(spec["draft_tokens"]), "serving.speculative.draft_tokens",
+                             "drafting depth: tokens drafted per step"),
+                  EngineFlag("--speculative-eagle-topk", "1" if spec["verify_tokens"] <= spec["draft_tokens"] + 1
+                             else "4", "serving.speculative.verify_tokens",
+                             "1: a chain, as the plan's verification of draft_tokens + 1 tokens"),
+                  EngineFlag("--speculative-num-draft-tokens", str(int(spec["verify_tokens"])),
+                             "serving.speculative.verify_tokens", "tokens verified per step and sequence")]
+        if spec["method"] in ("eagle", "draft"):
+            flags.append(EngineFlag("--speculative-draft-model-path", DRAFT_PLACEHOLDER,
+                                    "serving.speculative.method", "the drafter's checkpoint (replace)"))
+        notes += _spec_notes(spec)
     return EngineSettings("sglang", "python -m sglang.launch_server --model-path", tuple(flags), DOCS["sglang"],
                           notes=tuple(notes), mode=plan.mode, role=plan.role, replicas=plan.replicas,
                           tensor_parallel=plan.tp)
+
+
+# --- speculative decoding (serving.speculative) --------------------------------------------------------------------
+
+#: The drafter's checkpoint in a command: the planner knows its size, not its name.
+DRAFT_PLACEHOLDER = "DRAFT_MODEL_PATH"
+#: Where each engine documents its speculative-decoding settings.
+SPEC_DOCS = {
+    "vllm": "https://docs.vllm.ai/en/latest/features/spec_decode.html",
+    "tensorrt-llm": "https://nvidia.github.io/TensorRT-LLM/advanced/speculative-decoding.html",
+    "sglang": "https://docs.sglang.io/advanced_features/speculative_decoding.html",
+}
+#: serving.speculative.method -> each engine's name for it (vLLM ``method``, TensorRT-LLM ``decoding_type``,
+#: SGLang ``--speculative-algorithm``; SGLang runs MTP heads through its EAGLE path, a draft model as STANDALONE).
+_VLLM_SPEC = {"eagle": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft": "draft_model"}
+_TRT_SPEC = {"eagle": "Eagle", "mtp": "MTP", "ngram": "NGram", "draft": "DraftTarget"}
+_SGLANG_SPEC = {"eagle": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM", "draft": "STANDALONE"}
+
+
+def _spec_notes(spec: dict[str, Any]) -> list[str]:
+    """What the speculative flags assume: the acceptance the plan used, and the drafter's checkpoint to fill in."""
+    out = [f"speculative decoding ({spec['method']}): the plan assumes {spec['expected_tokens']:.2f} tokens per "
+           f"verification (acceptance rate {spec['acceptance_rate']:.2f} per drafted token); check the engine's "
+           f"logged acceptance against it"]
+    if spec["method"] in ("eagle", "draft"):
+        out.append(f"replace {DRAFT_PLACEHOLDER} with the drafter's checkpoint (an EAGLE head or a small model of the "
+                   f"same tokenizer)")
+    return out
 
 
 #: Engine name -> settings builder ``(results, plan) -> EngineSettings``. Add an engine here.

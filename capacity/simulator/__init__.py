@@ -154,6 +154,11 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     else:
         slots = config.max_num_seqs or UNLIMITED
         offered = config.max_num_seqs or batch_max
+    tokens_table = table
+    if scenario.serving.speculative and config.cost_model != "teaching":  # iterations that emit accepted tokens
+        from capacity.simulator.speculative import iteration_table
+
+        table = iteration_table(table, scenario.serving.speculative, config.seed)
     engine = Engine(table, config, cost or cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
                     scenario.serving.max_model_len, slots, offered)
     if config.cpu_offload_bytes:
@@ -171,6 +176,7 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     engine.alloc.check()
     if engine.alloc.used:
         raise RuntimeError(f"{engine.alloc.used} KV blocks still held after every request left")
+    table = tokens_table  # metrics in tokens: each request's own answer length (speculation ran iterations)
     if engine.closed:  # the arrivals the clients made (the table's are placeholders)
         table = replace(table, arrival_s=np.asarray(engine.arrival, dtype=float))
     if times_only:
