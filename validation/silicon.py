@@ -405,7 +405,10 @@ def class_table(rows: Sequence[Row]) -> list[list[str]]:
                        ("precision", lambda r: r.precision),
                        ("concurrency", lambda r: _band(r.concurrency, CONCURRENCY_BANDS)),
                        ("prompt/answer", lambda r: _band(r.ratio, RATIO_BANDS)),
-                       ("mode", lambda r: str(r.raw.get("mode")))):
+                       ("mode", lambda r: str(r.raw.get("mode"))),
+                       ("expert parallel", lambda r: "yes" if r.scenario.gpu.expert_parallel > 1 else "no"),
+                       ("attention data parallel",
+                        lambda r: "yes" if r.scenario.gpu.attention_data_parallel > 1 else "no")):
         for value in sorted({key(r) for r in ok}):
             cuts.append((f"{label}: {value}", [r for r in ok if key(r) == value]))
     out = []
