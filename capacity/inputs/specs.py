@@ -52,6 +52,7 @@ class Model:
     local_layer_fraction: float = 0.0       # share of KV layers that are local (sliding window)
     experts: int = 0                        # routed experts per MoE layer; 0 = dense
     moe_layers: int | None = None           # layers with routed experts (the all-to-all); None: layers
+    transformer_layers: int | None = None   # every layer (a hybrid's linear-attention/SSM ones too); None: layers
     experts_per_token: int = 0
     active_params: float | None = None      # params a token uses (MoE); None = params
     hidden_size: int | None = None
@@ -578,7 +579,8 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
         experts_per_token=top_k, active_params=active, hidden_size=f.get("hidden_size"),
         intermediate_size=_int_or_none(f.get("intermediate_size")), vocab_size=_int_or_none(f.get("vocab_size")),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme,
-        moe_layers=(f["layers"] - int(f.get("first_dense_layers") or 0)) if experts else None)
+        moe_layers=(f["layers"] - int(f.get("first_dense_layers") or 0)) if experts else None,
+        transformer_layers=f["layers"] if layers != f["layers"] else None)
 
 
 def _int_or_none(value: Any) -> int | None:

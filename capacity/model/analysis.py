@@ -68,6 +68,8 @@ INPUTS: dict[str, tuple[str, str]] = {
     "expert_parallel": ("GPUs", "expert-parallel GPUs the routed experts are spread over (1: none)"),
     "expert_load_imbalance": ("-", "busiest expert-parallel GPU's routed tokens over the mean (1: balanced)"),
     "moe_layers": ("layers", "MoE layers, for the expert all-to-all (nan: layers)"),
+    "transformer_layers": ("layers", "every layer of the model (a hybrid's linear-attention/SSM layers too), for the "
+                                     "fixed costs per layer: kernel floors and all-reduces (nan: layers)"),
     "nvlink_domain": ("GPUs", "GPUs one NVLink domain joins (inf: unknown, all on NVLink)"),
     "network_bandwidth": ("B/s", "per-GPU link one way beyond the NVLink domain (inf: unknown)"),
     # Serving options the analytic model compares (chunked prefill, prefill/decode pools).
@@ -107,6 +109,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
     "attention_data_parallel": 1.0, "expert_parallel": 1.0, "expert_load_imbalance": 1.0, "moe_layers": np.nan,
+    "transformer_layers": np.nan,
     "nvlink_domain": np.inf, "network_bandwidth": np.inf,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
     "kv_free_fraction": 0.0, "batched_prefill": 0.0, "kv_on_demand": 0.0, "bandwidth_half_bytes": 0.0,
@@ -281,6 +284,7 @@ def complete_inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
     x = {name: np.asarray(inputs[name] if name in inputs else INPUT_DEFAULTS[name], dtype=float) for name in INPUTS}
     x["active_params"] = select(np.isnan(x["active_params"]), x["params"], x["active_params"])
     x["moe_layers"] = select(np.isnan(x["moe_layers"]), x["layers"], x["moe_layers"])
+    x["transformer_layers"] = all_layers(x)
     return x
 
 
@@ -545,6 +549,12 @@ def weights_per_gpu(x: Mapping[str, np.ndarray]) -> np.ndarray:
                                        x["attention_data_parallel"], x["pipeline_parallel"])
 
 
+def all_layers(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Every layer of the model [layers]: ``transformer_layers`` where given (a hybrid model), else ``layers``."""
+    every = np.asarray(x.get("transformer_layers", np.nan), dtype=float)
+    return select(np.isnan(every), x["layers"], every)
+
+
 def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
     """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``).
 
@@ -552,9 +562,11 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
     share each layer's work; a rank's tp all-reduce carries 1/dp of the batch; the experts' all-to-all
     (``roofline.alltoall_s_per_token``) runs on NVLink within the NVLink domain, else on the network
     (``roofline.expert_link_bandwidth``); the busiest GPU does ``expert_load_imbalance`` times the mean routed
-    work."""
+    work. Per-layer fixed costs (the bandwidth curve's kernel floor, the tp all-reduces) count every layer,
+    ``transformer_layers``: a hybrid model's linear-attention/SSM layers run kernels and all-reduces too, though only
+    its ``layers`` hold a KV cache (Qwen3.5-397B-A17B: 60 layers, 15 with KV)."""
     tp, pp, dp, ep = x["gpu_count"], x["pipeline_parallel"], x["attention_data_parallel"], x["expert_parallel"]
-    g = stage_gpus(x)
+    g, every = stage_gpus(x), all_layers(x)
     kv_gpu = memory.kv_bytes_per_token_per_gpu(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
                                                x["kv_latent_dim"], tp, pp)
     ring = roofline.ring_factor(tp, x["hidden_size"])
@@ -567,13 +579,14 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
         experts_per_token=x["experts_per_token"], tensor_parallel=g, pipeline_parallel=pp, kv_gpu=kv_gpu / dp,
         context=memory.windowed_tokens(context_tokens, x["sliding_window"], x["local_layer_fraction"]),
         bandwidth=x["bandwidth"], flops=x["flops"], overhead=x["step_overhead_s"] * pp,
-        comm_fixed=(roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"])
+        comm_fixed=(roofline.allreduce_fixed_s(every, ring, x["allreduce_latency_s"])
                     + roofline.alltoall_fixed_s(x["moe_layers"], ep, x["allreduce_latency_s"])),
-        comm_per_token=(roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
+        comm_per_token=(roofline.allreduce_s_per_token(every, ring, x["hidden_size"],
+                                                       ACTIVATION_BYTES,
                                                        x["interconnect_bandwidth"]) / dp
                         + roofline.alltoall_s_per_token(x["moe_layers"], x["experts_per_token"], x["hidden_size"],
                                                         ACTIVATION_BYTES, ep, g, link)),
-        half_bytes=x["layers"] * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
+        half_bytes=every * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
         replicated_bytes=(dp - 1.0) * dense_bytes(x),
         imbalance_params=(x["expert_load_imbalance"] - 1.0) * routed_active,
         all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])),

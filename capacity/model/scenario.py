@@ -213,8 +213,9 @@ class Scenario:
             "attention_data_parallel": g.attention_data_parallel, "expert_parallel": g.expert_parallel,
             "expert_load_imbalance": g.expert_load_imbalance,
             "moe_layers": m.moe_layers if m.moe_layers else math.nan,
+            "transformer_layers": m.transformer_layers if m.transformer_layers else math.nan,
             "nvlink_domain": g.nvlink_domain or inf, "network_bandwidth": g.network_bandwidth or inf,
-            **speculative_inputs(s.speculative, m.layers, s.step_overhead_s),
+            **speculative_inputs(s.speculative, m.transformer_layers or m.layers, s.step_overhead_s),
             "board_power_watts": g.tdp_watts if g.tdp_watts else math.nan,
             "energy_price_per_kwh": g.energy_price_per_kwh if g.energy_price_per_kwh is not None else math.nan,
             "pue": g.pue,
@@ -237,9 +238,9 @@ def speculative_inputs(spec: Mapping[str, Any] | None, layers: int, step_overhea
     """The flat ``spec_*`` inputs of a validated ``serving.speculative`` (``inputs.speculative``); their defaults
     (no speculation) without one.
 
-    eagle/mtp: a drafter pass is ``draft_layers / layers`` of the target's (one decoder layer by default), no
-    fixed cost of its own; draft: the model's weights and parameters, and the engine's per-pass overhead;
-    ngram: nothing on the GPU."""
+    eagle/mtp: a drafter pass is ``draft_layers / layers`` of the target's (``layers``: every layer, a hybrid's too;
+    one decoder layer by default), no fixed cost of its own; draft: the model's weights and parameters, and the
+    engine's per-pass overhead; ngram: nothing on the GPU."""
     if not spec:
         return {key: INPUT_DEFAULTS[key] for key in INPUTS if key.startswith("spec_")}
     method = spec["method"]
@@ -324,7 +325,8 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
         read = float(weight_bytes_read(model.weight_bytes, model.params, active, model.experts,
                                        model.experts_per_token, 1.0)) / tp
         half_tokens = float(engines.small_pass_half_tokens(
-            e["flops_half_tokens"], read, model.layers * e["bandwidth_half_bytes"], active / (tp * pp),
+            e["flops_half_tokens"], read, (model.transformer_layers or model.layers) * e["bandwidth_half_bytes"],
+            active / (tp * pp),
             e["curve_plateaus"][0] * gpu.bandwidth, e["curve_plateaus"][1] * gpu.flops))
         if half_tokens < e["flops_half_tokens"]:
             lines.append(f"{s['engine']}: FLOP/s curve's half point {half_tokens:.1f} tokens, not "
@@ -404,7 +406,8 @@ class Results:
             return ""
         step_bytes, bw, fl_decode, fl_prefill = engines.efficiencies_used(
             g.bandwidth_efficiency, g.flops_efficiency, g.bandwidth_half_bytes, g.flops_half_tokens,
-            self.scenario.model.layers, float(v["decode_memory_s"]), g.effective_bandwidth, float(v["batch_max"]),
+            self.scenario.model.transformer_layers or self.scenario.model.layers, float(v["decode_memory_s"]),
+            g.effective_bandwidth, float(v["batch_max"]),
             float(v["prefill_tokens"]))
         return (f"efficiency used (engine curves): bandwidth {bw:.2f} of peak at the decode step "
                 f"({step_bytes / 1e9:,.2f} GB per GPU, plateau {g.bandwidth_efficiency:.3f}); FLOP/s {fl_decode:.2f} "

@@ -195,6 +195,10 @@ def unexpressed(scenario: Any) -> list[str]:
     if getattr(scenario.serving, "speculative", None):
         reasons.append(f"speculative decoding ({scenario.serving.speculative.get('method', 'drafting')}: the decode "
                        f"step is an iteration per accepted token, capacity.model.speculative)")
+    m = scenario.model
+    if getattr(m, "transformer_layers", None) and m.transformer_layers != m.layers:
+        reasons.append(f"per-layer fixed costs over all {m.transformer_layers} layers of a hybrid model "
+                       f"({m.layers} with a KV cache)")
     return reasons
 
 
