@@ -306,7 +306,7 @@ def screen(rows: Sequence[Row]) -> None:
 
 def load(path: Path = DATA) -> list[Row]:
     frame = pd.read_csv(path)
-    return [make_row(r) for r in frame.to_dict("records")]
+    return [make_row(silicon_expressible.restate_layout(r)) for r in frame.to_dict("records")]
 
 
 def kept(rows: Sequence[Row]) -> list[Row]:

@@ -47,6 +47,41 @@ def _int(value: Any, default: int = 1) -> int:
     return default if math.isnan(number) else int(number)
 
 
+#: Sources of the data set (``silicon_data_source``: ``source_file=...`` or ``db-dump/...``) that state an aggregated
+#: expert-parallel layout with its GPUs multiplied (``restate_layout``).
+MULTIPLIED_EP_SOURCES = ("source_file=2026-04-06.csv", "db-dump/")
+
+
+def restate_layout(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row with an aggregated expert-parallel layout of ``MULTIPLIED_EP_SOURCES`` restated as the engine ran it.
+
+    Those two sources write such a layout with the engine's GPUs multiplied (by the EP size, or by the attention DP
+    size for vLLM): ``tp_size`` 64, ``moe_tp_size`` 8, ``moe_ep_size`` 8 for SGLang's tp 8 x ep 8;
+    ``attention_dp_size`` 64 for TensorRT-LLM's attention DP 8 x ep 8; ``attention_dp_size`` 4, ``moe_ep_size`` 16
+    for vLLM's tp 4 x ep 4. The evidence (docs/fidelity.md, "Measured deployments"): their own ids name the layout
+    the engine ran (``..._c256_tp8_ep8_965`` for tp 1 x dp 64); 123 of their 356 expert-parallel rows appear again in
+    the file's other sources (2026-03-25.csv, the gap analyses) with the same TTFT and TPOT to the last digit, and
+    every one of those twins states the smaller layout, GPUs / EP (64/1/8/8 -> 8/1/1/8, 1/64/8/8 -> 1/8/1/8,
+    16/1/4/4 -> 4/1/1/4, 4/4/1/16 -> 4/1/1/4); their 357 rows without expert parallelism that have a twin state the
+    same layout as it, every one. The engine's GPUs ``G`` are ``moe_tp_size`` where > 1 (else ``tp_size``), all of
+    them expert-parallel (``moe_ep_size = G``, ``moe_tp_size = 1``, as every twin states), attention tensor
+    parallel over them where ``tp_size`` > 1, else data parallel; the users per engine are unchanged
+    (``batch_size x attention_dp_size``, the row's ``silicon_concurrency``), so ``batch_size`` is restated per rank.
+    Other rows (and split-pool rows, whose pools state ``moe_tp x ep = tp x dp`` with ``moe_tp`` 1) as they are."""
+    source = str(row.get("silicon_data_source") or "")
+    ep = _int(row.get("moe_ep_size"))
+    if str(row.get("mode")) == "disagg" or ep <= 1 or not any(s in source for s in MULTIPLIED_EP_SOURCES):
+        return dict(row)
+    tp, dp, moe_tp = _int(row.get("tp_size")), _int(row.get("attention_dp_size")), _int(row.get("moe_tp_size"))
+    gpus = moe_tp if moe_tp > 1 else tp
+    new_tp, new_dp = (gpus, 1) if tp > 1 else (1, gpus)
+    out = {**row, "tp_size": new_tp, "attention_dp_size": new_dp, "moe_tp_size": 1, "moe_ep_size": gpus}
+    batch = row.get("batch_size")
+    if batch not in (None, "") and not (isinstance(batch, float) and math.isnan(batch)):
+        out["batch_size"] = float(batch) * dp / new_dp
+    return out
+
+
 def _layout(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """(gpu overrides, serving overrides) of one engine's parallelism columns (``prefix`` '' or 'prefill_')."""
     tp, pp = _int(row.get(prefix + "tp_size")), _int(row.get(prefix + "pp_size"))
@@ -156,7 +191,7 @@ def survey(csv: str | Path = DEFAULT_CSV) -> tuple[int, int, Counter]:
     reasons: Counter = Counter()
     ok = 0
     for row in rows:
-        clean = {k: (None if v == "" else v) for k, v in row.items()}
+        clean = restate_layout({k: (None if v == "" else v) for k, v in row.items()})
         key = _key(clean)
         if key not in cache:
             cache[key] = express(clean)
