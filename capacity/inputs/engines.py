@@ -343,8 +343,12 @@ def batched_prefill_s(prefill_s: Callable[[np.ndarray], np.ndarray], prompt_toke
 
 def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: int, gpu_memory_bytes: float,
           gpu_name: str, max_model_len: int, hidden_size: int | None, intermediate_size: int | None,
-          peak_bandwidth: float | None = None) -> tuple[dict[str, Any], list[str]]:
+          peak_bandwidth: float | None = None, expert_parallel: int = 1) -> tuple[dict[str, Any], list[str]]:
     """Serving values the engine supplies for keys absent from ``serving``, and one line per default applied.
+
+    ``expert_parallel`` > 1: the experts' all-to-all pays the collective latency too (``roofline.alltoall_fixed_s``),
+    so the latency is set wherever the GPUs exchange activations, tensor parallel or not (attention data parallel
+    ranks of one GPU each, tp 1, dispatch and combine at every MoE layer as much as tp 8 does).
 
     Keys returned: memory_utilization or kv_cache_free_gpu_memory_fraction, max_num_seqs, max_batched_tokens,
     block_size, step_overhead_s, allreduce_latency_s, activation_bytes. The caller merges them under the
@@ -399,8 +403,9 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
             put("flops_half_tokens", half_tokens,
                 f"FLOP/s efficiency curve e(T) = {fitted[1]:.3f} T / (T + {half_tokens:g}), T the tokens per pass "
                 f"(H200 bf16 matmuls)")
-    if tp > 1 and "allreduce_latency" not in serving:
-        put("allreduce_latency_s", ALLREDUCE_LATENCY_S, f"all-reduce latency {ALLREDUCE_LATENCY_S * 1e6:g} us")
+    if (tp > 1 or expert_parallel > 1) and "allreduce_latency" not in serving:
+        what = "all-reduce" if tp > 1 else "collective (the experts' all-to-all)"
+        put("allreduce_latency_s", ALLREDUCE_LATENCY_S, f"{what} latency {ALLREDUCE_LATENCY_S * 1e6:g} us")
     if p.reserves_activation and "activation_memory" not in serving:
         if hidden_size and intermediate_size:
             act = float(activation_peak_bytes(tokens, hidden_size, intermediate_size, tp))

@@ -311,7 +311,7 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
     e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
                              gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
                              hidden_size=model.hidden_size, intermediate_size=model.intermediate_size,
-                             peak_bandwidth=gpu.bandwidth)
+                             peak_bandwidth=gpu.bandwidth, expert_parallel=gpu.expert_parallel)
     if "allreduce_latency_s" in e:
         gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
     if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)
