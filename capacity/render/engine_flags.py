@@ -315,7 +315,7 @@ def vllm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings
     if plan.shared_prefix:
         flags.append(EngineFlag("--enable-prefix-caching", "", "workload.shared_prefix_tokens",
                                 "store the shared prefix once"))
-    spec = s.serving.speculative
+    spec = _speculative(results, plan, notes)
     if spec:
         config = {"method": _VLLM_SPEC[spec["method"]], "num_speculative_tokens": spec["draft_tokens"]}
         if spec["method"] == "ngram":
@@ -371,7 +371,7 @@ def tensorrt_llm_settings(results: Results, plan: _Plan | None = None) -> Engine
     if plan.weight_dtype not in ("fp16", "bf16", "fp32"):
         notes.append(f"{plan.weight_dtype} weights: serve a checkpoint quantised with TensorRT Model Optimizer")
     config: dict[str, Any] = {"kv_cache_config": kv_config, "enable_chunked_prefill": plan.chunked}
-    spec = s.serving.speculative
+    spec = _speculative(results, plan, notes)
     if spec:
         spec_config: dict[str, Any] = {"decoding_type": _TRT_SPEC[spec["method"]]}
         if spec["method"] == "mtp":
@@ -443,7 +443,7 @@ def sglang_settings(results: Results, plan: _Plan | None = None) -> EngineSettin
                      "(https://docs.sglang.io/advanced_features/pd_disaggregation.html)")
     if not plan.shared_prefix:
         notes.append("SGLang's radix prefix cache is on by default; the plan counts no shared prefix")
-    spec = s.serving.speculative
+    spec = _speculative(results, plan, notes)
     if spec:
         why = f"speculative decoding ({SPEC_DOCS['sglang']})"
         flags += [EngineFlag("--speculative-algorithm", _SGLANG_SPEC[spec["method"]], "serving.speculative.method",
@@ -479,6 +479,18 @@ SPEC_DOCS = {
 _VLLM_SPEC = {"eagle": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft": "draft_model"}
 _TRT_SPEC = {"eagle": "Eagle", "mtp": "MTP", "ngram": "NGram", "draft": "DraftTarget"}
 _SGLANG_SPEC = {"eagle": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM", "draft": "STANDALONE"}
+
+
+def _speculative(results: Results, plan: _Plan, notes: list[str]) -> dict[str, Any] | None:
+    """``serving.speculative`` where this command decodes, else None: a separate prefill pool only runs the prompts
+    (a prefill yields one token, drafted and verified nowhere), so speculation is the decode pool's alone and the
+    prefill pool's command gets none of its flags (``notes`` says so)."""
+    spec = results.scenario.serving.speculative
+    if spec and plan.role == "prefill":
+        notes.append(f"speculative decoding ({spec['method']}) runs in the decode pool only: this prefill pool gets "
+                     "none of its flags")
+        return None
+    return spec or None
 
 
 def _spec_notes(spec: dict[str, Any]) -> list[str]:
