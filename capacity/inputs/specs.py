@@ -344,6 +344,9 @@ GPU_FIELDS: dict[str, Check] = {
     "replicas": positive_int, "nvlink_domain": positive_int, "network_bandwidth": quantity("bandwidth"),
     "tdp_watts": positive, "energy_price_per_kwh": non_negative, "pue": lambda v, p: _pue(v, p),
 }
+#: ``gpu`` keys that describe the site, not the GPU: the electricity price and the facility's PUE (issue 29). They stay
+#: when a layout or a pool runs on another GPU type (``split_pools.pool_mapping``, ``sizing.layout_scenarios``).
+SITE_GPU_KEYS = ("energy_price_per_kwh", "pue")
 SERVING_FIELDS: dict[str, Check] = {
     "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
     "step_overhead": quantity("time", allow_zero=True), "max_num_seqs": positive_int,
