@@ -33,7 +33,7 @@ import yaml
 from capacity.errors import ScenarioError, show
 from capacity.fileio.safe_load import load_shipped, parse_json
 from capacity.inputs import catalog
-from capacity.inputs.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
+from capacity.inputs.specs import SITE_GPU_KEYS, Gpu, Model, gpu_from_mapping, model_from_mapping
 from capacity.inputs.speculative import METHODS, check_speculative
 from capacity.inputs.units import parse_quantity
 from capacity.model.scenario import RESERVES, parse_yaml
@@ -50,8 +50,6 @@ UNIT_BYTES = {"GB": 1e9, "GiB": 2.0**30}
 SPECULATIVE = ("serving", "speculative")
 #: The speculative-decoding choices: none (the section left out) or a method the library accepts.
 SPEC_METHODS = ["none", *METHODS]
-#: Power inputs that describe the site, not the GPU (``gpu.*`` keys): they stay when another GPU is chosen.
-_SITE = ("energy_price_per_kwh", "pue")
 #: Longest scenario name kept (it names downloads and the link).
 NAME_MAX = 120
 
@@ -551,7 +549,7 @@ def choose(doc: dict[str, Any], kind: str, name: str, keep: set[str] = frozenset
     # How the weights and KV are stored (a dtype or a quantisation scheme) is the serving choice, not the model's:
     # it carries over to another model, as the GPU count carries over to another GPU.
     carried = ("weight_dtype", "kv_dtype", "quantization") if kind == "model" else (
-        "count", "pipeline_parallel", "replicas", "allreduce_latency", *_SITE)
+        "count", "pipeline_parallel", "replicas", "allreduce_latency", *SITE_GPU_KEYS)  # the site's power stays
     for key in carried:
         if key in section and key not in fresh:
             fresh[key] = section[key]
