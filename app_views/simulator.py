@@ -51,7 +51,7 @@ def run_pair(scenario_json: str, settings_json: str) -> dict[str, tuple[dict, pd
         scenario = Scenario.from_dict(json.loads(scenario_json))
         settings = json.loads(settings_json)
         out = {}
-        for policy in POLICIES:
+        for policy in policies_for(scenario):
             result = simulate(scenario, policy=policy, **settings)
             out[policy] = (result.summary(), result.requests, result.timeline)
         return out
@@ -59,6 +59,12 @@ def run_pair(scenario_json: str, settings_json: str) -> dict[str, tuple[dict, pd
         raise  # not an answer to cache: the caller shows it
     except ScenarioError as exc:
         return "; ".join(exc.problems)
+
+
+def policies_for(scenario: Scenario) -> tuple[str, ...]:
+    """The policies the view compares: both, but continuous batching alone for separate prefill and decode pools
+    (``pools:``), which the simulator runs only under continuous batching (``simulator.config.pool_problems``)."""
+    return ("continuous",) if (scenario.raw or {}).get("pools") else POLICIES
 
 
 cached_run = st.cache_data(show_spinner=False, max_entries=32)(run_pair)
@@ -208,24 +214,28 @@ def _render(st_: Any, ctx: Context) -> None:
     if isinstance(runs, str):
         st_.error(plain(runs))
         return
-    summaries = {policy: runs[policy][0] for policy in POLICIES}
-    table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in POLICIES}}
+    shown = tuple(runs)  # both policies, or continuous batching alone for separate pools (policies_for)
+    summaries = {policy: runs[policy][0] for policy in shown}
+    table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in shown}}
                           for key, label in ROWS])
     left, right = st_.columns([1, 1])
     left.dataframe(table, hide_index=True, width="stretch")
     left.caption(f"{st.session_state['sim_arrival_label']}, seed {settings['seed']}. Static batching pads finished "
                  "sequences until the longest in its batch ends; continuous batching admits a request as soon as a "
                  "slot and KV blocks free up.")
-    timelines = {policy: runs[policy][2] for policy in POLICIES}
+    if len(shown) == 1:
+        left.caption("Separate prefill and decode pools run under continuous batching only; static batching has no "
+                     "hand-off of a prefilled request to another pool.")
+    timelines = {policy: runs[policy][2] for policy in shown}
     right.plotly_chart(_timeline_figure({p: (t["time_s"], t["running"]) for p, t in timelines.items()},
                                         "Running batch", "sequences"), width="stretch")
     c1, c2 = st_.columns(2)
-    waiting = {p: waiting_timeline(runs[p][1]) for p in POLICIES}
+    waiting = {p: waiting_timeline(runs[p][1]) for p in shown}
     c1.plotly_chart(_timeline_figure({p: (w["time_s"], w["waiting"]) for p, w in waiting.items()},
                                      "Requests waiting for a slot", "requests"), width="stretch")
     c2.plotly_chart(_timeline_figure({p: (t["time_s"], t["kv_blocks_used"]) for p, t in timelines.items()},
                                      "KV blocks in use", "blocks"), width="stretch")
-    tables = {policy: runs[policy][1] for policy in POLICIES}
+    tables = {policy: runs[policy][1] for policy in shown}
     c1, c2 = st_.columns(2)
     c1.plotly_chart(_histogram(tables, "ttft_s", "TTFT distribution"), width="stretch")
     c2.plotly_chart(_histogram(tables, "tpot_s", "TPOT distribution"), width="stretch")
