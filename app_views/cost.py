@@ -56,7 +56,8 @@ def _power(st: Any, ctx: Context) -> None:
     if z.energy_kwh_per_month is not None:
         c = Figures(st)
         c.metric("Fleet power", format_value("sizing_power_kw", z.power_kw),
-                 help=(f"{z.gpus or 0:,} GPUs x {g.tdp_watts:g} W board power" if z.mode != "split" else
+                 help=(f"{z.gpus or 0:,} GPU{'' if z.gpus == 1 else 's'} x {g.tdp_watts:g} W board power"
+                       if z.mode != "split" else
                        f"{z.gpus or 0:,} GPUs of both pools x each one's board power") +
                       f" x PUE {g.pue:g}: every GPU at full board power, an upper bound")
         c.metric("Energy per month", f"{z.energy_kwh_per_month:,.0f} kWh", help="the fleet's power x 730 h")

@@ -453,9 +453,9 @@ def _power(sb: Any, d: dict[str, Any], unit: str) -> None:
     _number(c2, "pue", label="PUE (facility / GPU)", format="%.2f", step=0.05,
             help="power usage effectiveness: the facility's power over the GPUs' power (1 = the GPUs alone; "
                  "data centers report about 1.1 to 1.6)")
-    _number(sb, "board_power_w", label="board power (W per GPU, 0 = unknown)", format="%.0f", step=50.0,
-            help="each GPU's power at full load, from the catalog's datasheet unless you type your own; every GPU "
-                 "is counted at it all month, an upper bound on the energy")
+    _number(sb, "board_power_w", label="board power (W per GPU)", format="%.0f", step=50.0,
+            help="each GPU's power at full load, from the catalog's datasheet unless you type your own (0 = "
+                 "unknown: no energy figures); every GPU is counted at it all month, an upper bound on the energy")
     _mark(sb, "board_power_w", *_catalog_shown(d, "board_power_w", unit))
 
 

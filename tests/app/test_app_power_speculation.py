@@ -165,3 +165,38 @@ def test_hidden_they_are_listed_with_their_units_and_named_where_a_file_set_them
     assert "electricity $0.120 per kWh" in notice and "speculative decoding: EAGLE head" in notice
     at2.button(key="silent_reset_spec_method").click().run()
     assert "speculative" not in saved(at2).get("serving", {}) and not at2.exception
+
+
+@pytest.mark.parametrize("spec", [
+    {"method": "eagle", "draft_tokens": 3, "acceptance_rate": 0.7},
+    {"method": "mtp", "draft_tokens": 2, "acceptance_length": 2.4, "verify_tokens": 6, "draft_layers": 2},
+    {"method": "draft", "draft_tokens": 5, "acceptance_rate": 0.8, "draft_params": 1e9, "draft_weights": "2 GB",
+     "draft_overhead": "1 ms"},
+    {"method": "ngram", "draft_tokens": 4, "acceptance_rate": 0.5},
+])
+def test_links_and_files_carry_speculation_and_power_exactly(spec):
+    """Every widget's value is a URL parameter in the mapping's own text, the keys no widget shows (verify_tokens,
+    draft_weights, ...) ride in ``extra``: a link and a saved file give back the same mapping."""
+    from app_views.state import doc_from_link, link_params, load_text, normalise, to_yaml
+
+    for serving in ({"speculative": spec}, {"step_overhead": "2 ms", "speculative": spec}):
+        doc = normalise({"name": "site", "units": "GB", "model": {"name": "llama-3.1-8b"},
+                         "gpu": {"name": "h100-sxm", "energy_price_per_kwh": 0.08, "pue": 1.25, "tdp_watts": 600},
+                         "serving": serving, "workload": {"prompt_tokens": 1000, "output_tokens": 200}})
+        params = link_params(doc, "Cost")
+        assert params["spec_method"] == spec["method"] and params["pue"] == "1.25"
+        back, problems = doc_from_link(params, {})
+        assert problems == [] and back == doc
+        assert load_text(to_yaml(doc)) == doc
+
+
+def test_a_hand_made_link_turns_speculation_off_or_names_an_unknown_method():
+    from app_views.state import doc_from_link
+
+    base = {"name": "x", "serving": {"speculative": {"method": "eagle", "draft_tokens": 3, "acceptance_rate": 0.7}}}
+    off, problems = doc_from_link({"spec_method": "none"}, base)
+    assert problems == [] and "serving" not in off
+    kept, problems = doc_from_link({"spec_method": "medusa", "pue": "7"}, base)
+    assert kept["serving"] == base["serving"] and "pue" not in kept.get("gpu", {})
+    assert any("speculative decoding 'medusa'" in p and "eagle" in p for p in problems)
+    assert any("PUE" in p and "outside 1 to 5" in p for p in problems)
