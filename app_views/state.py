@@ -753,8 +753,7 @@ def _extra(doc: Mapping[str, Any]) -> dict[str, Any]:
     """What the mapping holds beyond the widgets' paths (simulation block, sliding windows, other reserves...)."""
     rest = copy.deepcopy(dict(doc))
     for field in _FIELDS:
-        if _get(rest, field.path) is not None:
-            _prune(rest, field.path)
+        _prune(rest, field.path)
     return {k: v for k, v in rest.items() if not (isinstance(v, dict) and not v)}
 
 

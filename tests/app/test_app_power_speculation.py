@@ -200,3 +200,19 @@ def test_a_hand_made_link_turns_speculation_off_or_names_an_unknown_method():
     assert kept["serving"] == base["serving"] and "pue" not in kept.get("gpu", {})
     assert any("speculative decoding 'medusa'" in p and "eagle" in p for p in problems)
     assert any("PUE" in p and "outside 1 to 5" in p for p in problems)
+
+
+@pytest.mark.parametrize("params", [
+    {"extra": '{"serving": {"speculative": 5}}'},
+    {"extra": '{"serving": {"speculative": {"method": "medusa", "draft_tokens": 3, "acceptance_rate": 0.7}}}'},
+    {"spec_method": "eagle", "spec_acceptance_rate": "0.7", "spec_acceptance_length": "2"},
+    {"spec_draft_tokens": "abc", "energy_price_kwh": "-1", "board_power_w": "nan"},
+])
+def test_bad_speculation_or_power_in_a_link_gives_messages_in_the_sidebars_words(params):
+    at = start(params)
+    assert not at.exception, [e.message for e in at.exception]
+    shown = " ".join(e.value for e in [*at.error, *at.warning]).replace("\\", "")
+    assert "serving.speculative" not in shown and "Traceback" not in shown
+    assert "speculative decoding" in shown or "drafted tokens" in shown or "electricity" in shown, shown
+    show_all(at)
+    assert not at.exception, [e.message for e in at.exception]
