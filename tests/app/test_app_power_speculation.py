@@ -216,3 +216,24 @@ def test_bad_speculation_or_power_in_a_link_gives_messages_in_the_sidebars_words
     assert "speculative decoding" in shown or "drafted tokens" in shown or "electricity" in shown, shown
     show_all(at)
     assert not at.exception, [e.message for e in at.exception]
+
+
+def test_split_pools_chosen_in_the_fleet_view_price_both_pools_electricity(tmp_path):
+    """Prefill on L40S (350 W), decode on H100 SXM (700 W), $0.12 per kWh at PUE 1.3 for the site: the Cost view's
+    electricity is the one answer's, both pools at the site's price (a pool on another GPU used to drop it)."""
+    from tests.app.test_app_split_pools import split_app
+
+    at = split_app()
+    show_all(at)
+    at.sidebar.number_input(key="energy_price_kwh").set_value(0.12).run()
+    at.sidebar.number_input(key="pue").set_value(1.3).run()
+    data = saved(at)
+    assert data["pools"]["prefill"]["gpu"] == {"name": "l40s", "count": 1} and data["gpu"]["pue"] == 1.3
+    out = evaluate(data, tmp_path)
+    assert (out["sizing_mode"], out["sizing_prefill_gpu"]) == ("split", "l40s")
+    watts = (out["sizing_prefill_replicas"] * 350 + out["sizing_decode_replicas"] * 700) * 1.3
+    assert out["sizing_energy_cost_per_month"] == pytest.approx(watts / 1e3 * 730 * 0.12, rel=1e-12)
+    at.button_group(key="view").set_value("Cost").run()
+    cost = figure_tables(at)
+    assert cost["Electricity per month"] == money(out["sizing_energy_cost_per_month"], 0)
+    assert cost["Fleet power"] == format_value("sizing_power_kw", out["sizing_power_kw"])
