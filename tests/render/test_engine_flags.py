@@ -289,3 +289,22 @@ def test_one_pool_keeps_its_speculative_flags():
     for engine in ENGINES:
         (settings,) = sizing_settings(z, engine)
         assert set(SPEC_FLAGS[engine]) <= _speculation(settings)
+
+
+def test_a_quantisation_scheme_is_what_the_flags_serve():
+    """``model.quantization: fp8`` is served as fp8 weights (vLLM ``--quantization fp8``, no 16-bit ``--dtype``);
+    an int4 scheme as a checkpoint vLLM reads the method from (the session's note: fp8 printed ``--dtype float16``)."""
+    from capacity import Scenario
+    from capacity.render.engine_flags import engine_settings
+
+    def flags(scheme):
+        s = Scenario.from_dict({"model": {"name": "llama-3.1-8b", "quantization": scheme}, "gpu": "h100-sxm",
+                                "serving": {"engine": "vllm"},
+                                "workload": {"prompt_tokens": 500, "output_tokens": 200}})
+        got = engine_settings(s.evaluate(), "vllm")
+        return {f.flag: f.value for f in got.flags}, got.notes
+
+    fp8, _ = flags("fp8")
+    assert fp8.get("--quantization") == "fp8" and "--dtype" not in fp8
+    awq, notes = flags("w4a16-awq")
+    assert "--dtype" not in awq and any("int4 weights" in n for n in notes)
