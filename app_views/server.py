@@ -106,10 +106,9 @@ def run_heavy(fn: Callable[..., R], *args: Any, budget_s: float | None = None) -
 
 
 def note_session() -> None:
-    """Remember this run's session, so that its end is noticed. Once per server process, also start the sweeping
-    thread and keep warnings out of the server's log (``capacity.runtime.quiet``: the workers quiet their own). A
-    no-op outside a Streamlit server (a script run without a runtime, e.g. AppTest in the tests)."""
-    global _sweeper
+    """Remember this run's session, so that its end is noticed; once per server process, start the sweeping thread
+    and keep warnings out of the server's log (``capacity.runtime.quiet``: the workers quiet their own). A no-op
+    outside a Streamlit server (a script run without a runtime, e.g. AppTest in the tests)."""
     try:
         from streamlit import runtime
         from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -118,14 +117,23 @@ def note_session() -> None:
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None or not runtime.exists():
         return
+    remember(ctx.session_id)
+    global _sweeper
     with _sessions_lock:
-        _sessions.add(ctx.session_id)
-        if _sweeper is None:
-            from capacity.runtime.quiet import quiet_warnings
+        if _sweeper is not None:
+            return
+        from capacity.runtime.quiet import quiet_warnings
 
-            quiet_warnings(children=False)
-            _sweeper = threading.Thread(target=_sweep_forever, name="capacity-memory-sweeper", daemon=True)
-            _sweeper.start()
+        quiet_warnings(children=False)
+        _sweeper = threading.Thread(target=_sweep_forever, args=(runtime.get_instance().is_active_session,),
+                                    name="capacity-memory-sweeper", daemon=True)
+        _sweeper.start()
+
+
+def remember(session_id: str) -> None:
+    """Remember ``session_id`` as running (until a ``sweep`` finds it ended)."""
+    with _sessions_lock:
+        _sessions.add(session_id)
 
 
 def sweep(is_active: Callable[[str], bool]) -> int:
@@ -145,17 +153,14 @@ def remembered() -> int:
         return len(_sessions)
 
 
-def _sweep_forever() -> None:
-    from streamlit import runtime
-
+def _sweep_forever(is_active: Callable[[str], bool]) -> None:
     while True:
         time.sleep(SWEEP_S)
         try:
-            if runtime.exists():
-                sweep(runtime.get_instance().is_active_session)
+            sweep(is_active)
         except Exception:  # noqa: BLE001 - housekeeping must never end the server; the next sweep tries again
             pass
 
 
-__all__ = ["IDLE_S", "PENDING_PER_WORKER", "SWEEP_S", "WAIT_S", "WORKERS_ENV", "note_session", "pool", "remembered",
-           "run_heavy", "sweep", "workers"]
+__all__ = ["IDLE_S", "PENDING_PER_WORKER", "SWEEP_S", "WAIT_S", "WORKERS_ENV", "note_session", "pool", "remember",
+           "remembered", "run_heavy", "sweep", "workers"]
