@@ -299,6 +299,16 @@ def _line(label: str, values: list[float]) -> str:
             f"   (n={len(values)})")
 
 
+def _machine() -> str:
+    """The CPU's model name and count (Linux), for the record."""
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        model = "unknown CPU"
+    return f"{os.cpu_count()} x {model}"
+
+
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -306,7 +316,8 @@ def _verdict(ok: bool) -> str:
 def main(sessions: int = 50, lone: int = 5, heavy: int = 4, settle: float = 30.0, root: Path = ROOT,
          json_path: Path | None = None) -> dict[str, Any]:
     """Run the phases against one server of ``root``'s app; print the figures and targets, return them."""
-    report: dict[str, Any] = {"date": datetime.date.today().isoformat(), "sessions": sessions, "lone": lone,
+    report: dict[str, Any] = {"date": datetime.date.today().isoformat(), "machine": _machine(), "sessions": sessions,
+                              "lone": lone,
                               "heavy": heavy, "cpus": os.cpu_count(), "load_average_before": os.getloadavg()[0]}
     with _server(root) as (url, proc):
         _quiet(proc)
