@@ -3,7 +3,7 @@
 
 Each returns what its view draws and nothing more, so that what comes back from a worker, is cached and is sent to
 the browser stays small whatever the size of the run: the summaries, the timelines, the request-time distributions
-as counts in shared bins (not 100,000 simulated requests per policy, 26 MB a run), a day's plan in 15-minute bins.
+as counts in bins (not 100,000 simulated requests per policy, 26 MB a run), a day's plan in 15-minute bins.
 No Streamlit here: a worker process imports this module to run a job.
 """
 
@@ -44,22 +44,19 @@ def start_worker() -> None:
         pass
 
 
-def histogram(values: dict[str, np.ndarray], bins: int = HISTOGRAM_BINS) -> dict[str, Any]:
-    """Counts of each policy's finite values [s] in ``bins`` bins shared by all policies, with the bin edges in ms.
-
-    ``{"edges_ms": [bins + 1 edges], "counts": {policy: [bins counts]}}``; no edges or counts where no policy has a
-    finite value.
-    """
-    finite = {p: v[np.isfinite(v)] * 1e3 for p, v in ((p, np.asarray(v, dtype=float)) for p, v in values.items())}
-    every = np.concatenate(list(finite.values())) if finite else np.empty(0)
-    if every.size == 0:
-        return {"edges_ms": [], "counts": {p: [] for p in finite}}
-    lo, hi = float(every.min()), float(every.max())
+def histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
+    """Counts of the finite values [s] in ``bins`` equal bins over their own range, with the bin edges in ms (each
+    policy binned over its own range, as the chart's own binning did): ``{"edges_ms": [bins + 1], "counts": [bins]}``,
+    both empty where no value is finite."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)] * 1e3
+    if finite.size == 0:
+        return {"edges_ms": [], "counts": []}
+    lo, hi = float(finite.min()), float(finite.max())
     if hi <= lo:  # one value: one bin around it
         lo, hi = lo - 0.5, hi + 0.5
     edges = np.linspace(lo, hi, bins + 1)
-    return {"edges_ms": edges.tolist(),
-            "counts": {p: np.histogram(v, bins=edges)[0].tolist() for p, v in finite.items()}}
+    return {"edges_ms": edges.tolist(), "counts": np.histogram(finite, bins=edges)[0].tolist()}
 
 
 def simulate_pair(scenario_json: str, settings_json: str) -> dict[str, Any] | str:
@@ -67,7 +64,7 @@ def simulate_pair(scenario_json: str, settings_json: str) -> dict[str, Any] | st
     the error text of a sizing or setting the simulator refuses.
 
     ``{"summaries": {policy: summary}, "timelines": {policy: {time_s, running, kv_blocks_used}}, "waiting":
-    {policy: {time_s, waiting}}, "histograms": {"ttft_s" | "tpot_s": histogram()}}``. A run past its time budget
+    {policy: {time_s, waiting}}, "histograms": {"ttft_s" | "tpot_s": {policy: histogram()}}}``. A run past its budget
     raises ``BudgetExceeded`` (not an answer to cache).
     """
     from capacity import Scenario
@@ -89,8 +86,8 @@ def simulate_pair(scenario_json: str, settings_json: str) -> dict[str, Any] | st
         waiting = waiting_timeline(run.requests)
         out["waiting"][policy] = {k: waiting[k].to_numpy() for k in ("time_s", "waiting")}
     for column in ("ttft_s", "tpot_s"):
-        out["histograms"][column] = histogram({p: run.requests[column].to_numpy(dtype=float)
-                                               for p, run in runs.items()})
+        out["histograms"][column] = {p: histogram(run.requests[column].to_numpy(dtype=float))
+                                     for p, run in runs.items()}
     return out
 
 

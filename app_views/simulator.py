@@ -77,12 +77,14 @@ def _timeline_figure(series: dict[str, tuple[Any, Any]], title: str, unit: str) 
                                      "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
 
 
-def _histogram(binned: dict[str, Any], title: str) -> dict:
-    """The policies' distributions of one request time, as counts in shared bins (``app_views.jobs.histogram``)."""
-    edges = np.asarray(binned["edges_ms"], dtype=float)
-    centres, widths = (edges[:-1] + edges[1:]) / 2.0, np.diff(edges)
-    data = [{"type": "bar", "x": centres, "y": counts, "width": widths, "name": policy, "opacity": 0.6}
-            for policy, counts in binned["counts"].items()]
+def _histogram(binned: dict[str, dict[str, list[float]]], title: str) -> dict:
+    """The policies' distributions of one request time, each as counts in its own bins (``app_views.jobs.histogram``),
+    overlaid."""
+    data = []
+    for policy, one in binned.items():
+        edges = np.asarray(one["edges_ms"], dtype=float)
+        data.append({"type": "bar", "x": (edges[:-1] + edges[1:]) / 2.0, "y": one["counts"], "width": np.diff(edges),
+                     "name": policy, "opacity": 0.6})
     return {"data": data, "layout": {"title": {"text": title}, "barmode": "overlay", "bargap": 0, "height": 300,
                                      "xaxis": {"title": {"text": "ms"}}, "yaxis": {"title": {"text": "requests"}},
                                      "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
