@@ -27,6 +27,7 @@ def render(st: Any, ctx: Context) -> None:
     c.metric("Output tokens/s at goodput", f"{rep['output_tokens_per_s_at_goodput']:,.0f} tokens/s")
     c.metric("Price per GPU-hour", money(z.price_per_gpu_hour), help=f"source: {z.price_source}")
     c.draw()
+    _power(st, ctx)
     if not ctx.load_rps:
         st.info("Enter the load (requests/s) under Workload in the sidebar to size a fleet for it.")
         return
@@ -45,3 +46,24 @@ def render(st: Any, ctx: Context) -> None:
                f"{'' if z.goodput_basis == 'mean' else ' at ' + z.goodput_basis}. Cost per million output tokens "
                "is always the GPU cost divided by the output tokens served. The stated layout's own replica: "
                f"{format_value('cost_per_million_tokens', r['cost_per_million_tokens'])} per M at its goodput.")
+
+
+def _power(st: Any, ctx: Context) -> None:
+    """Power beside the GPU cost (issue 29): the fleet's energy a month at full board power (an upper bound) and,
+    with ``gpu.energy_price_per_kwh``, its electricity cost; the speculative decoding the sizing assumes."""
+    z, g = ctx.sizing, ctx.results.scenario.gpu
+    if z.energy_kwh_per_month is not None:
+        c = Figures(st)
+        c.metric("Energy per month", f"{z.energy_kwh_per_month:,.0f} kWh",
+                 help=f"{z.gpus or 0:,} GPUs x {g.tdp_watts:g} W board power x PUE {g.pue:g} x 730 h: every GPU "
+                      "at full board power, an upper bound")
+        c.metric("Electricity per month", money(z.energy_cost_per_month, 0),
+                 help="gpu.energy_price_per_kwh x the energy; beside the GPU cost per month")
+        if z.energy_per_million_tokens_kwh is not None:
+            c.metric("Energy per M output tokens", f"{z.energy_per_million_tokens_kwh:,.3g} kWh")
+        c.draw()
+    spec = ctx.results.scenario.serving.speculative
+    if spec:
+        st.caption(plain(f"Speculative decoding ({spec['method']}): {spec['draft_tokens']} drafted tokens per step, "
+                         f"{spec['expected_tokens']:.2f} tokens per verification assumed; every cost above includes "
+                         f"it."))

@@ -1,7 +1,10 @@
 """Fleet view: the entered load in, the GPU options ranked by cost, cost per million tokens, the Pareto chart.
 
 Renders ``capacity.planning.fleet.fleet_options`` for the sidebar's load, headroom and peak factor (the same the
-Cost view and the headline use); no formulas here.
+Cost view and the headline use); no formulas here. With the layouts the sizing compares (the default choices) the
+cheapest option shown is the one answer (``ctx.sizing``), split pools included. "Split prefill and decode pools"
+writes the scenario's ``pools`` section (a GPU type and TP per pool, ``model.split_pools``): the answer then
+compares split pools on those GPUs with one pool.
 """
 
 from __future__ import annotations
@@ -18,19 +21,19 @@ from app_views.context import Context
 from app_views.figures import Figures
 from app_views.tables import fit_table
 from app_views.text import plain
-from capacity.answers.sentence import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month
+from capacity.answers.sentence import capacity_gap_rps, cost_per_million_output_tokens, cost_per_month, layout_words
 from capacity.inputs import catalog
-from capacity.planning.fleet import MODES, TENSOR_PARALLEL, fleet_options, target_rps, tokens_per_day
-from capacity.planning.sizing import allowed_layouts
+from capacity.planning.fleet import MODES, TENSOR_PARALLEL, fleet_options, layout_text, target_rps, tokens_per_day
+from capacity.planning.sizing import ALL_MODES, allowed_layouts
 from capacity.render.formatting import format_value
 
 #: Ranked-table columns shown, with headers in words and units.
-SHOWN = {"rank": "rank", "gpu": "GPU", "tensor_parallel": "tensor parallel", "mode": "serving", "gpus": "GPUs",
+SHOWN = {"rank": "rank", "gpu": "GPU", "layout": "layout", "mode": "serving", "gpus": "GPUs",
          "replicas": "replicas", "cost_per_hour": "$ per hour", "cost_per_month": "$ per month",
          "cost_per_million_output": "$ per M output tokens", "tpot_at_design_s": "TPOT at peak",
          "ttft_at_design_s": "TTFT at peak", "meets_slo": "keeps promises", "pareto": "cheapest for its speed",
          "problem": "why not"}
-MODE_COLOURS = {"colocated": "#2563eb", "chunked": "#f59e0b", "disaggregated": "#7c3aed"}
+MODE_COLOURS = {"colocated": "#2563eb", "chunked": "#f59e0b", "disaggregated": "#7c3aed", "split": "#059669"}
 
 
 def _time(value: float) -> str:
@@ -48,11 +51,14 @@ def ranked_table(table: pd.DataFrame, load_rps: float | None, output_tokens: flo
     ``load_rps`` None (concurrent users): each option's own, at the throughput its users generate.
     """
     shown = table.copy()
+    texts = [layout_text(row) for row in shown.to_dict("records")]  # split pools: prefill GPU / decode GPU
+    shown["gpu"] = [t[0] for t in texts]
+    shown["layout"] = [t[1] for t in texts]
     cost = shown["cost_per_hour"].to_numpy(dtype=float)
     shown["cost_per_month"] = cost_per_month(cost)
     shown["cost_per_million_output"] = (shown["cost_per_million_tokens"].to_numpy(dtype=float) if load_rps is None
                                         else cost_per_million_output_tokens(cost, load_rps, output_tokens))
-    pools = shown["mode"] == "disaggregated"
+    pools = shown["mode"].isin(["disaggregated", "split"])
     shown["replicas"] = [f"{p:,.0f} + {d:,.0f}" if pool and math.isfinite(p + d) else
                          (f"{r:,.0f}" if isinstance(r, float) and math.isfinite(r) else "-")
                          for pool, p, d, r in zip(pools, shown["prefill_replicas"], shown["decode_replicas"],
@@ -147,6 +153,63 @@ def load_input(st_: Any, ctx: Context) -> None:
                          "(prompt + answer tokens)")
 
 
+#: The split-pool controls: widget key -> (pool, what it sets).
+SPLIT_KEYS = {"split_prefill_gpu": ("prefill", "name"), "split_prefill_tp": ("prefill", "count"),
+              "split_decode_gpu": ("decode", "name"), "split_decode_tp": ("decode", "count")}
+
+
+def pools_section(on: bool, values: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The scenario's ``pools`` section the split controls describe (``model.split_pools``): each pool's GPU type
+    and tensor-parallel size, one worker each (the answer sizes the replicas for the load); None when off."""
+    if not on:
+        return None
+    return {pool: {"gpu": {"name": str(values[f"split_{pool}_gpu"]), "count": int(values[f"split_{pool}_tp"])}}
+            for pool in ("prefill", "decode")}
+
+
+def _on_split() -> None:
+    """The split controls write the scenario's ``pools`` section (or remove it): the one sizing every view renders."""
+    from app_views import sidebar
+
+    if "doc" not in st.session_state:  # a view rendered alone (tests): nothing to write to
+        return
+    d = sidebar.doc()
+    section = pools_section(bool(st.session_state.get("fleet_split")),
+                            {k: st.session_state.get(k) for k in SPLIT_KEYS})
+    if section is None:
+        d.pop("pools", None)
+    else:
+        d["pools"] = section
+    sidebar.sync()
+
+
+def split_input(st_: Any, ctx: Context) -> None:
+    """Split prefill and decode pools, each with its own GPU type and tensor parallel (the ``pools`` section)."""
+    pools = ctx.doc.get("pools") if isinstance(ctx.doc.get("pools"), Mapping) else None
+    gpu = ctx.doc.get("gpu")
+    own = (gpu.get("name") if isinstance(gpu, Mapping) else gpu) or ""
+    names = list(catalog.gpus())
+    for key, (pool, part) in SPLIT_KEYS.items():
+        spec = ((pools or {}).get(pool) or {}).get("gpu") or {}
+        value = spec.get(part, own if part == "name" else 1)
+        value = value if part != "name" or value in names else (names[0] if own not in names else own)
+        if key not in st.session_state or pools is not None and st.session_state[key] != value:
+            st.session_state[key] = value if part == "name" else int(value)
+    if st.session_state.get("fleet_split") != (pools is not None):
+        st.session_state["fleet_split"] = pools is not None
+    st_.checkbox("Split prefill and decode pools, each on its own GPU", key="fleet_split", on_change=_on_split,
+                 help="Prefill (prompts, TTFT) and decode (answers, TPOT) on separate pools, each its own GPU type "
+                      "and tensor parallel, the KV cache moved between them (serving.kv_transfer_bandwidth). The "
+                      "answer compares these pools, their TP sizes, with one pool; saved as the pools section.")
+    if not st.session_state.get("fleet_split"):
+        return
+    c = st_.columns(4)
+    c[0].selectbox("prefill GPU", names, key="split_prefill_gpu", on_change=_on_split)
+    c[1].number_input("prefill tensor parallel", 1, 1024, key="split_prefill_tp", on_change=_on_split)
+    c[2].selectbox("decode GPU", names, key="split_decode_gpu", on_change=_on_split)
+    c[3].number_input("decode tensor parallel", 1, 1024, key="split_decode_tp", on_change=_on_split)
+
+
 @st.cache_data(show_spinner="Sizing every GPU option...", max_entries=32)
 def cached_options(scenario_json: str, target: float, peak: float, headroom: float, gpus: tuple[str, ...],
                    tps: tuple[int, ...], modes: tuple[str, ...], users: float = 0.0) -> pd.DataFrame:
@@ -160,6 +223,7 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
     """The Fleet view for the entered load; returns the options table shown (None when there is none)."""
     results = ctx.results
     load_input(st_, ctx)
+    split_input(st_, ctx)
     users = float(results.scenario.workload.concurrency or 0)
     if users:
         st_.caption(f"The load is {users:,.0f} concurrent users (sidebar): every option is sized for them, colocated "
@@ -177,9 +241,12 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
     # By default the layouts the scenario allows, as the one answer compares them: the first option on this
     # sizing's GPU is then the headline's answer.
     allowed_modes, allowed_tps = allowed_layouts(results.scenario)
-    tps = d2.multiselect("tensor parallel", sorted({*TENSOR_PARALLEL, *allowed_tps}), default=list(allowed_tps),
-                         key="fleet_tp")
-    modes = d3.multiselect("serving", list(MODES), default=list(allowed_modes), key="fleet_modes")
+    # The choices start as the layouts the answer compares, and start again when those change (split pools on/off)
+    if st.session_state.get("fleet_allowed") != (allowed_modes, allowed_tps) or "fleet_modes" not in st.session_state:
+        st.session_state["fleet_allowed"] = (allowed_modes, allowed_tps)
+        st.session_state["fleet_tp"], st.session_state["fleet_modes"] = list(allowed_tps), list(allowed_modes)
+    tps = d2.multiselect("tensor parallel", sorted({*TENSOR_PARALLEL, *allowed_tps}), key="fleet_tp")
+    modes = d3.multiselect("serving", list(ALL_MODES if "split" in allowed_modes else MODES), key="fleet_modes")
     if not tps or not modes:
         st_.info("Choose at least one tensor-parallel size and one serving mode.")
         return None
@@ -195,7 +262,12 @@ def render(st_: Any, ctx: Context) -> pd.DataFrame | None:
         st_.warning("No option keeps the promises at this load; loosen a promise or add GPU types.")
     else:
         best = ok.iloc[0]
-        layout = f"{best['gpu']} TP{int(best['tensor_parallel'])}, {best['mode']}"
+        gpu_text, layout_short = layout_text(best)
+        layout = f"{gpu_text} {layout_short}, {best['mode']}"
+        z = ctx.sizing
+        if z is not None and z.keeps_promises and z.gpus is not None and not users and gpus in ([own], []) and \
+                tuple(tps) == tuple(allowed_tps) and tuple(modes) == tuple(allowed_modes):
+            layout = layout_words(z)  # the one answer: the first option of the layouts it compares
         m = Figures(st_)
         m.metric("Cheapest that keeps the promises", f"{best['gpus']:,.0f} GPUs", help=layout)
         m.metric("Cost", f"${best['cost_per_hour']:,.2f} / hour")

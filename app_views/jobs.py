@@ -59,9 +59,15 @@ def histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict[str, list[
     return {"edges_ms": edges.tolist(), "counts": np.histogram(finite, bins=edges)[0].tolist()}
 
 
+def policies_for(scenario: Any) -> tuple[str, ...]:
+    """The policies the view compares: both, but continuous batching alone for separate prefill and decode pools
+    (``pools:``), which the simulator runs only under continuous batching (``simulator.config.pool_problems``)."""
+    return ("continuous",) if (scenario.raw or {}).get("pools") else POLICIES
+
+
 def simulate_pair(scenario_json: str, settings_json: str) -> dict[str, Any] | str:
-    """Simulate the sizing under both batching policies with the view's settings; what the Simulator view draws, or
-    the error text of a sizing or setting the simulator refuses.
+    """Simulate the sizing under both batching policies (``policies_for``) with the view's settings; what the
+    Simulator view draws, or the error text of a sizing or setting the simulator refuses.
 
     ``{"summaries": {policy: summary}, "timelines": {policy: {time_s, running, kv_blocks_used}}, "waiting":
     {policy: {time_s, waiting}}, "histograms": {"ttft_s" | "tpot_s": {policy: histogram()}}}``. A run past its budget
@@ -74,7 +80,7 @@ def simulate_pair(scenario_json: str, settings_json: str) -> dict[str, Any] | st
     try:
         scenario = Scenario.from_dict(json.loads(scenario_json))
         settings = json.loads(settings_json)
-        runs = {policy: simulate(scenario, policy=policy, **settings) for policy in POLICIES}
+        runs = {policy: simulate(scenario, policy=policy, **settings) for policy in policies_for(scenario)}
     except BudgetExceeded:
         raise
     except ScenarioError as exc:
@@ -118,4 +124,5 @@ def plan_day(scenario_json: str, peak_rps: float, peak_factor: float, burst: tup
             "timeline": {k: np.asarray(v).tolist() for k, v in timeline.items()}}
 
 
-__all__ = ["HISTOGRAM_BINS", "POLICIES", "histogram", "plan_day", "simulate_pair", "start_worker"]
+__all__ = ["HISTOGRAM_BINS", "POLICIES", "WARM_UP", "histogram", "plan_day", "policies_for", "simulate_pair",
+           "start_worker"]

@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from app_views.context import Context
-from app_views.jobs import POLICIES, simulate_pair
+from app_views.jobs import simulate_pair
 from app_views.server import run_heavy, workers
 from app_views.text import plain
 from capacity.errors import ScenarioError
@@ -204,13 +204,17 @@ def _render(st_: Any, ctx: Context) -> None:
         st_.error(plain(runs))
         return
     summaries = runs["summaries"]
-    table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in POLICIES}}
+    shown = tuple(summaries)  # both policies, or continuous batching alone for separate pools (jobs.policies_for)
+    table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in shown}}
                           for key, label in ROWS])
     left, right = st_.columns([1, 1])
     left.dataframe(table, hide_index=True, width="stretch")
     left.caption(f"{st.session_state['sim_arrival_label']}, seed {settings['seed']}. Static batching pads finished "
                  "sequences until the longest in its batch ends; continuous batching admits a request as soon as a "
                  "slot and KV blocks free up.")
+    if len(shown) == 1:
+        left.caption("Separate prefill and decode pools run under continuous batching only; static batching has no "
+                     "hand-off of a prefilled request to another pool.")
     timelines, waiting = runs["timelines"], runs["waiting"]
     right.plotly_chart(_timeline_figure({p: (t["time_s"], t["running"]) for p, t in timelines.items()},
                                         "Running batch", "sequences"), width="stretch")

@@ -188,7 +188,7 @@ def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     mapping = silicon_expressible.row_mapping(clean)
     mapping["model"] = {"name": model, "quantization": scheme}
     mapping["gpu"] = {**mapping["gpu"], **layout["gpu"], "name": gpu}
-    mapping["serving"] = {"engine": mapping["serving"]["engine"], "engine_version": str(row["backend_version"]),
+    mapping["serving"] = {"engine": mapping["serving"]["engine"], "engine_version": clean["backend_version"],
                           **layout["serving"]}
     return mapping, ""
 
@@ -208,12 +208,18 @@ def build_scenario(mapping: dict[str, Any]) -> tuple[Scenario | None, str]:
 
 
 def row_batch(raw: Mapping[str, Any]) -> int | None:
-    """The batch per engine: ``batch_size`` (aggregated) or ``decode_batch_size`` (the decode pool); None where the
-    row leaves it empty (its ``silicon_concurrency`` is the load generator's, which may span several engines)."""
-    stated = raw.get("decode_batch_size") if raw.get("mode") == "disagg" else raw.get("batch_size")
+    """The batch per engine: ``batch_size`` (aggregated) or ``decode_batch_size`` (the decode pool) times the
+    engine's attention data-parallel ranks; None where the row leaves it empty (its ``silicon_concurrency`` is the
+    load generator's, which may span several engines).
+
+    The data set states the batch per attention-DP rank: wherever ``attention_dp_size`` > 1 its
+    ``silicon_concurrency`` is ``batch_size x attention_dp_size`` (x ``decode_num_workers`` for a decode pool),
+    e.g. MiniMax-M2.5 on 4 x 4 B300 ranks: batch 128, concurrency 512 (validation/silicon/README.md)."""
+    pool = "decode_" if raw.get("mode") == "disagg" else ""
+    stated = raw.get(pool + "batch_size")
     if stated is None or (isinstance(stated, float) and math.isnan(stated)):
         return None
-    return int(stated)
+    return int(stated) * _int(raw.get(pool + "attention_dp_size"))
 
 
 def make_row(raw: dict[str, Any]) -> Row:
@@ -399,7 +405,10 @@ def class_table(rows: Sequence[Row]) -> list[list[str]]:
                        ("precision", lambda r: r.precision),
                        ("concurrency", lambda r: _band(r.concurrency, CONCURRENCY_BANDS)),
                        ("prompt/answer", lambda r: _band(r.ratio, RATIO_BANDS)),
-                       ("mode", lambda r: str(r.raw.get("mode")))):
+                       ("mode", lambda r: str(r.raw.get("mode"))),
+                       ("expert parallel", lambda r: "yes" if r.scenario.gpu.expert_parallel > 1 else "no"),
+                       ("attention data parallel",
+                        lambda r: "yes" if r.scenario.gpu.attention_data_parallel > 1 else "no")):
         for value in sorted({key(r) for r in ok}):
             cuts.append((f"{label}: {value}", [r for r in ok if key(r) == value]))
     out = []

@@ -18,7 +18,7 @@ import numpy as np
 from capacity.formulas import slo
 from capacity.inputs.units import format_time
 from capacity.model.scenario import Results, Scenario
-from capacity.planning.sizing import HOURS_PER_MONTH, MODE_WORDS, Sizing, size
+from capacity.planning.sizing import HOURS_PER_MONTH, MODE_WORDS, Sizing, layout_label, size
 
 
 def cost_per_hour(results: Results) -> float | None:
@@ -113,6 +113,8 @@ def binds(sizing: Sizing) -> str:
 def layout_words(sizing: Sizing, replicas: int | None = None) -> str:
     """The fleet in words: ``16 x h100-sxm (2 replicas of 8 GPUs, chunked prefill)``; one replica of the scenario's
     own colocated layout stays ``4 x h100-sxm``."""
+    if sizing.mode == "split" and sizing.prefill_replica is not None:
+        return _split_words(sizing, replicas)
     gpu = sizing.replica.scenario.gpu
     n = sizing.replicas if replicas is None else replicas
     per = sizing.gpus_per_replica
@@ -129,6 +131,19 @@ def layout_words(sizing: Sizing, replicas: int | None = None) -> str:
             parts.append(MODE_WORDS[sizing.mode])
     inside = f" ({', '.join(parts)})" if parts else ""
     return f"{n * per:,} x {gpu.name}{inside}"
+
+
+def _split_words(sizing: Sizing, replicas: int | None = None) -> str:
+    """Split pools in words: ``36 GPUs in split pools: 1 prefill replica of 4 x gb200 (TP1 x DP4, EP4) and 4 decode
+    replicas of 8 x gb200 (TP8, EP8)``; ``replicas`` 1: one replica of each pool."""
+    assert sizing.prefill_replica is not None
+    p = sizing.prefill_replicas if replicas is None else replicas
+    d = sizing.decode_replicas if replicas is None else replicas
+    p, d = p or 1, d or 1
+    prefill, decode = sizing.prefill_replica.scenario, sizing.replica.scenario
+    gpus = p * prefill.gpu.gpus_per_replica + d * decode.gpu.gpus_per_replica
+    return (f"{gpus:,} GPUs in split pools: {p:,} prefill replica{'s' if p > 1 else ''} of {layout_label(prefill)} "
+            f"and {d:,} decode replica{'s' if d > 1 else ''} of {layout_label(decode)}")
 
 
 def promises_words(scenario: Scenario) -> str:
@@ -178,6 +193,9 @@ def answer(results: Results | Sizing) -> str:
         at = (f"TPOT {format_time(z.tpot_at_percentile_s)} and TTFT {format_time(z.ttft_at_percentile_s)} at "
               f"{z.goodput_basis}" if z.tpot_at_percentile_s is not None else
               f"TPOT {format_time(z.tpot_at_load_s)} and TTFT {format_time(z.ttft_at_load_s)}")
+        if z.mode == "split" and z.prefill_replica is not None:
+            return (f"To serve {z.load_rps:,.3g} requests/s{daily_words(s)} of {shape}, you need {layout_words(z)}"
+                    f"{design}{money}; {_split_loads(z)}.")
         return (f"To serve {z.load_rps:,.3g} requests/s{daily_words(s)} of {shape}, you need {layout_words(z)}"
                 f"{design}{money}; each replica carries {z.load_per_replica_rps:,.2f} requests/s at {at}; {binds(z)} "
                 f"sets each replica's limit of {z.replica_goodput_rps:,.2f} requests/s.")
@@ -190,6 +208,19 @@ def answer(results: Results | Sizing) -> str:
     tpot = z.tpot_at_percentile_s if z.tpot_at_percentile_s is not None else z.tpot_at_load_s
     return (f"{hw} {verb} {z.served_rps:,.2f} req/s at {format_time(tpot)} per token{promise} {price}; "
             f"{binds(z)} is what binds.")
+
+
+def _split_loads(z: Sizing) -> str:
+    """What each pool of a split carries and what limits it: ``each prefill replica carries 20.00 requests/s at
+    TTFT 32.8 ms (limit 60.35, the TTFT promise) and each decode replica 20.00 requests/s at TPOT 28.7 ms (limit
+    24.04, GPU capacity)``."""
+    assert z.prefill_replica is not None
+    p = z.prefill_replica
+    p_limit = "the TTFT promise" if z.scenario.slo.ttft_s else "GPU capacity"
+    return (f"each prefill replica carries {z.prefill_load_per_replica_rps or 0:,.2f} requests/s at TTFT "
+            f"{format_time(z.ttft_at_load_s)} (limit {float(p['disagg_prefill_rps']):,.2f}, {p_limit}) and each decode "
+            f"replica {z.load_per_replica_rps or 0:,.2f} requests/s at TPOT {format_time(z.tpot_at_load_s)} (limit "
+            f"{z.replica_goodput_rps:,.2f}, {binds(z)})")
 
 
 def _shape_words(s: Scenario) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from capacity.cli import options
 from capacity.errors import ScenarioError, clean_line
-from capacity.inputs.specs import FLEET_FIELDS, FLEET_MODES, FleetPlan, check_section
+from capacity.inputs.specs import ALL_FLEET_MODES, FLEET_FIELDS, FleetPlan, check_section
 from capacity.model.scenario import read_scenario_mapping
 
 
@@ -44,9 +44,17 @@ def add_fleet_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--tp", type=options.whole_list(1, MAX_TP, MAX_TP_SIZES), default=None,
                    help="tensor-parallel sizes, e.g. 1,2,4,8 (default: those the scenario allows, as the answer "
                         "compares: fleet.tensor_parallel, else 1,2,4,8 and gpu.count)")
-    p.add_argument("--modes", type=options.choice_list(FLEET_MODES), default=None,
-                   help=f"serving modes, from {', '.join(FLEET_MODES)} (default: those the scenario allows, "
-                        "fleet.modes, else all; colocated for percentile promises, as the answer compares)")
+    p.add_argument("--modes", type=options.choice_list(ALL_FLEET_MODES), default=None,
+                   help=f"serving modes, from {', '.join(ALL_FLEET_MODES)} (default: those the scenario allows, "
+                        "fleet.modes, else all but split, and split too with a pools section; colocated for "
+                        "percentile promises, as the answer compares); split: prefill and decode pools each on its "
+                        "own GPU type and layout")
+    p.add_argument("--prefill-gpus", type=options.names(MAX_GPUS, "catalog GPU names"), default=None,
+                   help="split pools: catalog GPUs the prefill pool may use (default: the pools section's prefill "
+                        "GPU, else those of --gpus)")
+    p.add_argument("--decode-gpus", type=options.names(MAX_GPUS, "catalog GPU names"), default=None,
+                   help="split pools: catalog GPUs the decode pool may use (default: the pools section's decode "
+                        "GPU, else those of --gpus)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("-o", "--output", type=options.path, help="write to this file instead of standard output")
     return p
@@ -82,13 +90,18 @@ def run_fleet(args: argparse.Namespace) -> str:
     slo_section = mapping.get("slo")
     modes, tps = layouts_allowed(plan.modes, plan.tensor_parallel, count,
                                  mapping.get("workloads") is not None or (
-                                     isinstance(slo_section, Mapping) and slo_section.get("percentile") is not None))
+                                     isinstance(slo_section, Mapping) and slo_section.get("percentile") is not None),
+                                 isinstance(mapping.get("pools"), Mapping))
     sizes = args.tp if args.tp is not None else list(tps)  # bounded and deduplicated by their option types
     mode_names = args.modes if args.modes is not None else list(modes)
     gpus = args.gpus
-    if max(len(gpus), 1) * len(sizes) > MAX_LAYOUTS:
-        raise ScenarioError(f"--gpus x --tp gives {max(len(gpus), 1) * len(sizes):,} layouts; the limit is "
-                            f"{MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
+    prefill_gpus, decode_gpus = getattr(args, "prefill_gpus", None), getattr(args, "decode_gpus", None)
+    types = max(len(gpus), 1) + len(prefill_gpus or ()) + len(decode_gpus or ())
+    if types * len(sizes) > MAX_LAYOUTS:
+        raise ScenarioError(f"--gpus (with --prefill-gpus and --decode-gpus) x --tp gives {types * len(sizes):,} "
+                            f"layouts; the limit is {MAX_LAYOUTS} (and {MAX_GPUS} GPU types)")
+    if (prefill_gpus or decode_gpus) and "split" not in mode_names:
+        raise ScenarioError("--prefill-gpus and --decode-gpus choose split pools' GPUs: add split to --modes")
     target, per_day, users = args.target_rps, args.tokens_per_day, getattr(args, "users", None)
     peak = args.peak if args.peak is not None else plan.peak_factor
     headroom = args.headroom if args.headroom is not None else plan.headroom
@@ -97,7 +110,8 @@ def run_fleet(args: argparse.Namespace) -> str:
     try:
         table = fleet_options(mapping, target=target, tokens_per_day=per_day,
                               peak_factor=peak, headroom=headroom, gpus=gpus or None,
-                              tensor_parallel=sizes, modes=mode_names, users=users)
+                              tensor_parallel=sizes, modes=mode_names, users=users, prefill_gpus=prefill_gpus,
+                              decode_gpus=decode_gpus)
     except ScenarioError:
         raise
     except ValueError as exc:
@@ -151,8 +165,10 @@ def engine_line(mapping: Mapping) -> str:
 
 
 def render(table) -> str:
-    """The options as aligned text: cheapest that keeps the promises first."""
-    lines = [f"{'rank':>4}  {'GPU':<12} {'TP':>2}  {'serving':<13} {'GPUs':>6} {'$/hour':>10} {'$/M in':>8} "
+    from capacity.planning.fleet import layout_text
+
+    """The options as aligned text: cheapest that keeps the promises first (split pools: prefill GPU / decode GPU)."""
+    lines = [f"{'rank':>4}  {'GPU':<17} {'layout':<16}  {'serving':<13} {'GPUs':>6} {'$/hour':>10} {'$/M in':>8} "
              f"{'$/M out':>8} {'TPOT':>9} {'TTFT':>9}  note"]
     for row in table.to_dict("records"):
         def num(v: float, fmt: str) -> str:
@@ -161,8 +177,9 @@ def render(table) -> str:
         note = clean_line(str(row["problem"]), 200) if row["problem"] else None
         note = note or ("pareto" if row["pareto"] else "") or ("" if row["meets_slo"] else "misses")
         mode = row["mode"] if isinstance(row["mode"], str) else ""
-        gpu = clean_line(str(row["gpu"]), 40)
-        lines.append(f"{num(row['rank'], '.0f'):>4}  {gpu:<12} {row['tensor_parallel']:>2}  {mode:<13} "
+        gpu, layout = layout_text(row)
+        gpu, layout = clean_line(gpu, 40), clean_line(layout, 40)
+        lines.append(f"{num(row['rank'], '.0f'):>4}  {gpu:<17} {layout:<16}  {mode:<13} "
                      f"{num(row['gpus'], ',.0f'):>6} {num(row['cost_per_hour'], ',.2f'):>10} "
                      f"{num(row['cost_per_million_input_tokens'], '.3f'):>8} "
                      f"{num(row['cost_per_million_output_tokens'], '.3f'):>8} "

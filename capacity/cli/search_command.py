@@ -55,6 +55,15 @@ def add_search_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--chunked", choices=["both", "on", "off"], default="both", help="chunked prefill (default both)")
     p.add_argument("--separate-pools", choices=["both", "on", "off"], default="both",
                    help="also (both) or only (on) settings split into prefill and decode replicas (default both)")
+    p.add_argument("--split", choices=["auto", "on", "off"], default="auto",
+                   help="also split pools, each on its own GPU type and layout: every prefill layout (--prefill-gpus "
+                        "x --prefill-tp) with every decode layout (--gpus x --tp); auto: on where the scenario has a "
+                        "pools section")
+    p.add_argument("--prefill-gpus", type=options.names(MAX_GPU_TYPES, "catalog GPU names"),
+                   help="split pools: the prefill pool's catalog GPUs (default: the pools section's prefill GPU, "
+                        "else --gpus)")
+    p.add_argument("--prefill-tp", type=options.whole_list(1, MAX_TP, 16),
+                   help="split pools: the prefill pool's tensor-parallel sizes (default: --tp)")
     p.add_argument("--percentile", type=options.number(0, 100, open_low=True), default=99.0,
                    help="percentile the promises hold at, in (0, 100] (default 99)")
     p.add_argument("--rate", type=options.number(0, 1e9, open_low=True, unit="requests/s"),
@@ -84,14 +93,19 @@ def run_search(args: argparse.Namespace) -> str:
     gpus: list[str | None] = list(args.gpus) if args.gpus else [None]  # names, duplicates dropped (options.names)
     chunked = {"both": [False, True], "on": [True], "off": [False]}[args.chunked]
     pools = {"both": [False, True], "on": [True], "off": [False]}[args.separate_pools]
+    prefill_gpus, prefill_tp = _split_layouts(raw, args, gpus)
+    moe = _moe_layouts(raw, list(dict.fromkeys([*args.tp, *prefill_tp])))
+    per_tp = (sum(len(v) for v in moe.values()) / len(moe)) if moe else 1.0
     count = grid_size(len(gpus), len(args.tp), len(args.max_num_seqs), len(args.max_batched_tokens), len(chunked),
-                      pools)
+                      pools, len(prefill_gpus) * len(prefill_tp), per_tp)
     if count > MAX_SETTINGS:
         raise ScenarioError(f"the search grid has {count:,} settings ({len(gpus)} GPU type(s) x {len(args.tp)} "
                             f"--tp x {len(args.max_num_seqs)} --max-num-seqs x {len(args.max_batched_tokens)} "
                             f"--max-batched-tokens x --chunked {args.chunked}, --separate-pools "
-                            f"{args.separate_pools}); the limit is {MAX_SETTINGS:,}: search a coarser grid first")
-    settings = settings_grid(gpus, args.tp, args.max_num_seqs, args.max_batched_tokens, chunked, pools)
+                            f"{args.separate_pools}, --split {args.split}, MoE layouts); the limit is "
+                            f"{MAX_SETTINGS:,}: search a coarser grid first")
+    settings = settings_grid(gpus, args.tp, args.max_num_seqs, args.max_batched_tokens, chunked, pools, moe,
+                             prefill_gpus, prefill_tp)
     overrides = {"requests": args.requests} if args.requests else {}
     from capacity.model.scenario import Scenario
     from capacity.simulator.config import config_from_scenario
@@ -108,6 +122,40 @@ def run_search(args: argparse.Namespace) -> str:
     if args.format == "json":
         return json.dumps(result.to_json_dict(), indent=1, default=_json_default) + "\n"
     return render_search_table(result)
+
+
+def _split_layouts(raw: Mapping[str, Any], args: argparse.Namespace, gpus: list[str | None]
+                   ) -> tuple[list[str | None], list[int]]:
+    """(prefill GPU types, prefill TP sizes) of the split-pool settings (``--split``); ([], []) for none. A pools
+    section's prefill GPU is the default prefill GPU (and its count among the sizes)."""
+    pools = raw.get("pools") if isinstance(raw.get("pools"), Mapping) else None
+    if args.split == "off" or (args.split == "auto" and pools is None):
+        return [], []
+    prefill = (pools or {}).get("prefill") if isinstance((pools or {}).get("prefill"), Mapping) else {}
+    gpu = prefill.get("gpu") if isinstance(prefill.get("gpu"), Mapping) else {}
+    names: list[str | None] = list(args.prefill_gpus) if args.prefill_gpus else (
+        [str(gpu["name"])] if gpu.get("name") else gpus)
+    sizes = list(args.prefill_tp) if args.prefill_tp else list(args.tp)
+    count = gpu.get("count")
+    if not args.prefill_tp and isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= MAX_TP:
+        sizes = list(dict.fromkeys([count, *sizes]))
+    return names, sizes
+
+
+def _moe_layouts(raw: Mapping[str, Any], sizes: list[int]) -> dict[int, list[tuple[int, int]]] | None:
+    """Per TP size, the attention data and expert parallel sizes a mixture-of-experts model tries
+    (``sizing.moe_parallel_sizes`` within the largest size); None for a dense model (or one that does not build)."""
+    from capacity.model.scenario import Scenario
+    from capacity.planning.sizing import moe_parallel_sizes
+
+    try:
+        model = Scenario.from_dict({k: v for k, v in raw.items() if k not in ("pools", "simulation")}).model
+    except ScenarioError:
+        return None
+    if not model.experts > model.experts_per_token > 0:
+        return None
+    budget = max(sizes)
+    return {tp: moe_parallel_sizes(tp, budget) for tp in sizes}
 
 
 def _json_default(value: Any) -> Any:
@@ -132,11 +180,15 @@ def render_search_table(result: SearchResult) -> str:
         cost = "-" if row["cost_per_hour"] is None else f"{row['cost_per_hour']:.2f}"
         pools = row.get("separate_pools")
         replicas = _replicas_text(row)
-        lines.append(f"{'*' if row['pareto'] else ' ':2}{row['gpu'] or 'scenario':<14}{row['tensor_parallel']:>3}"
+        gpu = row["gpu"] or "scenario"
+        if row.get("prefill_tensor_parallel"):
+            gpu = f"{row.get('prefill_gpu') or 'scenario'}x{row['prefill_tensor_parallel']}/{gpu}"
+        lines.append(f"{'*' if row['pareto'] else ' ':2}{gpu:<14}{row['tensor_parallel']:>3}"
                      f"{row['max_num_seqs'] or '-':>6}{'-' if pools else row['max_batched_tokens']:>7}"
                      f"{'-' if pools else 'on' if row['chunked_prefill'] else 'off':>6}{replicas:>9}{row['gpus']:>5}"
                      f"{cost:>9}{row['ttft_s'] * 1e3:>10.1f}ms{row['tpot_s'] * 1e3:>10.1f}ms")
-    lines.append("(* on the Pareto front of cost and the two percentiles; P+D: prefill + decode replicas)")
+    lines.append("(* on the Pareto front of cost and the two percentiles; P+D: prefill + decode replicas; "
+                 "gpu PxT/D: split pools, the prefill pool on P x T, the decode pool on D)")
     if result.pruned:
         lines += ["", "pruned:"]
         lines += [f"  {Setting(**{k: r[k] for k in Setting.__slots__}).label()}: {r['reason']}" for r in result.pruned]
@@ -152,7 +204,12 @@ def _replicas_text(row: Mapping[str, Any]) -> str:
 
 def _describe(row: Mapping[str, Any], p: str) -> str:
     cost = "" if row["cost_per_hour"] is None else f", ${row['cost_per_hour']:.2f}/h"
-    if row.get("separate_pools"):
+    if row.get("prefill_tensor_parallel"):
+        prefill_gpu = row.get("prefill_gpu") or "scenario GPU"
+        engine = (f"{_replicas_text(row)} prefill + decode replicas: prefill on ({prefill_gpu} "
+                  f"x{row['prefill_tensor_parallel']}), decode on ({row['gpu'] or 'scenario GPU'} "
+                  f"x{row['tensor_parallel']}), max_num_seqs {row['max_num_seqs'] or 'none'}")
+    elif row.get("separate_pools"):
         engine = (f"{_replicas_text(row)} prefill + decode replicas of ({row['gpu'] or 'scenario GPU'} "
                   f"x{row['tensor_parallel']}), max_num_seqs {row['max_num_seqs'] or 'none'}")
     else:

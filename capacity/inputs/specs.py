@@ -52,6 +52,7 @@ class Model:
     local_layer_fraction: float = 0.0       # share of KV layers that are local (sliding window)
     experts: int = 0                        # routed experts per MoE layer; 0 = dense
     moe_layers: int | None = None           # layers with routed experts (the all-to-all); None: layers
+    transformer_layers: int | None = None   # every layer (a hybrid's linear-attention/SSM ones too); None: layers
     experts_per_token: int = 0
     active_params: float | None = None      # params a token uses (MoE); None = params
     hidden_size: int | None = None
@@ -92,6 +93,11 @@ class Gpu:
     expert_parallel: int = 1
     expert_load_imbalance: float = 1.0
     network_bandwidth: float | None = None  # per GPU, one way, beyond the NVLink domain (scale-out NIC) [B/s]
+    # Power (issue 29; docs/model.md "Power and energy"): board power at full load (catalog ``tdp_watts``, each
+    # with its source), the electricity price and the facility's PUE (1: the boards alone).
+    tdp_watts: float | None = None
+    energy_price_per_kwh: float | None = None
+    pue: float = 1.0
 
     @property
     def gpus_per_replica(self) -> int:
@@ -135,6 +141,8 @@ class Serving:
     kv_free_fraction: float = 0.0          # TensorRT-LLM rule: pool = fraction x (memory - weights - reserves); 0: off
     engine_defaults: tuple[str, ...] = ()  # the engine defaults applied, one line each
     batched_prefill: bool = False          # prompts share prefill passes of max_batched_tokens (engine profiles)
+    kv_on_demand: bool = False             # KV blocks allocated as tokens arrive (analysis._batch_running)
+    speculative: dict | None = None        # serving.speculative validated (inputs.speculative); None: no speculation
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +243,15 @@ def _at_least_one(value: Any, path: str) -> float:
     return number
 
 
+def _pue(value: Any, path: str) -> float:
+    """A power usage effectiveness, facility power over IT power, in [1, 5]; ScenarioError naming ``path``."""
+    number = as_number(value, path)
+    if not 1 <= number <= 5:
+        raise ScenarioError(f"{path} must be in [1, 5] (facility power over the IT power; 1: the GPUs alone), got "
+                            f"{show(value)}")
+    return number
+
+
 def positive_int(value: Any, path: str) -> int:
     return _integer(value, path, 1)
 
@@ -325,6 +342,7 @@ GPU_FIELDS: dict[str, Check] = {
     "price_per_hour": non_negative, "interconnect_bandwidth": quantity("bandwidth"),
     "allreduce_latency": quantity("time", allow_zero=True), "pipeline_parallel": positive_int,
     "replicas": positive_int, "nvlink_domain": positive_int, "network_bandwidth": quantity("bandwidth"),
+    "tdp_watts": positive, "energy_price_per_kwh": non_negative, "pue": lambda v, p: _pue(v, p),
 }
 SERVING_FIELDS: dict[str, Check] = {
     "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
@@ -405,9 +423,9 @@ def _list_of(value: Any, path: str) -> list[Any]:
 def serving_modes(value: Any, path: str) -> tuple[str, ...]:
     """Serving modes the answer may choose, from ``FLEET_MODES``; ScenarioError naming ``path`` otherwise."""
     items = _list_of(value, path)
-    bad = [item for item in items if item not in FLEET_MODES]
+    bad = [item for item in items if item not in ALL_FLEET_MODES]
     if bad:
-        raise ScenarioError(f"{path} must name serving modes among {', '.join(FLEET_MODES)}, got {show(bad[0])}")
+        raise ScenarioError(f"{path} must name serving modes among {', '.join(ALL_FLEET_MODES)}, got {show(bad[0])}")
     return tuple(dict.fromkeys(items))
 
 
@@ -427,6 +445,9 @@ FLEET_FIELDS: dict[str, Check] = {"peak_factor": positive, "headroom": headroom_
 
 #: The layouts fleet sizing and search compare by default: serving modes, tensor-parallel sizes [GPUs].
 FLEET_MODES = ("colocated", "chunked", "disaggregated")
+#: Every serving mode a fleet may compare: the defaults and ``split`` (prefill and decode pools each on its own GPU
+#: type and layout; compared by default where the scenario has a ``pools`` section, docs/fleet.md).
+ALL_FLEET_MODES = (*FLEET_MODES, "split")
 FLEET_TENSOR_PARALLEL = (1, 2, 4, 8)
 
 
@@ -558,7 +579,8 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
         experts_per_token=top_k, active_params=active, hidden_size=f.get("hidden_size"),
         intermediate_size=_int_or_none(f.get("intermediate_size")), vocab_size=_int_or_none(f.get("vocab_size")),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme,
-        moe_layers=(f["layers"] - int(f.get("first_dense_layers") or 0)) if experts else None)
+        moe_layers=(f["layers"] - int(f.get("first_dense_layers") or 0)) if experts else None,
+        transformer_layers=f["layers"] if layers != f["layers"] else None)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -610,4 +632,5 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
                interconnect_bandwidth=f.get("interconnect_bandwidth"),
                allreduce_latency_s=f.get("allreduce_latency", 0.0), pipeline_parallel=f.get("pipeline_parallel", 1),
                replicas=f.get("replicas", 1), nvlink_domain=f.get("nvlink_domain"),
-               network_bandwidth=f.get("network_bandwidth"))
+               network_bandwidth=f.get("network_bandwidth"), tdp_watts=f.get("tdp_watts"),
+               energy_price_per_kwh=f.get("energy_price_per_kwh"), pue=f.get("pue", 1.0))

@@ -16,10 +16,11 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike
 
-from capacity.formulas import memory, roofline, slo
+from capacity.formulas import memory, power, roofline, slo
 from capacity.formulas._numeric import as_float as _f
 from capacity.formulas._numeric import one_value_or, select
 from capacity.formulas.solve import SolveTrace, largest_rate_meeting
+from capacity.formulas.speculative import iteration_terms
 from capacity.inputs import engines
 from capacity.inputs.specs import DEFAULT_MAX_BATCHED_TOKENS
 from capacity.model import serving_modes as options
@@ -67,6 +68,8 @@ INPUTS: dict[str, tuple[str, str]] = {
     "expert_parallel": ("GPUs", "expert-parallel GPUs the routed experts are spread over (1: none)"),
     "expert_load_imbalance": ("-", "busiest expert-parallel GPU's routed tokens over the mean (1: balanced)"),
     "moe_layers": ("layers", "MoE layers, for the expert all-to-all (nan: layers)"),
+    "transformer_layers": ("layers", "every layer of the model (a hybrid's linear-attention/SSM layers too), for the "
+                                     "fixed costs per layer: kernel floors and all-reduces (nan: layers)"),
     "nvlink_domain": ("GPUs", "GPUs one NVLink domain joins (inf: unknown, all on NVLink)"),
     "network_bandwidth": ("B/s", "per-GPU link one way beyond the NVLink domain (inf: unknown)"),
     # Serving options the analytic model compares (chunked prefill, prefill/decode pools).
@@ -77,12 +80,27 @@ INPUTS: dict[str, tuple[str, str]] = {
                               "utilisation - weights - reserves"),
     "batched_prefill": ("-", "1: prompts share prefill passes of max_batched_tokens tokens (engine profiles); 0: one "
                              "pass per prompt"),
+    "kv_on_demand": ("-", "1: KV blocks allocated as tokens arrive, so a closed loop's running batch is the pool at "
+                          "the mean context (engine profiles); 0: each request's whole context (the essays)"),
     # Efficiency curves (engine profiles, capacity.inputs.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
     "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
     "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
     # Closed loop (workload.concurrency): the load as users in flight instead of an arrival rate.
     "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
     "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
+    # Speculative decoding (serving.speculative, issue 29; defaults: none). Every step below is then per accepted
+    # token: one iteration (a verification pass and gamma drafter passes) over the tokens it yields, E.
+    "spec_draft_tokens": ("tokens", "speculative decoding: tokens drafted per iteration, gamma (0: none)"),
+    "spec_tokens_per_step": ("tokens", "speculative decoding: tokens one iteration yields per sequence, E"),
+    "spec_verify_tokens": ("tokens", "speculative decoding: tokens per sequence the verification pass computes"),
+    "spec_draft_fraction": ("-", "speculative decoding: an eagle/mtp drafter pass as a share of the target's pass"),
+    "spec_draft_weight_bytes": ("B", "speculative decoding: a draft model's weights (held and read per pass)"),
+    "spec_draft_params": ("params", "speculative decoding: a draft model's parameters (2 FLOPs per token each)"),
+    "spec_draft_overhead_s": ("s", "speculative decoding: fixed time per drafter pass"),
+    # Power (issue 29): board power at full load, an upper bound unless a measured draw is given.
+    "board_power_watts": ("W", "board power of one GPU at full load (nan: unknown)"),
+    "energy_price_per_kwh": ("$/kWh", "price of electricity (nan: not set)"),
+    "pue": ("-", "power usage effectiveness: facility power over IT power (1: the boards alone)"),
 }
 
 #: Values of the optional inputs when a caller leaves them out.
@@ -91,10 +109,15 @@ INPUT_DEFAULTS: dict[str, float] = {
     "experts": 0.0, "experts_per_token": 0.0, "pipeline_parallel": 1.0, "hidden_size": 0.0,
     "interconnect_bandwidth": np.inf, "allreduce_latency_s": 0.0, "reserved_bytes": 0.0, "replicas": 1.0,
     "attention_data_parallel": 1.0, "expert_parallel": 1.0, "expert_load_imbalance": 1.0, "moe_layers": np.nan,
+    "transformer_layers": np.nan,
     "nvlink_domain": np.inf, "network_bandwidth": np.inf,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
-    "kv_free_fraction": 0.0, "batched_prefill": 0.0, "bandwidth_half_bytes": 0.0, "flops_half_tokens": 0.0,
+    "kv_free_fraction": 0.0, "batched_prefill": 0.0, "kv_on_demand": 0.0, "bandwidth_half_bytes": 0.0,
+    "flops_half_tokens": 0.0,
     "concurrency": 0.0, "think_time_s": 0.0,
+    "spec_draft_tokens": 0.0, "spec_tokens_per_step": 1.0, "spec_verify_tokens": 1.0, "spec_draft_fraction": 0.0,
+    "spec_draft_weight_bytes": 0.0, "spec_draft_params": 0.0, "spec_draft_overhead_s": 0.0,
+    "board_power_watts": np.nan, "energy_price_per_kwh": np.nan, "pue": 1.0,
 }
 
 #: Results: name -> (unit, meaning). The first block is the contract of ``capacity evaluate --format json``.
@@ -127,6 +150,9 @@ RESULTS: dict[str, tuple[str, str]] = {
     "goodput_per_gpu_rps": ("requests/s", "goodput per GPU"),
     "fleet_goodput_rps": ("requests/s", "goodput of all data-parallel replicas"),
     "batch_max": ("requests", "largest decode batch: what fits, capped by max_num_seqs"),
+    "batch_running": ("requests", "sequences a closed loop runs at once: B_max, or where KV blocks are "
+                                  "allocated as tokens arrive (engine profiles) the pool at the mean context prompt "
+                                  "+ answer / 2"),
     "context_tokens": ("tokens", "average context of a decoding sequence: prompt + answer / 2"),
     "prefill_tokens": ("tokens", "prompt tokens prefilled (the cached prefix is skipped)"),
     "shared_blocks": ("blocks", "prefix blocks stored once"),
@@ -174,6 +200,11 @@ RESULTS: dict[str, tuple[str, str]] = {
     "disagg_ttft_at_load_s": ("s", "prefill pool: TTFT of one prefill replica at the workload's arrival rate"),
     "kv_transfer_s": ("s", "moving one prompt's KV cache between the pools"),
     "disagg_win_back": ("-", "share of the promises' capacity cost per GPU that separate pools win back"),
+    # Power (docs/model.md "Power and energy"): board power at full load, an upper bound on the draw.
+    "replica_power_watts": ("W", "power of one replica: GPUs x board power x PUE (full load, an upper bound)"),
+    "energy_per_million_tokens_kwh": ("kWh", "energy of a million output tokens at the goodput (full-load power)"),
+    "energy_cost_per_million_tokens": ("$", "electricity cost of a million output tokens at the goodput"),
+    "energy_cost_per_hour": ("$/h", "electricity cost of one replica per hour at full-load power"),
 }
 
 #: The closed-loop results (``workload.concurrency``), NaN where no concurrency is set.
@@ -253,6 +284,7 @@ def complete_inputs(inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
     x = {name: np.asarray(inputs[name] if name in inputs else INPUT_DEFAULTS[name], dtype=float) for name in INPUTS}
     x["active_params"] = select(np.isnan(x["active_params"]), x["params"], x["active_params"])
     x["moe_layers"] = select(np.isnan(x["moe_layers"]), x["layers"], x["moe_layers"])
+    x["transformer_layers"] = all_layers(x)
     return x
 
 
@@ -295,8 +327,18 @@ class StepModel:
     half_tokens: np.ndarray       # FLOP/s curve: tokens per pass at half the plateau [tokens]
     replicated_bytes: np.ndarray = 0.0  # dense weights the other attention-DP ranks hold again, (dp - 1) W_d [B]
     imbalance_params: np.ndarray = 0.0  # extra expert params per token on the busiest GPU, (imbalance - 1) k p_e
+    # Speculative decoding (``speculative`` True where any row speculates): one iteration verifies ``verify_tokens``
+    # per sequence and runs ``draft_passes`` drafter passes, and yields ``tokens_per_step`` tokens per sequence.
+    draft_passes: np.ndarray = 0.0       # gamma [-]
+    tokens_per_step: np.ndarray = 1.0    # E [tokens]
+    verify_tokens: np.ndarray = 1.0      # [tokens per sequence]
+    draft_fraction: np.ndarray = 0.0     # an eagle/mtp drafter pass over the target's pass, r [-]
+    draft_bytes: np.ndarray = 0.0        # a draft model's weights per GPU, read per pass [B]
+    draft_params: np.ndarray = 0.0       # a draft model's parameters per GPU [params]
+    draft_overhead: np.ndarray = 0.0     # fixed time per drafter pass [s]
     all_dense: bool = False       # no row is MoE: every pass reads all weights
     read_terms: tuple | None = None  # memory.moe_read_terms of the rows, where computed once for many step times
+    speculative: bool = False     # some row speculates (serving.speculative): the steps are per accepted token
 
     @property
     def moe(self) -> np.ndarray:
@@ -340,10 +382,36 @@ class StepModel:
     def decode_terms(self, batch: ArrayLike, read: ArrayLike | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(memory term, compute term, step time) of a decode step over ``batch`` sequences [s]: the decode step.
-        ``read``: ``weights_read(batch)`` where the caller has it (the same numbers)."""
+        ``read``: ``weights_read(batch)`` where the caller has it (the same numbers).
+
+        With speculative decoding (``speculative``) the step is one iteration per token it yields: the
+        verification pass (weights read for ``B v`` tokens, each sequence's KV, the arithmetic and all-reduce of
+        ``B v`` tokens) and ``γ`` drafter passes (``speculative.iteration_terms``), ``max(memory, compute) +
+        all-reduce + o + γ o_d``, all over E. The three values are then per accepted token."""
         b = _f(batch)
-        t_mem, t_comp = self.terms(self.weights_read(b) if read is None else read, b)
-        return t_mem, t_comp, roofline.pass_s(t_mem, t_comp, self.allreduce_s(b), self.overhead)
+        if not self.speculative:
+            t_mem, t_comp = self.terms(self.weights_read(b) if read is None else read, b)
+            return t_mem, t_comp, roofline.pass_s(t_mem, t_comp, self.allreduce_s(b), self.overhead)
+        return self._speculative_terms(b, read)
+
+    def _speculative_terms(self, b: np.ndarray, read: ArrayLike | None = None
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``decode_terms`` of a speculative iteration, per token it yields (see there) [s]."""
+        tokens = b * self.verify_tokens
+        plain_read = self.weights_read(b) if read is None else read
+        t_mem, t_comp = self.terms(plain_read, b)
+        verify_read = plain_read if self.all_dense else self.weights_read(tokens)
+        v_mem = self.terms(verify_read, b)[0]           # the weights once, each of the B sequences' KV
+        v_comp = self.terms(verify_read, tokens)[1]     # the arithmetic of B v tokens
+        with np.errstate(invalid="ignore"):
+            memory, compute = iteration_terms(
+                v_mem, t_comp, v_comp, self.draft_passes, self.draft_fraction,
+                roofline.decode_memory_s(self.draft_bytes, 0.0, 0.0, 0.0, self.bandwidth),
+                roofline.decode_compute_s(b, self.draft_params, self.flops))
+        e = self.tokens_per_step
+        step = roofline.pass_s(memory, compute, self.allreduce_s(tokens),
+                               self.overhead + self.draft_passes * self.draft_overhead)
+        return memory / e, compute / e, step / e
 
     def step_s(self, batch: ArrayLike) -> np.ndarray:
         return self.decode_terms(batch)[2]
@@ -364,7 +432,7 @@ class StepModel:
                 picked[name] = np.broadcast_to(a, np.shape(rows))
             else:
                 picked[name] = (a.reshape(-1) if a.shape == shape else np.broadcast_to(a, shape).reshape(-1))[rows]
-        return StepModel(**picked, all_dense=self.all_dense)
+        return StepModel(**picked, all_dense=self.all_dense, speculative=self.speculative)
 
     def step_rows(self, batch: ArrayLike, rows: np.ndarray) -> np.ndarray:
         """Step time of rows ``rows`` at batches ``batch`` (one per row) [s]; what the row-wise solvers call."""
@@ -380,7 +448,7 @@ class StepModel:
         with one value for every row zero-dimensional) and ``memory.moe_read_terms`` of the rows; a solver
         compacts them as rows converge, so no evaluation gathers the model again (``step_rows``) or recomputes
         what does not depend on the batch."""
-        all_dense = self.all_dense
+        all_dense, speculative = self.all_dense, self.speculative
         shape = np.broadcast_shapes(*(np.shape(getattr(self, name)) for name in _ARRAY_FIELDS))
         # Per row, broadcast together; a field with one value for every row stays one value (not gathered or
         # computed per row by the solvers, the same arithmetic).
@@ -392,7 +460,8 @@ class StepModel:
         count = len(_ARRAY_FIELDS)
 
         def step(batch: ArrayLike, *args: np.ndarray) -> np.ndarray:
-            return StepModel(*args[:count], all_dense=all_dense, read_terms=args[count:]).step_s(batch)
+            return StepModel(*args[:count], all_dense=all_dense, read_terms=args[count:],
+                             speculative=speculative).step_s(batch)
 
         return step, (*table, *terms)
 
@@ -435,13 +504,24 @@ class StepModel:
             mem_fixed, comp_fixed = self.terms(0.0, 0.0)
             mem1, comp1 = mem1 - mem_fixed, comp1 - comp_fixed
         fixed = self.overhead + self.comm_fixed
-        a_mem, m_mem, a_comp, m_comp = np.broadcast_arrays(mem0 + fixed, mem1 + self.comm_per_token, comp0 + fixed,
-                                                           comp1 + self.comm_per_token)
+        if not self.speculative:
+            a_mem, m_mem, a_comp, m_comp = np.broadcast_arrays(mem0 + fixed, mem1 + self.comm_per_token,
+                                                               comp0 + fixed, comp1 + self.comm_per_token)
+            return (a_mem, m_mem), (a_comp, m_comp)
+        # Speculation (``_speculative_terms``): the iteration's terms are linear in B too, over E per token.
+        g, r, v, e = self.draft_passes, self.draft_fraction, self.verify_tokens, self.tokens_per_step
+        fixed = fixed + g * self.draft_overhead
+        comm = v * self.comm_per_token
+        draft_mem = roofline.decode_memory_s(self.draft_bytes, 0.0, 0.0, 0.0, self.bandwidth)
+        draft_comp = roofline.decode_compute_s(1.0, self.draft_params, self.flops)
+        a_mem, m_mem, a_comp, m_comp = np.broadcast_arrays(
+            (mem0 * (1.0 + g * r) + g * draft_mem + fixed) / e, (mem1 * (1.0 + g * r) + comm) / e,
+            (comp0 * (1.0 + g * r) + fixed) / e, (comp1 * (v + g * r) + g * draft_comp + comm) / e)
         return (a_mem, m_mem), (a_comp, m_comp)
 
 
 #: The array fields of ``StepModel``, in order.
-_ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name not in ("all_dense", "read_terms"))
+_ARRAY_FIELDS = tuple(f.name for f in fields(StepModel) if f.name not in ("all_dense", "read_terms", "speculative"))
 
 
 def stage_gpus(x: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -469,6 +549,12 @@ def weights_per_gpu(x: Mapping[str, np.ndarray]) -> np.ndarray:
                                        x["attention_data_parallel"], x["pipeline_parallel"])
 
 
+def all_layers(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Every layer of the model [layers]: ``transformer_layers`` where given (a hybrid model), else ``layers``."""
+    every = np.asarray(x.get("transformer_layers", np.nan), dtype=float)
+    return select(np.isnan(every), x["layers"], every)
+
+
 def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[StepModel, np.ndarray]:
     """The replica's StepModel and the KV bytes per token one GPU holds, from flat inputs (``complete_inputs``).
 
@@ -476,9 +562,11 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
     share each layer's work; a rank's tp all-reduce carries 1/dp of the batch; the experts' all-to-all
     (``roofline.alltoall_s_per_token``) runs on NVLink within the NVLink domain, else on the network
     (``roofline.expert_link_bandwidth``); the busiest GPU does ``expert_load_imbalance`` times the mean routed
-    work."""
+    work. Per-layer fixed costs (the bandwidth curve's kernel floor, the tp all-reduces) count every layer,
+    ``transformer_layers``: a hybrid model's linear-attention/SSM layers run kernels and all-reduces too, though only
+    its ``layers`` hold a KV cache (Qwen3.5-397B-A17B: 60 layers, 15 with KV)."""
     tp, pp, dp, ep = x["gpu_count"], x["pipeline_parallel"], x["attention_data_parallel"], x["expert_parallel"]
-    g = stage_gpus(x)
+    g, every = stage_gpus(x), all_layers(x)
     kv_gpu = memory.kv_bytes_per_token_per_gpu(x["layers"], x["kv_heads"], x["head_dim"], x["kv_bytes_per_value"],
                                                x["kv_latent_dim"], tp, pp)
     ring = roofline.ring_factor(tp, x["hidden_size"])
@@ -491,17 +579,37 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
         experts_per_token=x["experts_per_token"], tensor_parallel=g, pipeline_parallel=pp, kv_gpu=kv_gpu / dp,
         context=memory.windowed_tokens(context_tokens, x["sliding_window"], x["local_layer_fraction"]),
         bandwidth=x["bandwidth"], flops=x["flops"], overhead=x["step_overhead_s"] * pp,
-        comm_fixed=(roofline.allreduce_fixed_s(x["layers"], ring, x["allreduce_latency_s"])
+        comm_fixed=(roofline.allreduce_fixed_s(every, ring, x["allreduce_latency_s"])
                     + roofline.alltoall_fixed_s(x["moe_layers"], ep, x["allreduce_latency_s"])),
-        comm_per_token=(roofline.allreduce_s_per_token(x["layers"], ring, x["hidden_size"], ACTIVATION_BYTES,
+        comm_per_token=(roofline.allreduce_s_per_token(every, ring, x["hidden_size"],
+                                                       ACTIVATION_BYTES,
                                                        x["interconnect_bandwidth"]) / dp
                         + roofline.alltoall_s_per_token(x["moe_layers"], x["experts_per_token"], x["hidden_size"],
                                                         ACTIVATION_BYTES, ep, g, link)),
-        half_bytes=x["layers"] * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
+        half_bytes=every * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
         replicated_bytes=(dp - 1.0) * dense_bytes(x),
         imbalance_params=(x["expert_load_imbalance"] - 1.0) * routed_active,
-        all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])))
+        all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])),
+        **speculative_fields(x))
     return model, kv_gpu
+
+
+def speculative_fields(x: Mapping[str, np.ndarray]) -> dict:
+    """The StepModel's speculative-decoding fields from flat inputs (none where no row speculates): the drafter's
+    weights and parameters split over the stage's ``tp x dp`` GPUs."""
+    gamma = x.get("spec_draft_tokens", 0.0)
+    if not np.any(np.asarray(gamma) > 0):
+        return {}
+    g = stage_gpus(x)
+    return {"draft_passes": gamma, "tokens_per_step": x["spec_tokens_per_step"],
+            "verify_tokens": x["spec_verify_tokens"], "draft_fraction": x["spec_draft_fraction"],
+            "draft_bytes": x["spec_draft_weight_bytes"] / g, "draft_params": x["spec_draft_params"] / g,
+            "draft_overhead": x["spec_draft_overhead_s"], "speculative": True}
+
+
+def draft_bytes_per_gpu(x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A draft model's weights each GPU holds beside the target's: ``W_d / (tp dp)`` [B] (0 without one)."""
+    return np.asarray(x.get("spec_draft_weight_bytes", 0.0), dtype=float) / stage_gpus(x)
 
 
 def kv_pool_bytes(x: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -513,6 +621,8 @@ def kv_pool_bytes(x: Mapping[str, np.ndarray]) -> np.ndarray:
     ``gpu_count``, ``pipeline_parallel``, ``reserved_bytes`` and ``kv_free_fraction`` are read).
     """
     used = weights_per_gpu(x) + x["reserved_bytes"]
+    if np.any(np.asarray(x.get("spec_draft_weight_bytes", 0.0)) > 0):  # a draft model's weights (serving.speculative)
+        used = used + draft_bytes_per_gpu(x)
     pool = memory.pool_bytes(x["gpu_memory_bytes"], x["memory_utilization"], used)
     if np.any(x["kv_free_fraction"] > 0):  # an engine that sizes the pool from the free memory (TensorRT-LLM)
         pool = select(x["kv_free_fraction"] > 0,
@@ -539,6 +649,7 @@ class MemoryStage:
     private_blocks: np.ndarray              # blocks each request owns alone [blocks]
     max_requests_shared_prefix: np.ndarray  # the prefix stored once [requests]
     batch_max: np.ndarray                   # what fits, capped by max_num_seqs [requests]
+    batch_running: np.ndarray               # what an engine runs at once, blocks at the mean context [requests]
 
 
 def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLike) -> MemoryStage:
@@ -561,8 +672,30 @@ def memory_stage(x: Mapping[str, np.ndarray], kv_gpu: ArrayLike, tokens: ArrayLi
     shared = memory.max_requests_shared_prefix(blocks, tokens, x["shared_prefix_tokens"], bs, window, local,
                                                private_blocks=private, paged=paged)
     dp = x["attention_data_parallel"]
+    batch = running_batch(shared, x) * dp
     return MemoryStage(weights_per_gpu(x), pool, blocks, per_request, contiguous * dp, paged * dp, shared_count,
-                       private, shared * dp, running_batch(shared, x) * dp)
+                       private, shared * dp, batch, _batch_running(x, blocks, batch))
+
+
+def _batch_running(x: Mapping[str, np.ndarray], pool_blocks: ArrayLike, batch_max: ArrayLike) -> np.ndarray:
+    """Sequences an engine runs at once under a sustained load [requests]: ``B_max`` under the essays' convention
+    (``engine: ideal``, every request holding the blocks of its whole context); where the engine allocates blocks
+    as tokens arrive (``x["kv_on_demand"]``: the vLLM, SGLang and TensorRT-LLM profiles, ``engines.Profile``) the
+    pool at the mean context ``P + A / 2``, capped by ``max_num_seqs``.
+
+    vLLM allocates KV blocks on demand (paged attention; Kwon et al., SOSP 2023, sec. 4.1), SGLang token by token,
+    so a running sequence holds its prompt and the tokens answered so far; with the users' phases spread, a
+    sequence is halfway through its answer on average. An offline wave (every request sent at once, in step) ends
+    together, holding whole contexts: its batch stays ``B_max`` (``calibration``; the open loop's ceiling too).
+    Measured: Kimi-K2.5 on 4 B200 (vLLM 0.17) ran 64 users of 1,024 + 8,192 tokens with a 0.23 s TTFT where the
+    whole-context pool holds 42; Llama-3.1-70B fp8 on one H200 ran 32 of 1,024 + 8,192 at 0.47 s where it holds
+    20, and queued at 64 (5.3 s; 36 fit at the mean context) (validation/silicon/silicon_train.csv).
+    """
+    mean = memory.max_requests_shared_prefix(
+        pool_blocks, x["prompt_tokens"] + x["output_tokens"] / 2.0, x["shared_prefix_tokens"], x["block_size"],
+        x["sliding_window"], x["local_layer_fraction"])
+    running = running_batch(mean, x) * x["attention_data_parallel"]
+    return select(x["kv_on_demand"] > 0, np.maximum(running, batch_max), batch_max)
 
 
 @dataclass(frozen=True, slots=True)
@@ -780,15 +913,24 @@ def closed_loop_lockstep(model: StepModel, prefill_tokens: ArrayLike, output_tok
 
 def replica_stages(inputs: Mapping[str, ArrayLike]) -> tuple[StepModel, MemoryStage, PrefillStage, np.ndarray]:
     """One replica's stages from flat inputs, as ``analyse`` composes them: (``step_model`` at the average context
-    ``P + A / 2``, ``memory_stage``, ``prefill_stage``, ceiling [requests/s] from ``roofline.ceiling_rps`` at
-    ``B_max``), for callers that compose a closed loop (``closed_loop``, ``users_keeping_promises``)."""
+    ``P + A / 2``, ``memory_stage``, ``prefill_stage``, the closed loop's ceiling [requests/s],
+    ``closed_loop_ceiling_rps`` at ``MemoryStage.batch_running``), for callers that compose a closed loop
+    (``closed_loop``, ``users_keeping_promises``), which run ``batch_running`` sequences at most."""
     x = complete_inputs(inputs)
     a_tokens = x["output_tokens"]
     model, kv_gpu = step_model(x, x["prompt_tokens"] + a_tokens / 2.0)
     mem = memory_stage(x, kv_gpu, x["prompt_tokens"] + a_tokens)
     prefill = prefill_stage(model, x, x["prompt_tokens"], mem.shared_blocks)
-    t_step = model.decode_terms(mem.batch_max)[2]
-    return model, mem, prefill, roofline.ceiling_rps(prefill.gpu_s, t_step, mem.batch_max, a_tokens)
+    return model, mem, prefill, closed_loop_ceiling_rps(model, prefill, mem.batch_running, a_tokens)
+
+
+def closed_loop_ceiling_rps(model: StepModel, prefill: PrefillStage, batch_running: ArrayLike,
+                            output_tokens: ArrayLike) -> np.ndarray:
+    """The ceiling a closed loop runs into [requests/s]: ``roofline.ceiling_rps`` at the running batch
+    (``MemoryStage.batch_running``: ``B_max`` under the essays' convention, the pool at the mean context under an
+    engine profile)."""
+    t_step = model.decode_terms(batch_running)[2]
+    return roofline.ceiling_rps(prefill.gpu_s, t_step, batch_running, output_tokens)
 
 
 def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray, ClosedLoopPoint]:
@@ -803,7 +945,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
     x = complete_inputs(inputs)
     model, mem, prefill, ceiling = replica_stages(x)
     a, z, t_slo, d_slo = x["output_tokens"], x["think_time_s"], x["tpot_slo_s"], x["ttft_slo_s"]
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_max, ceiling)),
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_running, ceiling)),
                                 *(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))
     rows = np.arange(int(np.prod(shape))).reshape(shape)
     one = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
@@ -815,7 +957,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
         idx = np.atleast_1d(idx).reshape(-1).astype(np.intp)
         m = model if one else model.rows(idx)
         p = PrefillStage(*(sub(getattr(prefill, f), idx) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
-        return closed_loop(m, p, sub(a, idx), sub(mem.batch_max, idx), sub(ceiling, idx), users, sub(z, idx))
+        return closed_loop(m, p, sub(a, idx), sub(mem.batch_running, idx), sub(ceiling, idx), users, sub(z, idx))
 
     def worst(users, idx):
         point = loop(np.maximum(users, 1e-9), idx)  # at 0 users: the limit of a lone user's latencies
@@ -823,7 +965,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
             return np.fmax(point.tpot_s / sub(t_slo, idx), point.ttft_s / sub(d_slo, idx))
 
     # Users at the ceiling with nobody waiting for a slot: the response time law at X_c.
-    at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_max, ceiling, ceiling)
+    at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_running, ceiling, ceiling)
     with np.errstate(invalid="ignore"):
         ttft_c = select(z > 0, at_ceiling.ttft_s, slo.ttft_at_step_ends_s(ceiling, prefill.ttft_s, prefill.compute_s,
                                                                          at_ceiling.tpot_s))  # many users: others ~ 1
@@ -1005,7 +1147,10 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     gpus = replica_gpus(x)
     price_replica = x["price_per_hour"] * gpus
 
-    closed = _closed_loop_results(model, prefill, x, batch, ceiling, traces.get("solver_closed_loop_rps"))
+    closed_ceiling = select(mem.batch_running > batch, closed_loop_ceiling_rps(model, prefill, mem.batch_running,
+                                                                               a_tokens), ceiling)
+    closed = _closed_loop_results(model, prefill, x, mem.batch_running, closed_ceiling,
+                                  traces.get("solver_closed_loop_rps"))
     chunk_trace = None if trace is None else {}
     options, ch, dis = _options(x, pieces, batch, t_step, t_prefill, prefill_tokens, kv, ceiling, goodput, gpus, rate,
                                 chunk_trace)
@@ -1042,6 +1187,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "goodput_per_gpu_rps": goodput / gpus,
             "fleet_goodput_rps": goodput * x["replicas"],
             "batch_max": batch,
+            "batch_running": mem.batch_running,
             "context_tokens": context,
             "prefill_tokens": prefill_tokens,
             "shared_blocks": shared_count,
@@ -1066,6 +1212,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             "goodput_limit": limit,
             **closed,
             **options,
+            **_power_results(x, gpus, goodput, a_tokens),
         }
     if not intermediates:
         return values
@@ -1103,6 +1250,20 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             traces[name].__dict__.update(chunk_trace[key].__dict__)
         _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate, t_prefill_gpu)
     return values
+
+
+def _power_results(x: Mapping[str, np.ndarray], gpus: np.ndarray, goodput: np.ndarray,
+                   output_tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """The power results (``formulas.power``): one replica's full-load power, the energy and electricity cost of a
+    million output tokens at the goodput, and the electricity cost per hour; NaN where the board power (or the
+    price) is not known."""
+    watts = power.replica_power_watts(x["board_power_watts"], gpus, x["pue"])
+    with np.errstate(invalid="ignore"):
+        kwh = power.energy_per_million_tokens_kwh(watts, goodput, output_tokens)
+        kwh = select(np.isnan(watts), np.nan, kwh)
+        return {"replica_power_watts": watts, "energy_per_million_tokens_kwh": kwh,
+                "energy_cost_per_million_tokens": power.energy_cost(kwh, x["energy_price_per_kwh"]),
+                "energy_cost_per_hour": power.energy_cost_per_hour(watts, x["energy_price_per_kwh"])}
 
 
 def _closed_loop_results(model: StepModel, prefill: PrefillStage, x: Mapping[str, np.ndarray], batch: np.ndarray,

@@ -55,7 +55,7 @@ def latency_curve(scenario: Scenario, mode: str, rates: ArrayLike) -> dict[str, 
     each replica's load (``sizing``: ``tpot_at_load_s`` and its chunked and separate-pool forms). Keys ``rate_rps``,
     ``tpot_s``, ``ttft_s``. ``load_curve`` is this curve for colocated serving with the decode batch beside it."""
     lam = np.asarray(rates, dtype=float)
-    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
+    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_", "split": "disagg_"}[mode]
     values = analyse({**scenario.inputs(), "arrival_rate": lam})
     return {"rate_rps": lam, "tpot_s": np.broadcast_to(values[f"{prefix}tpot_at_load_s"], lam.shape),
             "ttft_s": np.broadcast_to(values[f"{prefix}ttft_at_load_s"], lam.shape)}

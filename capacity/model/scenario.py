@@ -46,7 +46,7 @@ from capacity.inputs.specs import (
     model_from_mapping,
     text,
 )
-from capacity.model.analysis import INPUTS, RESULTS, analyse
+from capacity.model.analysis import INPUT_DEFAULTS, INPUTS, RESULTS, analyse
 from capacity.model.checks import input_problems
 
 #: Serving keys for memory an engine holds outside the KV pool, per GPU (summed).
@@ -149,7 +149,8 @@ class Scenario:
                           kv_free_fraction=s.get("kv_cache_free_gpu_memory_fraction",
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
                           engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")),
-                          engine_note=engine_note)
+                          kv_on_demand=bool(e.get("kv_on_demand")),
+                          engine_note=engine_note, speculative=s.get("speculative"))
         rate = w.get("arrival_rate")
         if w.get("daily_users"):  # users a day, converted to the busiest hour's arrival rate
             rate = float(peak_hour_rate_rps(w["daily_users"], w["requests_per_user_per_day"], w["peak_hour_share"]))
@@ -207,12 +208,17 @@ class Scenario:
             "max_batched_tokens": s.max_batched_tokens,
             "kv_transfer_bandwidth": s.kv_transfer_bandwidth if s.kv_transfer_bandwidth else inf,
             "replicas": g.replicas, "kv_free_fraction": s.kv_free_fraction,
-            "batched_prefill": float(s.batched_prefill),
+            "batched_prefill": float(s.batched_prefill), "kv_on_demand": float(s.kv_on_demand),
             "bandwidth_half_bytes": g.bandwidth_half_bytes, "flops_half_tokens": g.flops_half_tokens,
             "attention_data_parallel": g.attention_data_parallel, "expert_parallel": g.expert_parallel,
             "expert_load_imbalance": g.expert_load_imbalance,
             "moe_layers": m.moe_layers if m.moe_layers else math.nan,
+            "transformer_layers": m.transformer_layers if m.transformer_layers else math.nan,
             "nvlink_domain": g.nvlink_domain or inf, "network_bandwidth": g.network_bandwidth or inf,
+            **speculative_inputs(s.speculative, m.transformer_layers or m.layers, s.step_overhead_s),
+            "board_power_watts": g.tdp_watts if g.tdp_watts else math.nan,
+            "energy_price_per_kwh": g.energy_price_per_kwh if g.energy_price_per_kwh is not None else math.nan,
+            "pue": g.pue,
         }
 
     def evaluate(self) -> Results:
@@ -226,6 +232,26 @@ class Scenario:
         new = replace(self, **parts)
         new.check()
         return new
+
+
+def speculative_inputs(spec: Mapping[str, Any] | None, layers: int, step_overhead_s: float) -> dict[str, float]:
+    """The flat ``spec_*`` inputs of a validated ``serving.speculative`` (``inputs.speculative``); their defaults
+    (no speculation) without one.
+
+    eagle/mtp: a drafter pass is ``draft_layers / layers`` of the target's (``layers``: every layer, a hybrid's too;
+    one decoder layer by default), no fixed cost of its own; draft: the model's weights and parameters, and the
+    engine's per-pass overhead; ngram: nothing on the GPU."""
+    if not spec:
+        return {key: INPUT_DEFAULTS[key] for key in INPUTS if key.startswith("spec_")}
+    method = spec["method"]
+    return {"spec_draft_tokens": float(spec["draft_tokens"]), "spec_tokens_per_step": spec["expected_tokens"],
+            "spec_verify_tokens": spec["verify_tokens"],
+            "spec_draft_fraction": spec["draft_layers"] / layers if method in ("eagle", "mtp") else 0.0,
+            "spec_draft_weight_bytes": spec["draft_weights"],
+            "spec_draft_params": spec.get("draft_params", 0.0) if method == "draft" else 0.0,
+            # gamma passes of o_d plus the iteration's own o_v: gamma (o_d + o_v / gamma)
+            "spec_draft_overhead_s": spec.get("draft_overhead", step_overhead_s if method == "draft" else 0.0)
+            + spec.get("verify_overhead", 0.0) / spec["draft_tokens"]}
 
 
 def _moe_layout(gpu: Gpu, s: Mapping[str, Any], model: Model) -> Gpu:
@@ -299,7 +325,8 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
         read = float(weight_bytes_read(model.weight_bytes, model.params, active, model.experts,
                                        model.experts_per_token, 1.0)) / tp
         half_tokens = float(engines.small_pass_half_tokens(
-            e["flops_half_tokens"], read, model.layers * e["bandwidth_half_bytes"], active / (tp * pp),
+            e["flops_half_tokens"], read, (model.transformer_layers or model.layers) * e["bandwidth_half_bytes"],
+            active / (tp * pp),
             e["curve_plateaus"][0] * gpu.bandwidth, e["curve_plateaus"][1] * gpu.flops))
         if half_tokens < e["flops_half_tokens"]:
             lines.append(f"{s['engine']}: FLOP/s curve's half point {half_tokens:.1f} tokens, not "
@@ -379,7 +406,8 @@ class Results:
             return ""
         step_bytes, bw, fl_decode, fl_prefill = engines.efficiencies_used(
             g.bandwidth_efficiency, g.flops_efficiency, g.bandwidth_half_bytes, g.flops_half_tokens,
-            self.scenario.model.layers, float(v["decode_memory_s"]), g.effective_bandwidth, float(v["batch_max"]),
+            self.scenario.model.transformer_layers or self.scenario.model.layers, float(v["decode_memory_s"]),
+            g.effective_bandwidth, float(v["batch_max"]),
             float(v["prefill_tokens"]))
         return (f"efficiency used (engine curves): bandwidth {bw:.2f} of peak at the decode step "
                 f"({step_bytes / 1e9:,.2f} GB per GPU, plateau {g.bandwidth_efficiency:.3f}); FLOP/s {fl_decode:.2f} "

@@ -4,31 +4,31 @@
       speculative: {method: mtp, draft_tokens: 3, acceptance_rate: 0.7}       # eagle, mtp, ngram
       speculative: {method: draft, draft_tokens: 4, acceptance_rate: 0.8, draft_params: 1e9, draft_weights: "2 GB"}
 
-The composition (``evaluate``) takes the scenario's own ``StepModel`` (``model.analysis``) at decode batches ``B``:
+Speculation is part of the scenario's step model (``analysis.StepModel``, docs/model.md "Speculative decoding"):
+every decode step is then one iteration per token it yields, so the ceiling, the goodput, the TPOT at a load, the
+cost, the fleet (``planning.fleet``) and the simulator (``simulator.speculative``) follow it. One iteration at a
+decode batch ``B``:
 
-* verification: the target's pass over ``B`` sequences of ``γ + 1`` tokens: the memory term of a plain step at
-  ``B`` (weights once, each sequence's KV), the compute term and all-reduce of ``B (γ + 1)`` tokens;
-* one drafter step: ``draft``: ``max(W_d / (tp BW), B 2 N_d / (tp F)) + o`` (its own KV not counted);
+* verification: the target's pass over ``B`` sequences of ``v = γ + 1`` tokens (more for a tree,
+  ``verify_tokens``): the weights once, each sequence's KV, the arithmetic and all-reduce of ``B v`` tokens;
+* ``γ`` drafter passes: ``draft``: the draft model's weights and ``B 2 N_d`` FLOPs, and the engine's overhead;
   ``eagle`` / ``mtp``: ``draft_layers / L`` of the target's plain pass (one extra decoder layer by default);
-  ``ngram``: 0 (a lookup on the CPU);
-* TPOT ``formulas.speculative.speculative_tpot_s``, against the plain step ``t_step(B)``.
+  ``ngram``: nothing (a lookup on the CPU);
+* the iteration's bytes and FLOPs on the roofline (``formulas.speculative.iteration_terms``), over E tokens.
 
-Results: the expected tokens per step, TPOT with and without speculation at one sequence and at the plain
-engine's largest batch, their ratio (speedup), the largest batch where speculation still pays (break-even),
-and the draft weights per GPU taken from the KV pool (``draft`` with ``draft_weights``; ``eagle``/``mtp`` with
-``draft_weights`` where given, else 0, said in a note). Not modelled: the drafter's KV cache, a lower acceptance
-at long contexts, the pool the draft weights take back from the largest batch.
+``evaluate`` reports the expected tokens per iteration, TPOT with and without speculation at one sequence and at the
+largest batch, their ratio (speedup), the largest batch where speculation still pays (break-even), and the draft
+model's weights per GPU (taken from the KV pool: ``draft``, or ``eagle``/``mtp`` with ``draft_weights`` given).
+Not modelled: the drafter's own KV cache, a lower acceptance at long contexts or large batches, the lookahead
+slots each sequence reserves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from capacity.formulas import roofline
-from capacity.formulas.speculative import expected_tokens_per_step, speculative_tpot_s
 from capacity.inputs.speculative import METHODS, check_speculative
 
 #: Results of a scenario with ``serving.speculative``: name -> (unit, meaning).
@@ -37,7 +37,7 @@ SPEC_RESULTS: dict[str, tuple[str, str]] = {
     "spec_tpot_single_s": ("s", "TPOT of one sequence with speculation"),
     "spec_tpot_plain_single_s": ("s", "TPOT of one sequence without"),
     "spec_speedup_single": ("x", "plain TPOT over speculative TPOT, one sequence"),
-    "spec_tpot_at_batch_max_s": ("s", "TPOT with speculation at the plain engine's largest batch"),
+    "spec_tpot_at_batch_max_s": ("s", "TPOT with speculation at the largest batch"),
     "spec_speedup_at_batch_max": ("x", "plain TPOT over speculative TPOT at that batch"),
     "spec_breakeven_batch": ("sequences", "largest decode batch where speculation still lowers TPOT (0: never)"),
     "spec_draft_weight_bytes_per_gpu": ("B", "drafter weights each GPU holds beside the target's"),
@@ -45,42 +45,31 @@ SPEC_RESULTS: dict[str, tuple[str, str]] = {
 
 
 def evaluate(scenario: Any, results: Any) -> dict[str, float]:
-    """``SPEC_RESULTS`` of a scenario with ``serving.speculative`` ({} without) [base units]."""
-    raw = scenario.raw.get("serving") or {}
-    if not isinstance(raw, Mapping) or raw.get("speculative") is None:
+    """``SPEC_RESULTS`` of a scenario with ``serving.speculative`` ({} without) [base units]: the scenario's own
+    ``StepModel`` (speculating, ``analysis.StepModel.decode_terms``) against the same model with speculation off,
+    at every decode batch up to the largest."""
+    spec = scenario.serving.speculative
+    if not spec:
         return {}
-    spec = check_speculative(raw["speculative"])
-    from capacity.model.analysis import complete_inputs, step_model
+    from dataclasses import replace
+
+    from capacity.model.analysis import complete_inputs, draft_bytes_per_gpu, step_model
 
     x = complete_inputs(scenario.inputs())
-    context = x["prompt_tokens"] + x["output_tokens"] / 2.0
-    model, _ = step_model(x, context)
-    gamma, alpha = spec["draft_tokens"], spec["acceptance_rate"]
-    expected = float(expected_tokens_per_step(alpha, gamma))
+    model, _ = step_model(x, x["prompt_tokens"] + x["output_tokens"] / 2.0)
+    plain_model = replace(model, speculative=False)
     batch_max = max(int(results["batch_max"]), 1)
     batches = np.arange(1, batch_max + 1, dtype=float)
-    read = model.weights_read(batches)
-    t_mem, t_comp, plain = model.decode_terms(batches, read)
-    verify_comp = model.terms(read, batches * (gamma + 1))[1]
-    verify = roofline.pass_s(t_mem, verify_comp, model.allreduce_s(batches * (gamma + 1)), model.overhead)
-    tp = scenario.gpu.count * scenario.gpu.attention_data_parallel
-    if spec["method"] == "ngram":
-        draft = np.zeros_like(batches)
-    elif spec["method"] == "draft":
-        draft = roofline.pass_s(spec["draft_weights"] / tp / scenario.gpu.effective_bandwidth,
-                                batches * 2.0 * spec["draft_params"] / (tp * scenario.gpu.effective_flops),
-                                0.0, model.overhead)
-    else:  # eagle / mtp: draft_layers extra decoder layers of the target per drafted token
-        draft = spec["draft_layers"] / scenario.model.layers * np.maximum(t_mem, t_comp)
-    tpot = speculative_tpot_s(verify, draft, gamma, expected)
+    tpot = model.step_s(batches)
+    plain = plain_model.step_s(batches)
     pays = np.flatnonzero(tpot < plain)
     return {
-        "spec_expected_tokens_per_step": expected,
+        "spec_expected_tokens_per_step": float(spec["expected_tokens"]),
         "spec_tpot_single_s": float(tpot[0]), "spec_tpot_plain_single_s": float(plain[0]),
         "spec_speedup_single": float(plain[0] / tpot[0]),
         "spec_tpot_at_batch_max_s": float(tpot[-1]), "spec_speedup_at_batch_max": float(plain[-1] / tpot[-1]),
         "spec_breakeven_batch": float(batches[pays[-1]]) if pays.size else 0.0,
-        "spec_draft_weight_bytes_per_gpu": spec["draft_weights"] / tp,
+        "spec_draft_weight_bytes_per_gpu": float(draft_bytes_per_gpu(x)),
     }
 
 

@@ -69,6 +69,16 @@ def _workers(value: Any, path: str) -> int:
     return int(value)
 
 
+def pool_mapping(data: Mapping[str, Any], pool: str) -> dict[str, Any]:
+    """The scenario mapping of one pool (``prefill`` or ``decode``) of a mapping with a ``pools`` section: the
+    scenario's own with the pool's ``gpu`` and ``serving`` over them (a ``gpu.name`` of its own replaces the GPU
+    entirely), without the ``pools`` section; its ``workers`` are ``pool_workers``'."""
+    spec = (data.get("pools") or {}).get(pool) or {}
+    base = {k: v for k, v in data.items() if k != "pools"}
+    return {**base, "gpu": _merge(base.get("gpu"), spec.get("gpu", {})),
+            "serving": _merge(base.get("serving") or {}, spec.get("serving", {}))}
+
+
 def pool_scenarios(data: Mapping[str, Any]) -> SplitPools:
     """The prefill and decode pool scenarios of a mapping with a ``pools`` section; ScenarioError naming each
     problem with its pool (``pools.decode.gpu.count ...``)."""
@@ -77,7 +87,6 @@ def pool_scenarios(data: Mapping[str, Any]) -> SplitPools:
     pools = data.get("pools")
     if not isinstance(pools, Mapping) or set(pools) - {"prefill", "decode"} or not {"prefill", "decode"} <= set(pools):
         raise ScenarioError(f"pools must map prefill and decode to their gpu, serving and workers, got {show(pools)}")
-    base = {k: v for k, v in data.items() if k != "pools"}
     built, workers, problems = {}, {}, []
     for pool in ("prefill", "decode"):
         spec = pools[pool]
@@ -86,9 +95,7 @@ def pool_scenarios(data: Mapping[str, Any]) -> SplitPools:
             continue
         try:
             workers[pool] = _workers(spec.get("workers", 1), f"pools.{pool}.workers")
-            mapping = {**base, "gpu": _merge(base.get("gpu"), spec.get("gpu", {})),
-                       "serving": _merge(base.get("serving") or {}, spec.get("serving", {}))}
-            built[pool] = Scenario.from_dict(mapping)
+            built[pool] = Scenario.from_dict(pool_mapping(data, pool))
         except ScenarioError as exc:
             problems.extend(f"pools.{pool}: {p}" for p in exc.problems)
     if problems:
@@ -119,4 +126,4 @@ def evaluate(pools: SplitPools) -> dict[str, float]:
     }
 
 
-__all__ = ["SPLIT_RESULTS", "SplitPools", "evaluate", "pool_scenarios"]
+__all__ = ["SPLIT_RESULTS", "SplitPools", "evaluate", "pool_mapping", "pool_scenarios"]

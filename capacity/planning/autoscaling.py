@@ -96,7 +96,7 @@ def day_replica(scenario: Scenario, peak_rps: float) -> DayReplica:
         raw["workload"] = {**dict(raw.get("workload") or {}), "arrival_rate": float(peak_rps)}
         raw["fleet"] = {**dict(raw.get("fleet") or {}), "peak_factor": 1, "headroom": 0}
         sizing = size(Scenario.from_dict(raw))
-        if sizing.mode == "disaggregated":
+        if sizing.mode in ("disaggregated", "split"):
             raw["fleet"]["modes"] = ["colocated", "chunked"]
             sizing = size(Scenario.from_dict(raw))
             notes.append("the answer at the peak is separate prefill and decode pools, which the autoscaler does not "

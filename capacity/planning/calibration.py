@@ -14,11 +14,13 @@ How each measured metric is predicted (B the decode batch, P prompt and A output
 
     static batch B            step/TPOT = t_step(B);  TTFT = t_prefill(B P);  latency = t_prefill(B P) + A t_step(B)
                               output tokens/s = B A / latency
-    concurrency C (closed)    B = min(C, B_max);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
+    concurrency C (closed)    B = min(C, B_run);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
                               output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p;
                               TTFT (C > 1) = the library's ``closed_loop_ttft_s`` (``analysis.closed_loop``: the
-                              prefill queue, and the wait for a slot where C exceeds what runs at once)
-    offline / rate INF        concurrency C = infinity, i.e. B = B_max (the ceiling)
+                              prefill queue, and the wait for a slot where C exceeds what runs at once);
+                              B_run the running batch (``batch_running``: B_max, or where blocks are allocated
+                              as tokens arrive the pool at the mean context P + A / 2, the users' phases spread)
+    offline / rate INF        concurrency C = infinity, i.e. B = B_max (the ceiling: a wave in step ends together)
     request rate λ (open)     TPOT, TTFT = the library's ``tpot_at_load_s``, ``ttft_at_load_s`` (TPOT = t_step(B) /
                               (1 - λ t_p) with B = λ A TPOT; TTFT = prefill plus the queue for it)
                               output tokens/s = A min(λ, ceiling); above the ceiling as concurrency = infinity
@@ -169,6 +171,7 @@ class _Probe:
     output_tokens: float
     fits: float = math.inf     # sequences of this shape the KV pool holds (max_num_seqs aside)
     prefill_budget: float = 0.0  # tokens per batched prefill pass (engine profiles); 0: one pass per prompt
+    batch_running: float = math.inf  # what a closed loop of spread phases runs (``batch_running``)
 
     def _terms(self, times: np.ndarray) -> Terms:
         base = float(times[2])
@@ -219,10 +222,11 @@ def _probe(scenario: Scenario) -> _Probe:
     x["step_overhead_s"] = np.array([0.0, 0.0, 0.0, 1.0])
     w = scenario.workload
     model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))
-    results = scenario.evaluate()  # memory results (batch_max, prefill tokens) do not depend on the factors
+    results = scenario.evaluate()  # memory results (batch_running, prefill tokens) do not depend on the factors
     probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens),
                    float(results["max_requests_shared_prefix"]),
-                   float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0)
+                   float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0,
+                   float(results["batch_running"]))
     _PROBES[id(scenario)] = (scenario, probe)
     if len(_PROBES) > 4096:
         _PROBES.clear()
@@ -311,7 +315,9 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
         concurrency = math.inf  # overloaded: the engine runs at its largest batch
     else:
         concurrency = obs.concurrency if obs.concurrency is not None else math.inf
-    b = min(concurrency, p.batch_max)
+    # Users in flight with their phases spread run up to ``batch_running``; an offline wave (all at once, in
+    # step) holds whole contexts at its end, so B_max.
+    b = min(concurrency, p.batch_max if math.isinf(concurrency) else max(p.batch_running, p.batch_max))
     if b < 1:
         raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
     step = p.decode(b)

@@ -49,7 +49,7 @@ from capacity.model.analysis import INPUTS
 from capacity.model.scenario import Results
 from capacity.planning.sizing import (
     check_plan,
-    layout_scenarios,
+    compared_layouts,
     order,
     promise_goodput,
     replicas_for,
@@ -67,7 +67,9 @@ COLUMNS = ["gpu", "tensor_parallel", "mode", "gpus_per_replica", "replicas", "pr
            "gpus", "price_per_gpu_hour", "cost_per_hour", "replica_rps", "load_per_replica_rps", "tpot_at_design_s",
            "ttft_at_design_s", "input_share", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
            "cost_per_million_tokens", "cost_per_million_all_tokens", "goodput_limit", "meets_slo", "rank", "pareto",
-           "problem", "users_per_replica", "replica_users"]
+           "problem", "users_per_replica", "replica_users", "attention_data_parallel", "expert_parallel",
+           "prefill_gpu", "prefill_tensor_parallel", "prefill_attention_data_parallel", "prefill_expert_parallel",
+           "prefill_gpus_per_replica", "prefill_price_per_gpu_hour"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,26 +128,32 @@ def fleet_for_load(results: Results, target_rps: float, peak_factor: float = 1.0
 
 
 def layouts(scenario: Mapping[str, Any], gpus: Iterable[str] | None = None,
-            tensor_parallel: Iterable[int] = TENSOR_PARALLEL) -> tuple[pd.DataFrame, pd.DataFrame]:
+            tensor_parallel: Iterable[int] = TENSOR_PARALLEL, modes: Iterable[str] = MODES,
+            prefill_gpus: Iterable[str] | None = None, decode_gpus: Iterable[str] | None = None,
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flat inputs of the scenario on each GPU type and tensor-parallel size that holds the model.
 
     ``gpus``: catalog names (their own figures and prices; the scenario's pipeline stages kept; the scenario's own
-    GPU keeps its figures and price), or None for the scenario's own GPU (``sizing.layout_scenarios``). Returns
-    (inputs, skipped): one row per layout with ``gpu`` and ``tensor_parallel`` columns, and the layouts that do not
-    build with the reason in ``problem``. Scenarios sized per class (a percentile promise or workload classes) carry
-    ``promise_goodput_rps``, a colocated replica's goodput at the promises' percentile (``sizing.promise_goodput``).
+    GPU keeps its figures and price), or None for the scenario's own GPU (``sizing.compared_layouts``, MoE models also
+    with attention data and expert parallel sizes; where ``modes`` has ``split``, each split pool's own layouts,
+    ``prefill_gpus`` / ``decode_gpus``). Returns (inputs, skipped): one row per layout with ``gpu``,
+    ``tensor_parallel``, ``role`` (``sizing.ROLES``) and ``stated_pool`` (``prefill`` / ``decode`` for the stated
+    split pools, else '') columns, and the layouts that do not build with the reason in ``problem``. Scenarios sized
+    per class (a percentile promise or workload classes) carry ``promise_goodput_rps``, a colocated replica's goodput
+    at the promises' percentile (``sizing.promise_goodput``).
     """
     import pandas as pd
 
-    built, skipped = layout_scenarios(scenario, gpus, tensor_parallel)
+    lay = compared_layouts(scenario, modes, tensor_parallel, gpus, prefill_gpus, decode_gpus)
+    stated = dict(zip(lay.pair, ("prefill", "decode"), strict=True)) if lay.pair else {}
     rows = []
-    for label, tp, s in built:
-        row = {"gpu": label, "tensor_parallel": tp, **s.inputs()}
+    for i, ((label, tp, s), role) in enumerate(zip(lay.built, lay.roles, strict=True)):
+        row = {"gpu": label, "tensor_parallel": tp, "role": role, "stated_pool": stated.get(i, ""), **s.inputs()}
         promised = promise_goodput(s)
         if promised is not None:
             row["promise_goodput_rps"] = promised.rate_rps
         rows.append(row)
-    return pd.DataFrame(rows), pd.DataFrame(skipped, columns=["gpu", "tensor_parallel", "problem"])
+    return pd.DataFrame(rows), pd.DataFrame(lay.skipped, columns=["gpu", "tensor_parallel", "problem"])
 
 
 def size_layouts(inputs: pd.DataFrame, design_rps: float, headroom: float = 0.0, modes: Iterable[str] = MODES,
@@ -153,7 +161,8 @@ def size_layouts(inputs: pd.DataFrame, design_rps: float, headroom: float = 0.0,
     """GPUs, cost and latency at the design load for every row of ``inputs`` (``layouts``) and serving mode:
     ``sizing.size_options`` as a table. ``target`` (requests/s, default the design load) is the load the costs per
     token are taken at. ``users``: the design load and target are users in flight (a closed loop,
-    ``sizing.size_user_options``: colocated serving only)."""
+    ``sizing.size_user_options``: colocated serving only). A split's ``gpu`` and ``tensor_parallel`` are its decode
+    pool's, ``prefill_*`` its prefill pool's."""
     import pandas as pd
 
     if inputs.empty:
@@ -164,11 +173,46 @@ def size_layouts(inputs: pd.DataFrame, design_rps: float, headroom: float = 0.0,
         values = size_user_options(x, design_rps, headroom, target)
         values.pop("served_rps"), values.pop("binding")
     else:
-        values = size_options(x, design_rps, headroom, modes, target, promise)
+        roles = inputs["role"].tolist() if "role" in inputs else None
+        stated = inputs["stated_pool"].tolist() if "stated_pool" in inputs else []
+        pairs = [(stated.index("prefill"), stated.index("decode"))] if "prefill" in stated else []
+        values = size_options(x, design_rps, headroom, modes, target, promise, roles=roles, pairs=pairs)
     layout = values.pop("layout")
+    prefill = np.asarray(values.pop("prefill_layout", np.full(len(layout), -1)), dtype=int)
+    has = prefill >= 0
+    at = np.where(has, prefill, 0)
+
+    def pick(column: str, source: str | None = None) -> np.ndarray:
+        data = inputs[source or column].to_numpy()
+        return np.where(has, data[at], None if data.dtype == object else np.nan)
+
     table = pd.DataFrame({"gpu": inputs["gpu"].to_numpy()[layout],
-                          "tensor_parallel": inputs["tensor_parallel"].to_numpy()[layout], **values})
+                          "tensor_parallel": inputs["tensor_parallel"].to_numpy()[layout], **values,
+                          "attention_data_parallel": inputs["attention_data_parallel"].to_numpy()[layout],
+                          "expert_parallel": inputs["expert_parallel"].to_numpy()[layout],
+                          "prefill_gpu": pick("gpu"), "prefill_tensor_parallel": pick("tensor_parallel"),
+                          "prefill_attention_data_parallel": pick("attention_data_parallel"),
+                          "prefill_expert_parallel": pick("expert_parallel")})
     return table
+
+
+def layout_text(row: Mapping[str, Any]) -> tuple[str, str]:
+    """(GPU, layout) of a fleet row in short: ``('h200', 'TP2')``, an MoE layout ``('gb200', 'TP1xDP4 EP4')``, split
+    pools ``('l40s/h200', 'P TP1 / D TP2')`` (the prefill pool's first)."""
+    def one(tp: Any, dp: Any, ep: Any) -> str:
+        def whole(v: Any) -> int:
+            return int(v) if isinstance(v, (int, float)) and math.isfinite(v) else 1
+
+        words = f"TP{whole(tp)}" + (f"xDP{whole(dp)}" if whole(dp) > 1 else "")
+        return words + (f" EP{whole(ep)}" if whole(ep) > 1 else "")
+
+    gpu = str(row["gpu"])
+    decode = one(row["tensor_parallel"], row.get("attention_data_parallel"), row.get("expert_parallel"))
+    if row.get("mode") != "split":
+        return gpu, decode
+    prefill = one(row.get("prefill_tensor_parallel"), row.get("prefill_attention_data_parallel"),
+                  row.get("prefill_expert_parallel"))
+    return f"{row.get('prefill_gpu')}/{gpu}", f"P {prefill} / D {decode}"
 
 
 def rank(table: pd.DataFrame) -> pd.DataFrame:
@@ -205,8 +249,13 @@ def pareto_front(table: pd.DataFrame, cost: str = "cost_per_hour", latency: str 
 def fleet_options(scenario: Mapping[str, Any], target: float | None = None, tokens_per_day: float | None = None,
                   peak_factor: float = 1.0, headroom: float = 0.0, gpus: Iterable[str] | None = None,
                   tensor_parallel: Iterable[int] = TENSOR_PARALLEL, modes: Iterable[str] = MODES,
-                  users: float | None = None) -> pd.DataFrame:
+                  users: float | None = None, prefill_gpus: Iterable[str] | None = None,
+                  decode_gpus: Iterable[str] | None = None) -> pd.DataFrame:
     """Every (GPU, tensor parallel, serving mode) option for a target load, ranked, with the Pareto front.
+
+    ``split`` among ``modes`` adds split pools, each pool on its own GPU type and layout (``sizing.split_rows``: each
+    decode layout with the cheapest prefill pool; a scenario's ``pools`` section gives each pool's GPU, else
+    ``prefill_gpus`` / ``decode_gpus``, else the layouts of ``gpus``).
 
     ``scenario`` is a scenario mapping (YAML as loaded); its promises and workload shape apply to every
     option. ``target`` in requests/s or ``tokens_per_day`` (input + output); design load = target x peak.
@@ -227,7 +276,7 @@ def fleet_options(scenario: Mapping[str, Any], target: float | None = None, toke
                           float(workload.get("output_tokens", 0) or 0))
         closed = {**scenario, "workload": {k: v for k, v in workload.items() if k not in ("concurrency", "think_time")}}
     check_plan(base, peak_factor, headroom)
-    inputs, skipped = layouts(closed, gpus, tensor_parallel)
+    inputs, skipped = layouts(closed, gpus, tensor_parallel, modes, prefill_gpus, decode_gpus)
     table = rank(size_layouts(inputs, base * peak_factor, headroom, modes, target=base, users=users is not None))
     table["pareto"] = pareto_front(table.where(table["meets_slo"]))
     skipped = skipped.assign(mode="", meets_slo=False, pareto=False)
@@ -236,5 +285,6 @@ def fleet_options(scenario: Mapping[str, Any], target: float | None = None, toke
     return table.reindex(columns=COLUMNS)
 
 
-__all__ = ["COLUMNS", "MODES", "FleetSize", "fleet_for_load", "fleet_options", "layouts", "pareto_front", "rank",
+__all__ = ["COLUMNS", "MODES", "FleetSize", "fleet_for_load", "fleet_options", "layout_text", "layouts", "pareto_front",
+           "rank",
            "replicas_for", "size_layouts", "target_rps", "tokens_per_day"]

@@ -45,7 +45,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any
 
 from capacity.errors import ScenarioError, clean_line
@@ -70,7 +70,10 @@ CEILING_MARGIN = 0.2
 class Setting:
     """Engine settings of one replica: GPU type (None: the scenario's), tensor parallel, batch cap, token
     budget of an iteration, chunked prefill; ``separate_pools``: prefill-only and decode-only replicas (chunked
-    prefill off, the token budget unused)."""
+    prefill off, the token budget unused). An MoE model's layout: ``attention_data_parallel`` ranks and
+    ``expert_parallel`` GPUs. Split pools (``prefill_tensor_parallel`` > 0, with ``separate_pools``): the prefill
+    pool on its own GPU type (``prefill_gpu``, None: the scenario's) and layout (``prefill_*``), the decode pool on
+    ``gpu`` and ``tensor_parallel`` (the scenario's ``pools`` section, ``model.split_pools``)."""
 
     gpu: str | None
     tensor_parallel: int
@@ -78,9 +81,29 @@ class Setting:
     max_batched_tokens: int
     chunked_prefill: bool
     separate_pools: bool = False
+    attention_data_parallel: int = 1
+    expert_parallel: int = 1
+    prefill_gpu: str | None = None
+    prefill_tensor_parallel: int = 0
+    prefill_attention_data_parallel: int = 1
+    prefill_expert_parallel: int = 1
+
+    @property
+    def split(self) -> bool:
+        """Prefill and decode pools each on its own layout."""
+        return self.separate_pools and self.prefill_tensor_parallel > 0
 
     def label(self) -> str:
-        head = f"{self.gpu or 'scenario GPU'} x{self.tensor_parallel}, max_num_seqs {self.max_num_seqs or 'none'}, "
+        def layout(gpu: str | None, tp: int, dp: int, ep: int) -> str:
+            words = f"{gpu or 'scenario GPU'} x{tp}" + (f" dp{dp}" if dp > 1 else "")
+            return words + (f" ep{ep}" if ep > 1 else "")
+
+        own = layout(self.gpu, self.tensor_parallel, self.attention_data_parallel, self.expert_parallel)
+        if self.split:
+            prefill = layout(self.prefill_gpu, self.prefill_tensor_parallel, self.prefill_attention_data_parallel,
+                             self.prefill_expert_parallel)
+            return f"split pools: prefill {prefill}, decode {own}, max_num_seqs {self.max_num_seqs or 'none'}"
+        head = f"{own}, max_num_seqs {self.max_num_seqs or 'none'}, "
         if self.separate_pools:
             return head + "separate prefill and decode pools"
         return head + f"max_batched_tokens {self.max_batched_tokens}, chunked {'on' if self.chunked_prefill else 'off'}"
@@ -97,6 +120,9 @@ class Candidate:
     start_replicas: int
     min_replicas: int
     evaluation: Any = field(default=None, repr=False, compare=False)
+    prefill_gpus_per_replica: int = 0       # split pools: GPUs of a prefill replica
+    prefill_price_per_hour: float | None = None
+    prefill_share: float = 0.0              # split pools: prefill replicas' ideal share, λ_d / (λ_p + λ_d)
 
 
 @dataclass
@@ -130,21 +156,39 @@ class SearchResult:
 # --- building a configuration ----------------------------------------------------------------------------------
 
 def scenario_data(raw: Mapping[str, Any], setting: Setting) -> dict[str, Any]:
-    """The scenario mapping of ``raw`` with the setting's GPU, tensor parallel and serving settings."""
+    """The scenario mapping of ``raw`` with the setting's GPU, tensor parallel and serving settings (an MoE layout's
+    ``serving.attention_data_parallel`` and ``expert_parallel``); split pools get a ``pools`` section of the two
+    layouts (their workers are the simulation's replicas), other settings none."""
     data = copy.deepcopy(dict(raw))
+    data.pop("pools", None)
     base_gpu = data.get("gpu")
     base = dict(base_gpu) if isinstance(base_gpu, Mapping) else {"name": base_gpu}
-    gpu = dict(base) if setting.gpu is None else {"name": setting.gpu,
-                                                   "pipeline_parallel": base.get("pipeline_parallel", 1)}
-    gpu.pop("replicas", None)
-    gpu["count"] = int(setting.tensor_parallel)
-    data["gpu"] = gpu
-    serving = dict(data.get("serving") or {})
+
+    def gpu_of(name: str | None, tp: int) -> dict[str, Any]:
+        gpu = dict(base) if name is None else {"name": name, "pipeline_parallel": base.get("pipeline_parallel", 1)}
+        gpu.pop("replicas", None)
+        gpu["count"] = int(tp)
+        return gpu
+
+    data["gpu"] = gpu_of(setting.gpu, setting.tensor_parallel)
+    serving = {k: v for k, v in dict(data.get("serving") or {}).items() if k != "moe_tensor_parallel"}
     serving.pop("max_num_seqs", None)
     if setting.max_num_seqs is not None:
         serving["max_num_seqs"] = int(setting.max_num_seqs)
     serving["max_batched_tokens"] = int(setting.max_batched_tokens)
+    for key, value in (("attention_data_parallel", setting.attention_data_parallel),
+                       ("expert_parallel", setting.expert_parallel)):
+        if value > 1:
+            serving[key] = int(value)
+        else:
+            serving.pop(key, None)
     data["serving"] = serving
+    if setting.split:
+        moe = {k: int(v) for k, v in (("attention_data_parallel", setting.prefill_attention_data_parallel),
+                                        ("expert_parallel", setting.prefill_expert_parallel))}
+        data["pools"] = {"prefill": {"gpu": gpu_of(setting.prefill_gpu, setting.prefill_tensor_parallel),
+                                     "serving": moe},
+                         "decode": {}}
     simulation = dict(data.get("simulation") or {})
     simulation.pop("max_num_seqs", None)  # the setting's cap, through serving.max_num_seqs
     simulation.update({"chunked_prefill": setting.chunked_prefill, "max_batched_tokens": setting.max_batched_tokens,
@@ -153,27 +197,52 @@ def scenario_data(raw: Mapping[str, Any], setting: Setting) -> dict[str, Any]:
     return data
 
 
+#: An MoE layout of a tensor-parallel size: (attention data parallel, expert parallel) pairs
+#: (``sizing.moe_parallel_sizes``); None for a dense model: (1, 1) alone.
+Layouts = Mapping[int, Sequence[tuple[int, int]]] | None
+
+
+def _layouts_of(tensor_parallel: Iterable[int], moe: Layouts) -> list[tuple[int, int, int]]:
+    return [(tp, dp, ep) for tp in tensor_parallel for dp, ep in ((moe or {}).get(tp) or [(1, 1)])]
+
+
 def settings_grid(gpus: Sequence[str | None], tensor_parallel: Iterable[int], max_num_seqs: Iterable[int | None],
                   max_batched_tokens: Iterable[int], chunked: Iterable[bool],
-                  separate_pools: Iterable[bool] = (False,)) -> list[Setting]:
+                  separate_pools: Iterable[bool] = (False,), moe: Layouts = None,
+                  prefill_gpus: Sequence[str | None] = (), prefill_tensor_parallel: Iterable[int] = ()
+                  ) -> list[Setting]:
     """Every combination, in the order given; a separate-pools setting once per GPU, tensor parallel and batch cap
-    (chunked prefill off, the first token budget: neither applies to it)."""
+    (chunked prefill off, the first token budget: neither applies to it). ``moe``: per TP, the attention data and
+    expert parallel sizes an MoE model tries (each a layout of its own). ``prefill_gpus`` and
+    ``prefill_tensor_parallel`` (both given): split-pool settings too, every prefill layout with every decode
+    layout and batch cap (the batch cap is the decode pool's)."""
     budgets, modes, pools = list(max_batched_tokens), list(chunked), list(separate_pools)
+    tps = list(tensor_parallel)
     out: list[Setting] = []
-    for gpu, tp, seqs in itertools.product(gpus, tensor_parallel, max_num_seqs):
+    for gpu, (tp, dp, ep), seqs in itertools.product(gpus, _layouts_of(tps, moe), max_num_seqs):
+        moe_of = {"attention_data_parallel": dp, "expert_parallel": ep}
         if False in pools:
-            out += [Setting(gpu, tp, seqs, budget, mode) for budget, mode in itertools.product(budgets, modes)]
+            out += [Setting(gpu, tp, seqs, budget, mode, **moe_of) for budget, mode in itertools.product(budgets,
+                                                                                                         modes)]
         if True in pools:
-            out.append(Setting(gpu, tp, seqs, budgets[0], False, True))
+            out.append(Setting(gpu, tp, seqs, budgets[0], False, True, **moe_of))
+    prefill_tps = list(prefill_tensor_parallel)
+    if prefill_gpus and prefill_tps:
+        for (p_gpu, (p_tp, p_dp, p_ep)), (gpu, (tp, dp, ep)), seqs in itertools.product(
+                itertools.product(prefill_gpus, _layouts_of(prefill_tps, moe)),
+                itertools.product(gpus, _layouts_of(tps, moe)), max_num_seqs):
+            out.append(Setting(gpu, tp, seqs, budgets[0], False, True, dp, ep, p_gpu, p_tp, p_dp, p_ep))
     return out
 
 
 def grid_size(gpus: int, tensor_parallel: int, max_num_seqs: int, max_batched_tokens: int, chunked: int,
-              separate_pools: Iterable[bool] = (False,)) -> int:
-    """How many settings ``settings_grid`` makes of lists of these lengths, without making them."""
+              separate_pools: Iterable[bool] = (False,), prefill_layouts: int = 0, layouts_per_tp: float = 1.0) -> int:
+    """How many settings ``settings_grid`` makes of lists of these lengths, without making them (``prefill_layouts``:
+    prefill GPU types x sizes of split pools; ``layouts_per_tp``: MoE layouts per TP, on average)."""
     pools = list(separate_pools)
     per_cap = (max_batched_tokens * chunked if False in pools else 0) + (1 if True in pools else 0)
-    return gpus * tensor_parallel * max_num_seqs * per_cap
+    layouts = round(gpus * tensor_parallel * layouts_per_tp)
+    return layouts * max_num_seqs * per_cap + round(prefill_layouts * layouts_per_tp) * layouts * max_num_seqs
 
 
 def pool_split(replicas: int, prefill_share: float) -> tuple[int, int]:
@@ -217,17 +286,36 @@ def prune(raw: Mapping[str, Any], settings: Sequence[Setting], rate_rps: float,
         if slo.tpot_s is not None and floor_tpot > slo.tpot_s:
             drop(f"one sequence alone decodes at {floor_tpot * 1e3:.3g} ms per token, over the TPOT promise")
             continue
-        if slo.ttft_s is not None and config.prompt_tokens.kind == "fixed" and float(r["prefill_s"]) > slo.ttft_s:
-            drop(f"the prefill alone takes {float(r['prefill_s']) * 1e3:.3g} ms, over the TTFT promise")
+        prefill_r = r
+        if setting.split:  # the prefill pool's own scenario sets the prompt's time
+            from capacity.model.split_pools import pool_scenarios
+
+            pair = pool_scenarios(scenario.raw)
+            prefill_r = pair.prefill.evaluate()
+        fixed = config.prompt_tokens.kind == "fixed"
+        if slo.ttft_s is not None and fixed and float(prefill_r["prefill_s"]) > slo.ttft_s:
+            drop(f"the prefill alone takes {float(prefill_r['prefill_s']) * 1e3:.3g} ms, over the TTFT promise")
             continue
         cap = setting.max_num_seqs if setting.max_num_seqs is not None and setting.max_num_seqs < kv_batch else None
-        key = (setting.gpu, setting.tensor_parallel, cap, setting.max_batched_tokens, setting.chunked_prefill,
-               setting.separate_pools)
+        key = (*astuple(setting)[:2], cap, *astuple(setting)[3:])  # the setting with the cap that binds
         if key in seen:
             drop(f"the KV pool holds {kv_batch} requests: same engine as max_num_seqs {seen[key].max_num_seqs}")
             continue
         seen[key] = setting
         gpus = int(r["gpus_per_replica"])
+        split: dict[str, Any] = {}
+        if setting.split:  # each pool at its own rate: P = ceil(rate / λ_p), D = ceil(rate / λ_d) to start with
+            prefill_rps, decode_rps = float(prefill_r["disagg_prefill_rps"]), float(r["disagg_decode_rps"])
+            if not (prefill_rps > 0 and decode_rps > 0):
+                drop("the analytic model finds no load that keeps the promises")
+                continue
+            start = int(replicas_for(rate_rps, prefill_rps) + replicas_for(rate_rps, decode_rps))
+            split = {"prefill_gpus_per_replica": int(prefill_r["gpus_per_replica"]),
+                     "prefill_price_per_hour": pair.prefill.gpu.price_per_hour,
+                     "prefill_share": decode_rps / (prefill_rps + decode_rps)}
+            kept.append(Candidate(setting, gpus, scenario.gpu.price_per_hour, min(max(start, 2), MAX_REPLICAS), 2, r,
+                                  **split))
+            continue
         if setting.separate_pools:  # per replica of the fleet in the ideal ratio; at least one of each pool
             goodput = ceiling = float(r["disagg_goodput_per_gpu_rps"]) * gpus
         else:
@@ -294,11 +382,13 @@ def start_worker(event_loop: str = "auto", lock: Any = None) -> None:
 
 def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, percentile: float,
                        base_dir: str | None = None, overrides: Mapping[str, Any] | None = None,
-                       event_loop: str = "auto", evaluation: Any = None) -> dict[str, Any]:
+                       event_loop: str = "auto", evaluation: Any = None,
+                       prefill_share: float | None = None) -> dict[str, Any]:
     """Simulate ``replicas`` replicas of ``setting`` under the scenario's request stream; the percentiles and
     whether they keep the promises. A plain function of picklable arguments: any executor can run it.
     ``event_loop``: as ``event_loop_for_search`` resolves it (the results are the same with either loop);
-    ``evaluation``: the setting's ``Scenario.evaluate()`` where the caller has it (``Candidate.evaluation``)."""
+    ``evaluation``: the setting's ``Scenario.evaluate()`` where the caller has it (``Candidate.evaluation``);
+    ``prefill_share``: split pools' prefill share of the replicas (``Candidate.prefill_share``)."""
     import numpy as np
 
     from capacity.model.scenario import Scenario
@@ -308,7 +398,16 @@ def simulate_candidate(raw: Mapping[str, Any], setting: Setting, replicas: int, 
     began = time.perf_counter()
     scenario = Scenario.from_dict(scenario_data(raw, setting)) if evaluation is None else evaluation.scenario
     prefill, decode = 0, int(replicas)
-    if setting.separate_pools:
+    if setting.split:  # the candidate's ideal share (``prune``), else the two pools' analytic rates
+        if prefill_share is None:
+            from capacity.model.split_pools import pool_scenarios
+
+            pools = pool_scenarios(scenario.raw)
+            p_rps = float(pools.prefill.evaluate()["disagg_prefill_rps"])
+            d_rps = float(pools.decode.evaluate()["disagg_decode_rps"])
+            prefill_share = d_rps / (p_rps + d_rps)
+        prefill, decode = pool_split(int(replicas), prefill_share)
+    elif setting.separate_pools:
         evaluation = evaluation if evaluation is not None else scenario.evaluate()
         prefill, decode = pool_split(int(replicas), float(evaluation["disagg_prefill_share"]))
     times, loop = simulate_times(scenario, base_dir=base_dir, event_loop=event_loop_for_search(event_loop),
@@ -415,8 +514,8 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
         while ready and len(pending) < slots:
             take = 1 if executor is None else min(MAX_BATCH, max(1, -(-len(ready) // slots)))
             group = [ready.popleft() for _ in range(min(take, len(ready)))]
-            tasks = [(raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation)
-                     for s in group]
+            tasks = [(raw, s.c.setting, s.next, percentile, base_dir, None, event_loop, s.c.evaluation,
+                      s.c.prefill_share if s.c.setting.split else None) for s in group]
             if executor is None:
                 future: cf.Future = cf.Future()
                 future.set_result(simulate_many(tasks))
@@ -433,7 +532,7 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
             raise ScenarioError(f"no simulation result within {result_timeout_s:g} s: are the cluster's workers "
                                 f"alive?") from None
         for s, run in zip(pending.pop(future), future.result(), strict=True):
-            runs.append({**asdict(s.c.setting), **run, **_cost(s.c, run["replicas"])})
+            runs.append({**asdict(s.c.setting), **run, **_cost(s.c, run["replicas"], run["prefill_replicas"])})
             first_run.setdefault((s.c.setting, run["replicas"]), runs[-1])
             s.record(run["replicas"], run["meets"])
             if s.next is not None:
@@ -452,10 +551,19 @@ def search(raw: Mapping[str, Any], settings: Sequence[Setting], percentile: floa
     return SearchResult(runs, pruned, percentile, rate, objective, time.perf_counter() - began, workers, best)
 
 
-def _cost(c: Candidate, replicas: int) -> dict[str, Any]:
-    gpus = c.gpus_per_replica * replicas
+def _cost(c: Candidate, replicas: int, prefill: int = 0) -> dict[str, Any]:
+    """GPUs and cost per hour of ``replicas`` replicas of a candidate; split pools: ``prefill`` of them on the
+    prefill pool's layout, ``P g_p c_p + D g_d c_d``."""
+    if not c.setting.split:
+        gpus = c.gpus_per_replica * replicas
+        return {"gpus": gpus, "price_per_gpu_hour": c.price_per_hour,
+                "cost_per_hour": None if c.price_per_hour is None else gpus * c.price_per_hour}
+    decode = replicas - prefill
+    gpus = prefill * c.prefill_gpus_per_replica + decode * c.gpus_per_replica
+    priced = c.price_per_hour is not None and c.prefill_price_per_hour is not None
     return {"gpus": gpus, "price_per_gpu_hour": c.price_per_hour,
-            "cost_per_hour": None if c.price_per_hour is None else gpus * c.price_per_hour}
+            "cost_per_hour": prefill * c.prefill_gpus_per_replica * c.prefill_price_per_hour
+            + decode * c.gpus_per_replica * c.price_per_hour if priced else None}
 
 
 def _mark_front(rows: list[dict[str, Any]], objective: str) -> None:

@@ -142,8 +142,8 @@ def closed_loop_validation(scenario: Scenario, fractions: tuple[float, ...] = (0
     inputs = {**scenario.inputs(), "think_time_s": think_time_s}
     model, mem, prefill, ceiling = replica_stages(inputs)
     a = scenario.workload.output_tokens
-    grid = np.arange(1, int(2 * float(mem.batch_max)) + 1, dtype=float)
-    curve = closed_loop(model, prefill, a, mem.batch_max, ceiling, grid, think_time_s)
+    grid = np.arange(1, int(2 * float(mem.batch_running)) + 1, dtype=float)
+    curve = closed_loop(model, prefill, a, mem.batch_running, ceiling, grid, think_time_s)
     low, high = max(1, round(a * (1 - output_spread))), round(a * (1 + output_spread))
     rows = []
     for fraction in fractions:

@@ -48,8 +48,9 @@ from typing import Any
 import numpy as np
 
 from capacity.errors import ScenarioError
-from capacity.formulas import slo
+from capacity.formulas import power, slo
 from capacity.inputs import catalog
+from capacity.inputs.specs import ALL_FLEET_MODES as ALL_MODES
 from capacity.inputs.specs import FLEET_MODES as MODES
 from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 from capacity.model.analysis import analyse
@@ -65,7 +66,8 @@ OVERLOAD_NOTE = "the arrival rate exceeds what the GPU can decode"
 
 #: Words for the serving modes.
 MODE_WORDS = {"colocated": "prefill and decode on the same GPUs", "chunked": "chunked prefill",
-              "disaggregated": "separate prefill and decode pools"}
+              "disaggregated": "separate prefill and decode pools",
+              "split": "separate prefill and decode pools, each on its own layout"}
 
 
 def replicas_for(design_rps: float | np.ndarray, replica_rps: float | np.ndarray,
@@ -90,8 +92,39 @@ def check_plan(target: float, peak_factor: float, headroom: float) -> None:
 
 # --- layouts: the scenario on other tensor-parallel sizes ---------------------------------------------------------
 
+#: Attention data-parallel ranks the layouts of a mixture-of-experts model try beside tensor parallelism [ranks].
+ATTENTION_DATA_PARALLEL = (1, 2, 4, 8)
+
+
+def moe_parallel_sizes(tensor_parallel: int, budget: int, stated: tuple[int, int] = (1, 1)
+                       ) -> list[tuple[int, int]]:
+    """(attention data parallel, expert parallel) pairs one tensor-parallel size of an MoE model is tried with.
+
+    ``dp`` from ``ATTENTION_DATA_PARALLEL`` (and the stated one) while the replica's ``tp x dp`` GPUs stay within
+    ``budget`` (the largest GPU count the layouts try); ``ep`` 1 (every GPU holds every expert, split by tensor
+    parallelism) or ``tp x dp`` (each GPU its share of the experts, as vLLM's ``--enable-expert-parallel`` and
+    SGLang's DeepSeek deployments run them), and the stated ``ep`` where it divides ``tp x dp``. The stated pair
+    first; the scenario checks (``checks.input_problems``) refuse what the model does not allow.
+    """
+    dp0, ep0 = stated
+    out = [(dp0, ep0)]
+    for dp in dict.fromkeys((dp0, *ATTENTION_DATA_PARALLEL)):
+        stage = tensor_parallel * dp
+        if stage > budget and dp != dp0:
+            continue
+        for ep in dict.fromkeys((ep0, 1, stage)):
+            if stage % ep == 0 and (dp, ep) not in out:
+                out.append((dp, ep))
+    return out
+
+
+def _is_moe(scenario: Scenario) -> bool:
+    m = scenario.model
+    return m.experts > m.experts_per_token > 0
+
+
 def layout_scenarios(mapping: Mapping[str, Any], gpus: Iterable[str] | None = None,
-                     tensor_parallel: Iterable[int] = TENSOR_PARALLEL
+                     tensor_parallel: Iterable[int] = TENSOR_PARALLEL, vary_moe: bool = True
                      ) -> tuple[list[tuple[str, int, Scenario]], list[dict[str, Any]]]:
     """The scenario on each GPU type and tensor-parallel size: ``([(gpu label, tp, Scenario)], skipped)``.
 
@@ -99,26 +132,80 @@ def layout_scenarios(mapping: Mapping[str, Any], gpus: Iterable[str] | None = No
     key or alias) keeps the scenario's figures and price: one price for the same GPUs. Other names take their catalog
     figures and price, the scenario's pipeline stages kept. ``skipped`` lists the layouts that do not build, with the
     reason in ``problem``.
+
+    A mixture-of-experts model (``vary_moe``) is also tried at each tensor-parallel size with the attention
+    data-parallel and expert-parallel sizes of ``moe_parallel_sizes`` (``serving.attention_data_parallel``,
+    ``serving.expert_parallel``; a layout's GPUs are ``tp x dp x pp``), within the largest GPU count tried: the
+    model's heads need not divide a data-parallel layout's GPUs. The stated sizes come first at each TP; a variant
+    the model does not allow is left out without a reason (the stated one's reason stands for its TP).
     """
     base_gpu = mapping.get("gpu")
     base = dict(base_gpu) if isinstance(base_gpu, Mapping) else {"name": base_gpu}
     own = _catalog_key(base.get("name"))
     names = [None] if gpus is None else list(gpus)
+    sizes = list(dict.fromkeys(int(t) for t in tensor_parallel))
+    serving = mapping.get("serving") if isinstance(mapping.get("serving"), Mapping) else {}
+    stated = (_whole(serving.get("attention_data_parallel")), _whole(serving.get("expert_parallel")))
+    budget = max([*sizes, int(base.get("count", 1)) * stated[0] if isinstance(base.get("count", 1), int) else 1])
     built, skipped = [], []
     for name in names:
         same = name is None or (own is not None and _catalog_key(name) == own)
-        for tp in dict.fromkeys(int(t) for t in tensor_parallel):
+        label = name or str(base.get("name") or "scenario GPU")
+        for tp in sizes:
             data = copy.deepcopy(dict(mapping))
             gpu = dict(base) if same else {"name": name, "pipeline_parallel": base.get("pipeline_parallel", 1)}
             gpu.pop("replicas", None)
             gpu["count"] = tp
             data["gpu"] = gpu
-            label = name or str(base.get("name") or "scenario GPU")
+            problem, moe = None, False
             try:
-                built.append((label, tp, Scenario.from_dict(data)))
+                first = Scenario.from_dict(data)
+                built.append((label, tp, first))
+                moe = _is_moe(first)
             except ScenarioError as exc:
-                skipped.append({"gpu": label, "tensor_parallel": tp, "problem": "; ".join(exc.problems)})
+                problem = "; ".join(exc.problems)
+                moe = vary_moe and _moe_mapping(data)
+            if vary_moe and moe:
+                variants = _moe_variants(data, tp, budget, stated)
+                built += [(label, tp, v) for v in variants]
+                if variants:
+                    problem = None
+            if problem is not None:
+                skipped.append({"gpu": label, "tensor_parallel": tp, "problem": problem})
     return built, skipped
+
+
+def _whole(value: Any) -> int:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
+def _moe_mapping(data: Mapping[str, Any]) -> bool:
+    """Whether a scenario mapping (one that may not build) names a mixture-of-experts model."""
+    from capacity.inputs.specs import model_from_mapping
+
+    if data.get("model") is None:
+        return False
+    problems: list[str] = []
+    try:
+        model = model_from_mapping(data["model"], problems)
+    except (ScenarioError, TypeError, ValueError):
+        return False
+    return model is not None and not problems and model.experts > model.experts_per_token > 0
+
+
+def _moe_variants(data: Mapping[str, Any], tp: int, budget: int, stated: tuple[int, int]) -> list[Scenario]:
+    """The mapping at ``tp`` with each other (dp, ep) of ``moe_parallel_sizes`` that builds."""
+    out = []
+    for dp, ep in moe_parallel_sizes(tp, budget, stated)[1:]:
+        variant = copy.deepcopy(dict(data))
+        serving = {k: v for k, v in dict(variant.get("serving") or {}).items() if k != "moe_tensor_parallel"}
+        serving["attention_data_parallel"], serving["expert_parallel"] = dp, ep
+        variant["serving"] = serving
+        try:
+            out.append(Scenario.from_dict(variant))
+        except ScenarioError:
+            continue
+    return out
 
 
 def _catalog_key(name: Any) -> str | None:
@@ -251,53 +338,159 @@ def _option_rows(x: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], in
         x["output_tokens"])
 
 
+#: Layout roles (``size_options``' ``roles``): which rows a layout gives. ``all``: every mode, and either pool of a
+#: split; ``aggregated``: the one-pool modes and same-layout pools; ``prefill`` / ``decode``: that pool of a split.
+ROLES = ("all", "aggregated", "prefill", "decode")
+
+
 def size_options(x: Mapping[str, np.ndarray], design_rps: float, headroom: float = 0.0,
                  modes: Iterable[str] = MODES, target: float | None = None,
-                 promise_rps: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                 promise_rps: np.ndarray | None = None, roles: Iterable[str] | None = None,
+                 pairs: Iterable[tuple[int, int]] = ()) -> dict[str, np.ndarray]:
     """Replicas, GPUs, cost and latency at the design load for every layout row of ``x`` and serving mode.
 
     ``x``: flat inputs (``stack``), one row per layout. Rows come mode by mode, the layouts in order within each.
     ``target`` (requests/s, default the design load) is the load the costs per token are taken at.
     ``promise_rps``: per layout, a colocated replica's goodput at the promises' percentile (``promise_goodput``);
     where given (finite), the colocated rows use it and the other modes are not offered.
-    Keys: ``fleet.COLUMNS`` less the text labels, plus ``layout`` (the row of ``x``) and ``mode``.
+    ``roles``: per layout, one of ``ROLES`` (default ``all``): the one-pool modes and ``disaggregated`` size the
+    layouts of role ``all`` or ``aggregated``; ``split`` pairs a prefill pool (role ``all`` or ``prefill``) with a
+    decode pool (role ``all`` or ``decode``), each its own layout (``split_rows``); ``pairs``: (prefill, decode)
+    layout pairs ``split`` also sizes (the scenario's stated pools).
+    ``pools``: the ``disaggregated`` rows of every layout; ``decode_rps``: each layout's decode replica rate
+    (``disagg_decode_rps``), a split's ``replica_rps``; ``offered``: layouts whose pools are modelled (not sized at
+    a percentile).
+    Keys: ``fleet.COLUMNS`` less the text labels, plus ``layout`` (the row of ``x``; a split's decode pool),
+    ``prefill_layout`` (a split's prefill pool; the layout itself for ``disaggregated``, -1 for one pool) and ``mode``.
     """
     modes = list(modes)
-    unknown = set(modes) - set(MODES)
+    unknown = set(modes) - set(ALL_MODES)
     if unknown:
-        raise ValueError(f"unknown serving modes {sorted(unknown)}; use {', '.join(MODES)}")
+        raise ValueError(f"unknown serving modes {sorted(unknown)}; use {', '.join(ALL_MODES)}")
     target = design_rps if target is None else target
     r, n, g, price, p_tokens, a_tokens = _option_rows(x)
     percentile = (np.zeros(n, bool) if promise_rps is None
                   else np.isfinite(np.broadcast_to(np.asarray(promise_rps, float), (n,))))
+    role = np.full(n, "all", dtype=object) if roles is None else np.asarray(list(roles), dtype=object)
+    aggregated = np.isin(role, ("all", "aggregated"))
     parts = []
+    pools: dict[str, np.ndarray] | None = None
     for mode in modes:
-        out: dict[str, np.ndarray] = {"layout": np.arange(n), "mode": np.full(n, mode, dtype=object),
-                                      "gpus_per_replica": g, "price_per_gpu_hour": price}
+        if mode == "split":
+            pools = pools if pools is not None else _mode_rows("disaggregated", x, r, n, g, price, p_tokens,
+                                                               a_tokens, design_rps, headroom, target, promise_rps,
+                                                               percentile)
+            parts.append(split_rows(pools, np.broadcast_to(r["disagg_decode_rps"], (n,)), ~percentile, x, role,
+                                    design_rps, target, p_tokens, a_tokens, list(pairs),
+                                    skip_same="disaggregated" in modes))
+            continue
+        out = _mode_rows(mode, x, r, n, g, price, p_tokens, a_tokens, design_rps, headroom, target, promise_rps,
+                         percentile)
         if mode == "disaggregated":
-            decode = replicas_for(design_rps, r["disagg_decode_rps"], headroom)
-            prefill = replicas_for(design_rps, r["disagg_prefill_rps"], headroom)
-            out["replicas"], out["prefill_replicas"], out["decode_replicas"] = decode + prefill, prefill, decode
-            out["replica_rps"] = np.broadcast_to(r["disagg_goodput_per_gpu_rps"] * g, (n,))
-            out["goodput_limit"] = np.full(n, "pools", dtype=object)
-        else:
-            if mode == "colocated":
-                rate = np.broadcast_to(r["goodput_rps"], (n,)).astype(float)
-                if promise_rps is not None:
-                    rate = np.where(percentile, np.broadcast_to(np.asarray(promise_rps, float), (n,)), rate)
-                limit = np.asarray(["nothing_fits", "capacity", "tpot", "ttft"], dtype=object)[
-                    np.broadcast_to(r["goodput_limit"], (n,))]
-            else:
-                rate = np.broadcast_to(r["chunked_goodput_rps"], (n,)).astype(float)
-                limit = np.full(n, "chunked", dtype=object)
-            out["replicas"] = replicas_for(design_rps, rate, headroom)
-            out["prefill_replicas"] = out["decode_replicas"] = np.full(n, np.nan)
-            out["replica_rps"], out["goodput_limit"] = rate, limit
-        out["gpus"] = out["replicas"] * g
-        out["cost_per_hour"] = out["gpus"] * price
-        parts.append(_at_design(out, x, r, mode, design_rps, target, p_tokens, a_tokens, n,
-                                percentile if mode != "colocated" else np.zeros(n, bool)))
+            pools = out
+        parts.append(out if aggregated.all() else {k: np.asarray(v)[aggregated] for k, v in out.items()})
     return {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in parts[0]}
+
+
+def _mode_rows(mode: str, x: Mapping[str, np.ndarray], r: Mapping[str, np.ndarray], n: int, g: np.ndarray,
+               price: np.ndarray, p_tokens: np.ndarray, a_tokens: np.ndarray, design_rps: float, headroom: float,
+               target: float, promise_rps: np.ndarray | None, percentile: np.ndarray) -> dict[str, np.ndarray]:
+    """``size_options``' rows of one one-pool mode or same-layout pools, one per layout of ``x``."""
+    out: dict[str, np.ndarray] = {"layout": np.arange(n), "mode": np.full(n, mode, dtype=object),
+                                  "gpus_per_replica": g, "price_per_gpu_hour": price}
+    if mode == "disaggregated":
+        decode = replicas_for(design_rps, r["disagg_decode_rps"], headroom)
+        prefill = replicas_for(design_rps, r["disagg_prefill_rps"], headroom)
+        out["replicas"], out["prefill_replicas"], out["decode_replicas"] = decode + prefill, prefill, decode
+        out["replica_rps"] = np.broadcast_to(r["disagg_goodput_per_gpu_rps"] * g, (n,))
+        out["goodput_limit"] = np.full(n, "pools", dtype=object)
+        out["prefill_layout"] = np.arange(n)
+        out["prefill_gpus_per_replica"], out["prefill_price_per_gpu_hour"] = g, price
+    else:
+        if mode == "colocated":
+            rate = np.broadcast_to(r["goodput_rps"], (n,)).astype(float)
+            if promise_rps is not None:
+                rate = np.where(percentile, np.broadcast_to(np.asarray(promise_rps, float), (n,)), rate)
+            limit = np.asarray(["nothing_fits", "capacity", "tpot", "ttft"], dtype=object)[
+                np.broadcast_to(r["goodput_limit"], (n,))]
+        else:
+            rate = np.broadcast_to(r["chunked_goodput_rps"], (n,)).astype(float)
+            limit = np.full(n, "chunked", dtype=object)
+        out["replicas"] = replicas_for(design_rps, rate, headroom)
+        out["prefill_replicas"] = out["decode_replicas"] = np.full(n, np.nan)
+        out["replica_rps"], out["goodput_limit"] = rate, limit
+        out["prefill_layout"] = np.full(n, -1)
+        out["prefill_gpus_per_replica"] = out["prefill_price_per_gpu_hour"] = np.full(n, np.nan)
+    out["gpus"] = out["replicas"] * g
+    out["cost_per_hour"] = out["gpus"] * price
+    return _at_design(out, x, r, mode, design_rps, target, p_tokens, a_tokens, n,
+                      percentile if mode != "colocated" else np.zeros(n, bool))
+
+
+def split_rows(pools: Mapping[str, np.ndarray], decode_rps: np.ndarray, offered: np.ndarray,
+               x: Mapping[str, np.ndarray], role: np.ndarray, design: float,
+               target: float, p_tokens: np.ndarray, a_tokens: np.ndarray, pairs: list[tuple[int, int]] = (),
+               skip_same: bool = False) -> dict[str, np.ndarray]:
+    """Split pools, each on its own layout: for every decode layout, the cheapest prefill pool of any prefill
+    layout (and each of ``pairs``), from ``pools`` (the ``disaggregated`` rows of every layout, one per layout).
+
+    The two pools carry the whole design load D each, so they are sized apart (DistServe, OSDI 2024, section 3):
+    layout i's prefill pool needs ``P_i = ceil(D / (λ_p,i (1 - h)))`` replicas of g_i GPUs and keeps TTFT_i (its M/D/1
+    queue at D / P_i, KV transfer included); layout j's decode pool ``D_j = ceil(D / (λ_d,j (1 - h)))`` of g_j GPUs,
+    keeping TPOT_j at D / D_j. A split costs ``P_i g_i c_i + D_j g_j c_j`` per hour (c: each layout's price per
+    GPU-hour) and keeps the promises where TTFT_i and TPOT_j do. Its cheapest prefill pool is the same for every
+    decode pool (``order``: keeps the TTFT promise, cost, TTFT, GPUs), so pairing each decode layout with it holds
+    the cheapest split of all ``n_p x n_d`` pairs in ``n_d`` rows. ``skip_same``: leave out a pair of one layout
+    with itself (the ``disaggregated`` row says it). ``input_share``: the prefill pool's share of the cost (of the
+    GPUs without a price).
+    """
+    n = len(role)
+    prefill_ok_role = np.isin(role, ("all", "prefill"))
+    decode_ok_role = np.isin(role, ("all", "decode"))
+    g, price = np.asarray(pools["gpus_per_replica"], float), np.asarray(pools["price_per_gpu_hour"], float)
+    p_rep, d_rep = np.asarray(pools["prefill_replicas"], float), np.asarray(pools["decode_replicas"], float)
+    ttft, tpot = np.asarray(pools["ttft_at_design_s"], float), np.asarray(pools["tpot_at_design_s"], float)
+    ttft_slo = np.broadcast_to(x["ttft_slo_s"], (n,)).astype(float)
+    tpot_slo = np.broadcast_to(x["tpot_slo_s"], (n,)).astype(float)
+    p_gpus, d_gpus = p_rep * g, d_rep * g
+    p_cost, d_cost = p_gpus * price, d_gpus * price
+    p_ok = offered & np.isfinite(p_rep) & (p_rep > 0) & (ttft <= ttft_slo)
+    d_ok = offered & np.isfinite(d_rep) & (d_rep > 0) & (tpot <= tpot_slo)
+    prefill_rows, decode_rows = np.flatnonzero(prefill_ok_role), np.flatnonzero(decode_ok_role)
+    chosen: list[tuple[int, int]] = []
+    if len(prefill_rows) and len(decode_rows):
+        key = np.where(np.isfinite(p_cost), p_cost, p_gpus)
+        best = int(prefill_rows[order(p_ok[prefill_rows], key[prefill_rows], ttft[prefill_rows],
+                                      p_gpus[prefill_rows])[0]])
+        chosen = [(best, int(j)) for j in decode_rows if not (skip_same and int(j) == best)]
+    for pair in pairs:
+        if tuple(pair) not in chosen:
+            chosen.append((int(pair[0]), int(pair[1])))
+    i = np.asarray([c[0] for c in chosen], dtype=int)
+    j = np.asarray([c[1] for c in chosen], dtype=int)
+    m = len(chosen)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost = p_cost[i] + d_cost[j]
+        gpus = p_gpus[i] + d_gpus[j]
+        f_in = np.where(np.isfinite(cost), p_cost[i] / cost, p_gpus[i] / gpus)
+        p_tok, a_tok = np.broadcast_to(p_tokens, (n,))[j], np.broadcast_to(a_tokens, (n,))[j]
+        feasible = np.isfinite(p_rep[i] + d_rep[j]) & (p_rep[i] > 0) & (d_rep[j] > 0) & offered[i] & offered[j]
+        return {
+            "layout": j, "mode": np.full(m, "split", dtype=object), "gpus_per_replica": g[j],
+            "price_per_gpu_hour": price[j], "replicas": p_rep[i] + d_rep[j], "prefill_replicas": p_rep[i],
+            "decode_replicas": d_rep[j], "replica_rps": np.asarray(decode_rps, float)[j],
+            "goodput_limit": np.full(m, "pools", dtype=object), "prefill_layout": i,
+            "prefill_gpus_per_replica": g[i], "prefill_price_per_gpu_hour": price[i], "gpus": gpus,
+            "cost_per_hour": cost, "load_per_replica_rps": design / d_rep[j], "tpot_at_design_s": tpot[j],
+            "ttft_at_design_s": ttft[i], "input_share": f_in,
+            "cost_per_million_input_tokens": cost * f_in / (design * p_tok * 3600.0) * 1e6,
+            "cost_per_million_output_tokens": cost * (1 - f_in) / (design * a_tok * 3600.0) * 1e6,
+            "cost_per_million_tokens": slo.cost_per_million_tokens(cost, 1.0, target, a_tok),
+            "cost_per_million_all_tokens": cost / (target * (p_tok + a_tok) * 3600.0) * 1e6,
+            "meets_slo": feasible & p_ok[i] & d_ok[j],
+            "problem": np.where(~(offered[i] & offered[j]), "percentile promises are modelled for colocated serving "
+                                "only", np.where(feasible, "", "serves no load within the promises")).astype(object),
+        }
 
 
 def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom: float = 0.0,
@@ -323,7 +516,7 @@ def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom
         per, per_target = design_users / replicas, target_users / replicas
 
         def at(users: np.ndarray):
-            return closed_loop(model, prefill, x["output_tokens"], mem.batch_max, ceiling,
+            return closed_loop(model, prefill, x["output_tokens"], mem.batch_running, ceiling,
                                np.where(np.isfinite(users), users, 0.0), x["think_time_s"])
 
         design_point, target_point = at(per), at(per_target)
@@ -415,7 +608,7 @@ def mode_rates(replica: Results, mode: str) -> tuple[float, float]:
     """(ceiling, goodput) of one replica in ``mode`` [requests/s] (the decode replica's for separate pools)."""
     if mode == "chunked":
         return float(replica["chunked_ceiling_rps"]), float(replica["chunked_goodput_rps"])
-    if mode == "disaggregated":
+    if mode in ("disaggregated", "split"):
         ceiling = decode_pool_ceiling_rps(replica["batch_max"], replica["decode_step_s"],
                                           replica.scenario.workload.output_tokens)
         return float(ceiling), float(replica["disagg_decode_rps"])
@@ -472,11 +665,35 @@ class Sizing:
     design_users: float | None = None    # users the fleet is sized for: target x peak factor
     users_per_replica: float | None = None  # design users each replica holds
     replica_users: float | None = None   # most users one replica holds within the promises, no slot wait
+    # Power (docs/model.md "Power and energy"): every GPU at its full board power all month, an upper bound.
+    power_kw: float | None = None              # fleet: GPUs x board power x PUE [kW]
+    energy_kwh_per_month: float | None = None  # x 730 h
+    energy_cost_per_month: float | None = None  # x $/kWh
+    energy_per_million_tokens_kwh: float | None = None  # at the target load (without one: at the goodput)
+    energy_cost_per_million_tokens: float | None = None
+    gpu: str = ""                        # GPU type of the chosen layout (a split: the decode pool's)
+    attention_data_parallel: int = 1     # attention data-parallel ranks per replica chosen (MoE)
+    expert_parallel: int = 1             # expert-parallel GPUs per replica chosen (MoE)
+    # A split (``mode == "split"``): the prefill pool's layout; ``replica`` is then the decode pool's
+    prefill_replica: Results | None = field(default=None, repr=False)  # one prefill replica at its load
+    prefill_gpu: str | None = None
+    prefill_tensor_parallel: int | None = None
+    prefill_gpus_per_replica: int | None = None
+    prefill_attention_data_parallel: int | None = None
+    prefill_expert_parallel: int | None = None
+    prefill_price_per_gpu_hour: float | None = None
+    prefill_load_per_replica_rps: float | None = None
+    split_goodput_rps: float | None = None  # without a load: the stated pools' goodput, min(P λ_p, D λ_d)
 
     @property
     def served_rps(self) -> float:
-        """Requests/s the answer serves: the load, or without one every replica at its goodput."""
-        return self.load_rps if self.load_rps else self.replica_goodput_rps * (self.replicas or 0)
+        """Requests/s the answer serves: the load, or without one every replica at its goodput (the stated split
+        pools: their goodput)."""
+        if self.load_rps:
+            return self.load_rps
+        if self.split_goodput_rps is not None:
+            return self.split_goodput_rps
+        return self.replica_goodput_rps * (self.replicas or 0)
 
     @property
     def stated_load_per_replica_rps(self) -> float | None:
@@ -517,13 +734,26 @@ class Sizing:
                   "sizing_cost_per_million_tokens": self.cost_per_million_tokens,
                   "sizing_cost_per_million_all_tokens": self.cost_per_million_all_tokens,
                   "sizing_users": self.users, "sizing_design_users": self.design_users,
-                  "sizing_users_per_replica": self.users_per_replica, "sizing_replica_users": self.replica_users}
+                  "sizing_users_per_replica": self.users_per_replica, "sizing_replica_users": self.replica_users,
+                  "sizing_power_kw": self.power_kw, "sizing_energy_kwh_per_month": self.energy_kwh_per_month,
+                  "sizing_energy_cost_per_month": self.energy_cost_per_month,
+                  "sizing_energy_per_million_tokens_kwh": self.energy_per_million_tokens_kwh,
+                  "sizing_energy_cost_per_million_tokens": self.energy_cost_per_million_tokens,
+                  "sizing_gpu": self.gpu, "sizing_attention_data_parallel": self.attention_data_parallel,
+                  "sizing_expert_parallel": self.expert_parallel, "sizing_prefill_gpu": self.prefill_gpu,
+                  "sizing_prefill_tensor_parallel": self.prefill_tensor_parallel,
+                  "sizing_prefill_gpus_per_replica": self.prefill_gpus_per_replica,
+                  "sizing_prefill_attention_data_parallel": self.prefill_attention_data_parallel,
+                  "sizing_prefill_expert_parallel": self.prefill_expert_parallel,
+                  "sizing_prefill_price_per_gpu_hour": self.prefill_price_per_gpu_hour,
+                  "sizing_prefill_load_per_replica_rps": self.prefill_load_per_replica_rps}
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
 
 
 #: The answer's results: name -> (unit, meaning); ``capacity evaluate`` prints them after ``analysis.RESULTS``.
 SIZING_RESULTS: dict[str, tuple[str, str]] = {
-    "sizing_mode": ("", "serving mode chosen: colocated, chunked or disaggregated"),
+    "sizing_mode": ("", "serving mode chosen: colocated, chunked, disaggregated or split (pools on their own "
+                        "layouts)"),
     "sizing_tensor_parallel": ("GPUs", "tensor-parallel GPUs per replica chosen"),
     "sizing_gpus_per_replica": ("GPUs", "GPUs per replica chosen (tensor x pipeline parallel)"),
     "sizing_replicas": ("replicas", "replicas the load needs (without a load: as stated)"),
@@ -554,6 +784,22 @@ SIZING_RESULTS: dict[str, tuple[str, str]] = {
     "sizing_users_per_replica": ("users", "closed loop: users in flight each replica holds at the design load"),
     "sizing_replica_users": ("users", "closed loop: most users one replica holds within the promises, none waiting "
                                       "for a slot"),
+    "sizing_power_kw": ("kW", "power of the fleet: GPUs x board power x PUE (full load, an upper bound)"),
+    "sizing_energy_kwh_per_month": ("kWh", "energy of the fleet per month at full-load power (730 h)"),
+    "sizing_energy_cost_per_month": ("$/month", "electricity cost of the fleet per month, beside its GPU cost"),
+    "sizing_energy_per_million_tokens_kwh": ("kWh", "fleet energy of a million output tokens at the target load"),
+    "sizing_energy_cost_per_million_tokens": ("$", "electricity cost of a million output tokens at the target load"),
+    "sizing_gpu": ("", "GPU type of the layout chosen (split pools: the decode pool's)"),
+    "sizing_attention_data_parallel": ("ranks", "attention data-parallel ranks per replica chosen (MoE; 1: none)"),
+    "sizing_expert_parallel": ("GPUs", "expert-parallel GPUs per replica chosen (MoE; 1: none)"),
+    "sizing_prefill_gpu": ("", "split pools: the prefill pool's GPU type"),
+    "sizing_prefill_tensor_parallel": ("GPUs", "split pools: tensor-parallel GPUs per prefill replica"),
+    "sizing_prefill_gpus_per_replica": ("GPUs", "split pools: GPUs per prefill replica"),
+    "sizing_prefill_attention_data_parallel": ("ranks", "split pools: attention data-parallel ranks per prefill "
+                                                        "replica"),
+    "sizing_prefill_expert_parallel": ("GPUs", "split pools: expert-parallel GPUs per prefill replica"),
+    "sizing_prefill_price_per_gpu_hour": ("$/h", "split pools: the prefill pool's price per GPU-hour"),
+    "sizing_prefill_load_per_replica_rps": ("requests/s", "split pools: load each prefill replica carries"),
 }
 
 
@@ -573,23 +819,124 @@ def price_source(scenario: Scenario) -> str:
 
 def allowed_layouts(scenario: Scenario) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """Serving modes and tensor-parallel sizes the scenario allows (``layouts_allowed`` of its ``fleet`` section,
-    ``gpu.count`` and whether it is sized per class)."""
+    ``gpu.count``, whether it is sized per class and whether it states ``pools``)."""
     return layouts_allowed(scenario.fleet.modes, scenario.fleet.tensor_parallel, scenario.gpu.count,
-                           sized_per_class(scenario))
+                           sized_per_class(scenario), has_pools(scenario.raw))
+
+
+def has_pools(mapping: Mapping[str, Any] | None) -> bool:
+    """Whether a scenario mapping states split pools (a ``pools`` section, ``model.split_pools``)."""
+    return isinstance(mapping, Mapping) and isinstance(mapping.get("pools"), Mapping)
 
 
 def layouts_allowed(modes: Iterable[str] = (), tensor_parallel: Iterable[int] = (), gpu_count: int = 1,
-                    per_class: bool = False) -> tuple[tuple[str, ...], tuple[int, ...]]:
+                    per_class: bool = False, pools: bool = False) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """Serving modes and tensor-parallel sizes a scenario allows: its ``fleet.modes`` and ``fleet.tensor_parallel``,
-    by default every mode and TP 1, 2, 4, 8 and its own ``gpu.count`` (its own first). A scenario sized per class
+    by default every mode and TP 1, 2, 4, 8 and its own ``gpu.count`` (its own first). A scenario that states split
+    pools (``pools``) also allows ``split``, first: its stated pools are its own layout. A scenario sized per class
     (``per_class``: percentile promises or workload classes) is sized on colocated serving, which is then allowed
     whatever ``fleet.modes`` says (``size`` gives the reason). The answer, ``capacity fleet`` and the report's fleet
     chart all compare these."""
-    modes = tuple(modes) or MODES
+    modes = tuple(modes) or (("split", *MODES) if pools else MODES)
     if per_class and "colocated" not in modes:
         modes = ("colocated", *modes)
     tps = tuple(tensor_parallel) or tuple(dict.fromkeys((int(gpu_count), *TENSOR_PARALLEL)))
     return modes, tps
+
+
+def _own_index(built: list[tuple[str, int, Scenario]], scenario: Scenario) -> int | None:
+    """The layout of ``built`` that is ``scenario``'s own: its TP, attention data and expert parallel sizes."""
+    g = scenario.gpu
+    return next((i for i, (_, tp, s) in enumerate(built) if tp == g.count and
+                 (s.gpu.attention_data_parallel, s.gpu.expert_parallel) == (g.attention_data_parallel,
+                                                                             g.expert_parallel)), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Layouts:
+    """The layouts a sizing or a fleet compares (``compared_layouts``): ``built`` (gpu label, TP, Scenario), each
+    one's ``size_options`` role, the stated split pools (``pair``: prefill and decode layout) and what did not build
+    (``skipped``: gpu, tensor_parallel, problem)."""
+
+    built: list[tuple[str, int, Scenario]]
+    roles: list[str]
+    pair: tuple[int, int] | None
+    skipped: list[dict[str, Any]]
+
+    @property
+    def scenarios(self) -> list[Scenario]:
+        return [s for _, _, s in self.built]
+
+
+def compared_layouts(mapping: Mapping[str, Any], modes: Iterable[str], tps: Iterable[int],
+                     gpus: Iterable[str] | None = None, prefill_gpus: Iterable[str] | None = None,
+                     decode_gpus: Iterable[str] | None = None) -> Layouts:
+    """Every layout the answer (``size``) and ``capacity fleet`` compare for a scenario mapping.
+
+    The scenario on each of ``gpus`` (None: its own) and TP of ``tps`` (``layout_scenarios``, MoE variants
+    included). Where ``split`` is among ``modes``: a scenario with a ``pools`` section also gets each pool's own
+    layouts (``split_pools.pool_mapping``: its GPU, or each of ``prefill_gpus`` / ``decode_gpus``, on the pool's
+    own TP and ``tps``; roles ``prefill`` / ``decode``; its stated pools are ``pair``), and the scenario's own layouts
+    serve the one-pool modes only (role ``aggregated``). Without ``pools`` a split pairs any two layouts (role
+    ``all``), and ``prefill_gpus`` / ``decode_gpus`` add the scenario on those GPUs for that pool alone.
+    """
+    tps = tuple(dict.fromkeys(int(t) for t in tps))
+    modes = tuple(modes)
+    pooled = has_pools(mapping)
+    plain = {k: v for k, v in mapping.items() if k != "pools"}
+    built, skipped = layout_scenarios(plain, gpus, tps)
+    split = "split" in modes
+    roles = ["aggregated" if pooled and split else "all"] * len(built)
+    pair = None
+    if split and pooled:
+        from capacity.model.split_pools import pool_mapping, pool_scenarios
+
+        stated = pool_scenarios(mapping)
+        ends = []
+        for pool, own, names in (("prefill", stated.prefill, prefill_gpus), ("decode", stated.decode, decode_gpus)):
+            part, _ = layout_scenarios(pool_mapping(mapping, pool), names, dict.fromkeys((own.gpu.count, *tps)))
+            at = _own_index(part, own) if names is None else None
+            if at is None:
+                part.insert(0, (own.gpu.name, own.gpu.count, own))
+                at = 0
+            ends.append(len(built) + at)
+            built += part
+            roles += [pool] * len(part)
+        pair = (ends[0], ends[1])
+    elif split:
+        for pool, names in (("prefill", prefill_gpus), ("decode", decode_gpus)):
+            if names is not None:
+                part, _ = layout_scenarios(plain, names, tps)
+                built += part
+                roles += [pool] * len(part)
+    return Layouts(built, roles, pair, skipped)
+
+
+def _layouts(scenario: Scenario, modes: tuple[str, ...], tps: tuple[int, ...], every: bool
+             ) -> tuple[Layouts, int]:
+    """``compared_layouts`` of the scenario (``every``: with a load; without one, or for a scenario built in code,
+    its own layout and stated pools alone) and the index of its own layout."""
+    mapping = dict(scenario.raw) if scenario.raw else None
+    if every and mapping is not None:
+        lay = compared_layouts(mapping, modes, tps)
+    else:
+        built: list[tuple[str, int, Scenario]] = [(scenario.gpu.name, scenario.gpu.count, scenario)]
+        roles, pair = ["all"], None
+        if mapping is not None and has_pools(mapping) and "split" in modes:
+            from capacity.model.split_pools import pool_scenarios
+
+            stated = pool_scenarios(mapping)
+            built += [(stated.prefill.gpu.name, stated.prefill.gpu.count, stated.prefill),
+                      (stated.decode.gpu.name, stated.decode.gpu.count, stated.decode)]
+            roles, pair = ["aggregated", "prefill", "decode"], (1, 2)
+        lay = Layouts(built, roles, pair, [])
+    own = _own_index([b for b, r in zip(lay.built, lay.roles, strict=True) if r in ("all", "aggregated")], scenario)
+    if own is None:  # the scenario's own TP is not among those allowed: still shown as the stated option
+        lay.built.insert(0, (scenario.gpu.name, scenario.gpu.count, scenario))
+        lay.roles.insert(0, "aggregated" if lay.pair else "all")
+        lay = Layouts(lay.built, lay.roles, (lay.pair[0] + 1, lay.pair[1] + 1) if lay.pair else None, lay.skipped)
+        own = 0
+    return lay, own
 
 
 def size(scenario: Scenario, results: Results | None = None) -> Sizing:
@@ -600,16 +947,9 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
         return _size_users(scenario, results, modes, tps)
     load = scenario.workload.arrival_rate or None
     peak, headroom = scenario.fleet.peak_factor, scenario.fleet.headroom
-    mapping = dict(scenario.raw) if scenario.raw else None
-    if load and mapping is not None:
-        built, skipped = layout_scenarios(mapping, None, tps)
-    else:  # without a load (or a scenario built in code) the scenario's own layout
-        built, skipped = [(scenario.gpu.name, scenario.gpu.count, scenario)], []
-    own = next((i for i, (_, tp, _) in enumerate(built) if tp == scenario.gpu.count), None)
-    if own is None:  # the scenario's own TP is not among those allowed: still shown as the stated option
-        built.insert(0, (scenario.gpu.name, scenario.gpu.count, scenario))
-        own = 0
-    scenarios = [s for _, _, s in built]
+    # Without a load (or a scenario built in code) the scenario's own layout
+    lay, own = _layouts(scenario, modes, tps, bool(load))
+    scenarios, skipped = lay.scenarios, lay.skipped
     promised = [promise_goodput(s) for s in scenarios]
     per_class = promised[0] is not None
     reasons: list[str] = []
@@ -619,21 +959,35 @@ def size(scenario: Scenario, results: Results | None = None) -> Sizing:
     x = stack([s.inputs() for s in scenarios])
     promise_rps = np.array([p.rate_rps if p else np.nan for p in promised]) if per_class else None
     design = (load or 0.0) * peak
+    pairs = [lay.pair] if lay.pair else []
     if load:
         check_plan(load, peak, headroom)
-        opts = size_options(x, design, headroom, modes, target=load, promise_rps=promise_rps)
+        opts = size_options(x, design, headroom, modes, target=load, promise_rps=promise_rps, roles=lay.roles,
+                            pairs=pairs)
         # Options not offered (percentile promises on chunked or pooled serving) never meet the promises.
         ranked = order(opts["meets_slo"], _cost_key(opts), opts["tpot_at_design_s"], opts["gpus"])
         chosen = int(ranked[0])
         keeps = bool(opts["meets_slo"][chosen])
     else:
-        opts = size_options(x, 0.0, headroom, modes[:1], promise_rps=promise_rps)
-        chosen, keeps = own, True
+        opts = size_options(x, 0.0, headroom, modes[:1], promise_rps=promise_rps, roles=lay.roles, pairs=pairs)
+        chosen = own if modes[0] != "split" or lay.pair is None else next(
+            i for i in range(len(opts["mode"])) if (int(opts["prefill_layout"][i]), int(opts["layout"][i])) == lay.pair)
+        keeps = True
     layout = int(opts["layout"][chosen])
-    stated_option = next((i for i in range(len(opts["mode"])) if int(opts["layout"][i]) == own
-                          and opts["mode"][i] == opts["mode"][chosen]), None)
-    return _answer(scenario, results, scenarios[layout], str(opts["mode"][chosen]), promised[layout], opts, chosen,
-                   keeps, load, design, peak, headroom, tuple(reasons), layout == own, stated_option, skipped)
+    mode = str(opts["mode"][chosen])
+    if mode == "split":
+        stated_at = lay.pair
+        stated_option = next((i for i in range(len(opts["mode"])) if opts["mode"][i] == "split" and
+                              (int(opts["prefill_layout"][i]), int(opts["layout"][i])) == stated_at), None)
+        is_stated = (int(opts["prefill_layout"][chosen]), layout) == stated_at
+        prefill = scenarios[int(opts["prefill_layout"][chosen])]
+    else:
+        stated_option = next((i for i in range(len(opts["mode"])) if int(opts["layout"][i]) == own
+                              and opts["mode"][i] == mode), None)
+        is_stated, prefill = layout == own, None
+    return _answer(scenario, results, scenarios[layout], mode, promised[layout], opts, chosen,
+                   keeps, load, design, peak, headroom, tuple(reasons), is_stated, stated_option, skipped,
+                   prefill)
 
 
 def _size_users(scenario: Scenario, results: Results, modes: tuple[str, ...], tps: tuple[int, ...]) -> Sizing:
@@ -642,7 +996,7 @@ def _size_users(scenario: Scenario, results: Results, modes: tuple[str, ...], tp
     users = float(scenario.workload.concurrency)
     peak, headroom = scenario.fleet.peak_factor, scenario.fleet.headroom
     check_plan(users, peak, headroom)
-    mapping = dict(scenario.raw) if scenario.raw else None
+    mapping = {k: v for k, v in scenario.raw.items() if k != "pools"} if scenario.raw else None
     built, skipped = layout_scenarios(mapping, None, tps) if mapping is not None else (
         [(scenario.gpu.name, scenario.gpu.count, scenario)], [])
     own = next((i for i, (_, tp, _) in enumerate(built) if tp == scenario.gpu.count), None)
@@ -681,29 +1035,52 @@ def _cost_key(opts: Mapping[str, np.ndarray]) -> np.ndarray:
 def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mode: str,
             promised: PromiseGoodput | None, opts: dict[str, np.ndarray], chosen: int, keeps: bool,
             load: float | None, design: float, peak: float, headroom: float, reasons: tuple[str, ...],
-            stated: bool, stated_option: int | None, skipped: list[dict[str, Any]]) -> Sizing:
+            stated: bool, stated_option: int | None, skipped: list[dict[str, Any]],
+            prefill_scenario: Scenario | None = None) -> Sizing:
     g = chosen_scenario.gpu
     row = {key: value[chosen] for key, value in opts.items()}
     replica_rps = float(row["replica_rps"])
     price = g.price_per_hour
     reasons_list = list(reasons)
+    pools = mode in ("disaggregated", "split")
+    split = _SplitAnswer.of(scenario, prefill_scenario) if mode == "split" else None
     if load:
         served = keeps and math.isfinite(float(row["replicas"]))
         replicas = int(row["replicas"]) if served else None
         per_replica = float(row["load_per_replica_rps"]) if served else None
-        prefill = int(row["prefill_replicas"]) if served and mode == "disaggregated" else None
-        decode = int(row["decode_replicas"]) if served and mode == "disaggregated" else None
+        prefill = int(row["prefill_replicas"]) if served and pools else None
+        decode = int(row["decode_replicas"]) if served and pools else None
         if not served:
             reasons_list.append("no layout allowed serves the load within the promises")
+    elif split is not None:  # without a load: the stated pools
+        replicas, per_replica, prefill, decode = split.workers[0] + split.workers[1], None, *split.workers
     else:
         replicas, per_replica, prefill, decode = g.replicas, None, None, None
-    gpus = replicas * g.gpus_per_replica if replicas is not None else None
+    if split is not None:
+        assert prefill_scenario is not None
+        gp = prefill_scenario.gpu
+        gpus = (int(row["gpus"]) if load else prefill * gp.gpus_per_replica + decode * g.gpus_per_replica) \
+            if replicas is not None else None
+    else:
+        gpus = replicas * g.gpus_per_replica if replicas is not None else None
     # One replica of the chosen layout at the load it carries (the decode replica's, for separate pools).
     at = per_replica if per_replica is not None else (scenario.workload.arrival_rate or None)
+    split_goodput = None
+    if split is not None and not load:  # the stated pools at their goodput, each replica at its share
+        split_goodput = split.goodput_rps
+        at = split_goodput / decode
     replica = replace(chosen_scenario, workload=replace(chosen_scenario.workload, arrival_rate=at)).evaluate()
-    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_"}[mode]
+    prefill_replica = None
+    if split is not None:
+        assert prefill_scenario is not None
+        p_at = (design / prefill if prefill else None) if load else split_goodput / prefill
+        prefill_replica = replace(prefill_scenario, workload=replace(prefill_scenario.workload,
+                                                                     arrival_rate=p_at)).evaluate()
+    prefix = {"colocated": "", "chunked": "chunked_", "disaggregated": "disagg_", "split": "disagg_"}[mode]
     if per_replica is not None:
         tpot, ttft = float(row["tpot_at_design_s"]), float(row["ttft_at_design_s"])
+    elif prefill_replica is not None:
+        tpot, ttft = float(replica["disagg_tpot_at_load_s"]), float(prefill_replica["disagg_ttft_at_load_s"])
     else:
         tpot, ttft = float(replica[f"{prefix}tpot_at_goodput_s"]), float(replica[f"{prefix}ttft_at_goodput_s"])
     tpot_p = ttft_p = None
@@ -713,18 +1090,39 @@ def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mod
             p = latency_at_percentile(chosen_scenario, rate, promised.binding_class)
             tpot_p, ttft_p = p["tpot_s"], p["ttft_s"]
     binding = promised.binding_promise if promised is not None else _binding(replica, mode)
-    cost_hour = gpus * price if price is not None and gpus is not None else None
+    if split_goodput is not None and decode and split_goodput < decode * replica_rps * (1 - 1e-9):
+        binding = "ttft" if scenario.slo.ttft_s else "capacity"  # the stated prefill pool binds the pools
+    if split is not None:
+        cost_hour = (float(row["cost_per_hour"]) if load else split.cost_per_hour(prefill, decode)) \
+            if gpus is not None else None
+        cost_hour = cost_hour if cost_hour is not None and math.isfinite(cost_hour) else None
+    else:
+        cost_hour = gpus * price if price is not None and gpus is not None else None
     a, p_tokens = scenario.workload.output_tokens, scenario.workload.prompt_tokens
-    served_rps = load if load else (replica_rps * replicas if replicas else 0.0)
+    served_rps = load if load else (split_goodput if split_goodput is not None else
+                                    (replica_rps * replicas if replicas else 0.0))
     per_m = per_m_all = None
     if cost_hour is not None and served_rps > 0:
         per_m = float(slo.cost_per_million_tokens(cost_hour, 1.0, served_rps, a))
         per_m_all = cost_hour / (served_rps * (p_tokens + a) * 3600.0) * 1e6
     if not stated:
-        reasons_list.append(f"the cheapest layout that keeps the promises is TP{g.count} ({MODE_WORDS[mode]}); the "
-                            f"scenario's own TP{scenario.gpu.count} is among the options compared")
+        if split is not None:
+            assert prefill_scenario is not None
+            reasons_list.append(f"the cheapest split that keeps the promises is a prefill pool of "
+                                f"{layout_label(prefill_scenario)} and a decode pool of "
+                                f"{layout_label(chosen_scenario)}; the stated pools are among the options compared")
+        else:
+            reasons_list.append(f"the cheapest layout that keeps the promises is {_tp_words(chosen_scenario)} "
+                                f"({MODE_WORDS[mode]}); the scenario's own {_tp_words(scenario)} is among the options "
+                                f"compared")
     for item in skipped:
         reasons_list.append(f"TP{item['tensor_parallel']} not offered: {item['problem']}")
+    gp = prefill_scenario.gpu if prefill_scenario is not None else None
+    if gp is not None:
+        energy = _split_energy(gp, prefill * gp.gpus_per_replica if prefill is not None else None, g,
+                               decode * g.gpus_per_replica if decode is not None else None, served_rps, a)
+    else:
+        energy = fleet_energy(g, gpus, served_rps, a)
     return Sizing(
         scenario=scenario, results=results, replica=replica, mode=mode, tensor_parallel=g.count,
         gpus_per_replica=g.gpus_per_replica, stated_layout=stated, load_rps=load,
@@ -736,7 +1134,85 @@ def _answer(scenario: Scenario, results: Results, chosen_scenario: Scenario, mod
         price_per_gpu_hour=price, price_source=price_source(chosen_scenario), cost_per_hour=cost_hour,
         cost_per_month=cost_hour * HOURS_PER_MONTH if cost_hour is not None else None,
         cost_per_million_tokens=per_m, cost_per_million_all_tokens=per_m_all, reasons=tuple(reasons_list),
-        options=opts, chosen=chosen, stated_option=stated_option)
+        options=opts, chosen=chosen, stated_option=stated_option,
+        gpu=g.name, attention_data_parallel=g.attention_data_parallel, expert_parallel=g.expert_parallel,
+        prefill_replica=prefill_replica, prefill_gpu=gp.name if gp else None,
+        prefill_tensor_parallel=gp.count if gp else None,
+        prefill_gpus_per_replica=gp.gpus_per_replica if gp else None,
+        prefill_attention_data_parallel=gp.attention_data_parallel if gp else None,
+        prefill_expert_parallel=gp.expert_parallel if gp else None,
+        prefill_price_per_gpu_hour=gp.price_per_hour if gp else None,
+        prefill_load_per_replica_rps=(design / prefill if load and prefill else None) if split is not None else None,
+        split_goodput_rps=split_goodput, **energy)
+
+
+def layout_label(scenario: Scenario) -> str:
+    """One replica's layout in short: ``4 x h100-sxm (TP4)``, ``8 x gb200 (TP2 x DP4, EP8)``."""
+    g = scenario.gpu
+    return f"{g.gpus_per_replica} x {g.name} ({_tp_words(scenario)})"
+
+
+def _tp_words(scenario: Scenario) -> str:
+    """``TP4``, or with MoE parallelism ``TP2 x DP4, EP8``."""
+    g = scenario.gpu
+    words = f"TP{g.count}" + (f" x DP{g.attention_data_parallel}" if g.attention_data_parallel > 1 else "")
+    return words + (f", EP{g.expert_parallel}" if g.expert_parallel > 1 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class _SplitAnswer:
+    """The stated pools of a split answer: their workers, goodput and price (``model.split_pools``)."""
+
+    workers: tuple[int, int]
+    goodput_rps: float
+    prices: tuple[float | None, float | None]
+    gpus: tuple[int, int]
+
+    @classmethod
+    def of(cls, scenario: Scenario, prefill: Scenario | None) -> _SplitAnswer:
+        from capacity.model.split_pools import evaluate, pool_scenarios
+
+        if not has_pools(scenario.raw):  # a split chosen for a scenario without a pools section: one of each
+            return cls((1, 1), math.nan, (None, None), (1, 1))
+        stated = pool_scenarios(scenario.raw)
+        out = evaluate(stated)
+        return cls((stated.prefill_workers, stated.decode_workers), float(out["split_goodput_rps"]),
+                   (stated.prefill.gpu.price_per_hour, stated.decode.gpu.price_per_hour),
+                   (stated.prefill.gpu.gpus_per_replica, stated.decode.gpu.gpus_per_replica))
+
+    def cost_per_hour(self, prefill: int, decode: int) -> float | None:
+        """``P g_p c_p + D g_d c_d`` [$/h]; None where a pool has no price."""
+        if None in self.prices:
+            return None
+        return prefill * self.gpus[0] * self.prices[0] + decode * self.gpus[1] * self.prices[1]
+
+
+def fleet_energy(gpu: Any, gpus: int | None, served_rps: float, output_tokens: float) -> dict[str, float | None]:
+    """The fleet's power, energy and electricity cost (``formulas.power``) for ``Sizing``: every GPU at its full
+    board power all month (an upper bound: hosts, network and idle time below the limit not separated), times the
+    PUE; the cost where ``gpu.energy_price_per_kwh`` is set; {} where the board power is not known."""
+    if not gpu.tdp_watts or gpus is None:
+        return {}
+    watts = float(power.replica_power_watts(gpu.tdp_watts, gpus, gpu.pue))
+    kwh_month = watts / 1e3 * HOURS_PER_MONTH
+    price = gpu.energy_price_per_kwh
+    per_m = float(power.energy_per_million_tokens_kwh(watts, served_rps, output_tokens)) if served_rps > 0 else None
+    return {"power_kw": watts / 1e3, "energy_kwh_per_month": kwh_month,
+            "energy_cost_per_month": kwh_month * price if price is not None else None,
+            "energy_per_million_tokens_kwh": per_m,
+            "energy_cost_per_million_tokens": per_m * price if price is not None and per_m is not None else None}
+
+
+def _split_energy(prefill_gpu: Any, prefill_gpus: int | None, decode_gpu: Any, decode_gpus: int | None,
+                  served_rps: float, output_tokens: float) -> dict[str, float | None]:
+    """``fleet_energy`` of split pools: each pool's GPUs at their own board power and PUE, summed; {} where either
+    board power is not known."""
+    parts = [fleet_energy(prefill_gpu, prefill_gpus, served_rps, output_tokens),
+             fleet_energy(decode_gpu, decode_gpus, served_rps, output_tokens)]
+    if not all(parts):
+        return {}
+    return {k: (parts[0][k] + parts[1][k] if parts[0][k] is not None and parts[1][k] is not None else None)
+            for k in parts[0]}
 
 
 def _binding(replica: Results, mode: str) -> str:
@@ -755,10 +1231,13 @@ def _binding(replica: Results, mode: str) -> str:
     ceiling = decode_pool_ceiling_rps(replica["batch_max"], replica["decode_step_s"],
                                       replica.scenario.workload.output_tokens)
     decode_bound = replica["disagg_decode_rps"] < float(ceiling) * (1 - 1e-9)
+    if mode == "split":  # the decode pool's limit (the prefill pool's is its own: the TTFT promise or capacity)
+        return "tpot" if decode_bound else "capacity"
     return "tpot" if decode_bound else ("ttft" if s.ttft_s else "capacity")
 
 
-__all__ = ["HOURS_PER_MONTH", "MODES", "MODE_WORDS", "SIZING_RESULTS", "PromiseGoodput", "Sizing", "TENSOR_PARALLEL",
-           "allowed_layouts", "check_plan", "latency_at_percentile", "latency_curve", "layout_scenarios",
-           "layouts_allowed", "mode_rates", "order", "price_source", "promise_goodput", "replicas_for", "size",
-           "size_options", "sized_per_class", "stack"]
+__all__ = ["ALL_MODES", "ATTENTION_DATA_PARALLEL", "HOURS_PER_MONTH", "Layouts", "MODES", "MODE_WORDS", "ROLES",
+           "SIZING_RESULTS", "PromiseGoodput", "Sizing", "TENSOR_PARALLEL", "allowed_layouts", "check_plan",
+           "compared_layouts", "has_pools", "latency_at_percentile", "latency_curve", "layout_label",
+           "layout_scenarios", "layouts_allowed", "mode_rates", "moe_parallel_sizes", "order", "price_source",
+           "promise_goodput", "replicas_for", "size", "size_options", "sized_per_class", "split_rows", "stack"]

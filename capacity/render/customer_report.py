@@ -37,7 +37,7 @@ from capacity.errors import ScenarioError
 from capacity.inputs import catalog
 from capacity.model.analysis import INPUTS, RESULTS
 from capacity.model.scenario import Results
-from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve, mode_rates
+from capacity.planning.sizing import MODE_WORDS, allowed_layouts, latency_curve, layout_label, mode_rates
 from capacity.render.engine_flags import ENGINES, EngineSettings, model_id, scenario_engine, sizing_settings
 from capacity.render.formatting import SECTIONS, format_value, human_number, human_unit
 from capacity.render.glossary import in_words, value_in_words
@@ -292,6 +292,22 @@ def _cards(cr: CustomerReport) -> str:
                                                        a.cost_per_million_output_tokens,
                                                        _money(a.cost_per_million_output_tokens, 3))))
     z = a.sizing
+    if z.energy_cost_per_month is not None:  # the customer report prices power (issue 29)
+        cards.append(("electricity per month", num("sizing:energy_cost_per_month", z.energy_cost_per_month,
+                                                   _money(z.energy_cost_per_month, 0))))
+    if z.energy_kwh_per_month is not None:
+        cards.append(("energy per month (full board power)",
+                      num("sizing:energy_kwh_per_month", z.energy_kwh_per_month,
+                          f"{z.energy_kwh_per_month:,.0f} kWh")))
+    if z.energy_per_million_tokens_kwh is not None:
+        cards.append(("energy per million output tokens",
+                      num("sizing:energy_per_million_tokens_kwh", z.energy_per_million_tokens_kwh,
+                          f"{z.energy_per_million_tokens_kwh:,.3g} kWh")))
+    spec = s.serving.speculative
+    if spec:
+        cards.append(("speculative decoding", num("serving:speculative", spec["expected_tokens"],
+                                                  f"{spec['method']}, {spec['draft_tokens']} drafted, "
+                                                  f"{spec['expected_tokens']:.2f} tokens per step")))
     basis = "" if z.goodput_basis == "mean" else f" at {z.goodput_basis}"
     rep = z.replica  # one replica of the layout chosen
     cards += [(f"goodput per replica{basis}", num("sizing:replica_goodput_rps", z.replica_goodput_rps,
@@ -410,6 +426,17 @@ def sources(results: Results) -> list[tuple[str, str]]:
     out.append(("serving.max_batched_tokens default 8192", "the planner's default chunked-prefill budget "
                 "(docs/fleet.md)"))
     out.append((f"a month is {HOURS_PER_MONTH:g} hours", "8,760 hours a year / 12"))
+    if s.gpu.tdp_watts:
+        out.append((f"board power {s.gpu.tdp_watts:g} W per GPU, every GPU at it all month (an upper bound on the "
+                    f"energy); PUE {s.gpu.pue:g}" + (f"; electricity ${s.gpu.energy_price_per_kwh:g} per kWh"
+                                                    if s.gpu.energy_price_per_kwh is not None else ""),
+                    f"gpu_catalog.yaml tdp_watts ({gpu.get('source', 'the scenario')})" if gpu else
+                    "given in the scenario"))
+    if s.serving.speculative:
+        sp = s.serving.speculative
+        out.append((f"speculative decoding: {sp['method']}, {sp['draft_tokens']} drafted tokens, acceptance rate "
+                    f"{sp['acceptance_rate']:.2f} ({sp['expected_tokens']:.2f} tokens per verification)",
+                    "serving.speculative, given in the scenario: measure it on your traffic"))
     return out
 
 
@@ -595,9 +622,12 @@ def customer_report_html(results: Results, target_rps: float | None = None, peak
               f" requests/s (peak factor {z.peak_factor:g}, headroom {z.headroom:.0%}), "
               f"{a.fleet.load_per_replica_rps:,.3g} requests/s per replica.</p>"
               if a.fleet is not None else "")
+    per_replica = (f"{z.gpus_per_replica} x {gpu} per replica" if z.prefill_replica is None else
+                   f"a prefill pool of {layout_label(z.prefill_replica.scenario)} and a decode pool of "
+                   f"{layout_label(z.replica.scenario)} per replica")
     body = f"""
 <h1>LLM serving sizing: {_e(s.name)}</h1>
-<div class="meta">{_e(model)} on {z.gpus_per_replica} x {_e(gpu)} per replica ({_e(MODE_WORDS[z.mode])})
+<div class="meta">{_e(model)} on {_e(per_replica)} ({_e(MODE_WORDS[z.mode])})
 &middot; report of
 {_e(cr.report.date)} &middot; capacity {_e(__version__)}</div>
 <div class="answer" data-key="answer">{_e(a.sentence)}</div>

@@ -66,10 +66,11 @@ A new engine is one function ``(results, plan) -> EngineSettings`` added to ``EN
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -113,6 +114,7 @@ class EngineSettings:
     role: str = ""               # separate pools: "prefill" or "decode"; "" for one pool
     replicas: int | None = None  # replicas that run this command (None: not sized for a load)
     tensor_parallel: int = 1     # tensor-parallel GPUs per replica of the layout
+    gpu: str = ""                # the GPU type (named in the layout line of split pools, each on its own)
 
     @property
     def title(self) -> str:
@@ -124,7 +126,8 @@ class EngineSettings:
         """What the command serves: replicas, TP and mode, e.g. ``3 replicas of TP8, chunked prefill``."""
         tp = self.tensor_parallel
         count = f"{self.replicas:,} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
-        return f"{count}TP{tp}, {_MODE_WORDS[self.mode]}" + (f" ({self.role} pool)" if self.role else "")
+        where = f"{self.gpu} " if self.mode == "split" and self.gpu else ""
+        return f"{count}{where}TP{tp}, {_MODE_WORDS[self.mode]}" + (f" ({self.role} pool)" if self.role else "")
 
     def command(self, model_id: str, config_path: str = "extra_llm_api_options.yaml", multiline: bool = False) -> str:
         """The launch command for a POSIX shell (arguments quoted); ``multiline``: one flag per line, ending `` \\``."""
@@ -174,7 +177,12 @@ def _fraction(value: float) -> str:
 
 #: Words for the serving modes (as ``sizing.MODE_WORDS``, kept here so this module needs no sizing import).
 _MODE_WORDS = {"colocated": "prefill and decode on the same GPUs", "chunked": "chunked prefill",
-               "disaggregated": "separate prefill and decode pools"}
+               "disaggregated": "separate prefill and decode pools",
+               "split": "separate prefill and decode pools, each on its own layout"}
+
+
+#: Modes of two pools, each started with its own command (a split: each on its own layout).
+_POOLED = ("disaggregated", "split")
 
 
 # --- shared settings ----------------------------------------------------------------------------------------------
@@ -281,7 +289,7 @@ def vllm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings
                   EngineFlag("--max-num-batched-tokens", str(max(plan.batched_tokens, plan.max_model_len)),
                              "serving.max_batched_tokens",
                              "tokens of one step; without chunking vLLM needs at least max-model-len")]
-    if plan.mode == "disaggregated":
+    if plan.mode in _POOLED:
         flags.append(EngineFlag("--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
                                 "sizing.mode", f"separate pools: this {plan.role} pool sends or receives the KV cache"))
         notes.append("separate pools: a router sends each request to a prefill replica, then to a decode replica "
@@ -307,6 +315,17 @@ def vllm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings
     if plan.shared_prefix:
         flags.append(EngineFlag("--enable-prefix-caching", "", "workload.shared_prefix_tokens",
                                 "store the shared prefix once"))
+    spec = s.serving.speculative
+    if spec:
+        config = {"method": _VLLM_SPEC[spec["method"]], "num_speculative_tokens": spec["draft_tokens"]}
+        if spec["method"] == "ngram":
+            config.update(prompt_lookup_max=4, prompt_lookup_min=2)
+        elif spec["method"] != "mtp":
+            config["model"] = DRAFT_PLACEHOLDER
+        flags.append(EngineFlag("--speculative-config", json.dumps(config), "serving.speculative",
+                                f"speculative decoding: {spec['draft_tokens']} drafted tokens per step "
+                                f"({SPEC_DOCS['vllm']})"))
+        notes += _spec_notes(spec)
     return EngineSettings("vllm", "vllm serve", tuple(flags), DOCS["vllm"], notes=tuple(notes), mode=plan.mode,
                           role=plan.role, replicas=plan.replicas, tensor_parallel=plan.tp)
 
@@ -352,7 +371,21 @@ def tensorrt_llm_settings(results: Results, plan: _Plan | None = None) -> Engine
     if plan.weight_dtype not in ("fp16", "bf16", "fp32"):
         notes.append(f"{plan.weight_dtype} weights: serve a checkpoint quantised with TensorRT Model Optimizer")
     config: dict[str, Any] = {"kv_cache_config": kv_config, "enable_chunked_prefill": plan.chunked}
-    if plan.mode == "disaggregated":
+    spec = s.serving.speculative
+    if spec:
+        spec_config: dict[str, Any] = {"decoding_type": _TRT_SPEC[spec["method"]]}
+        if spec["method"] == "mtp":
+            spec_config["num_nextn_predict_layers"] = spec["draft_tokens"]
+        else:
+            spec_config["max_draft_len"] = spec["draft_tokens"]
+        if spec["method"] == "ngram":
+            spec_config["max_matching_ngram_size"] = 4
+        elif spec["method"] in ("eagle", "draft"):
+            spec_config["speculative_model_dir"] = DRAFT_PLACEHOLDER
+        config["speculative_config"] = spec_config
+        notes += _spec_notes(spec) + [f"speculative decoding: speculative_config in the options file "
+                                      f"({SPEC_DOCS['tensorrt-llm']})"]
+    if plan.mode in _POOLED:
         config["cache_transceiver_config"] = {"backend": "DEFAULT"}
         notes.append("separate pools: start each pool's servers with these options and route between them with "
                      "trtllm-serve disaggregated -c disagg_config.yaml "
@@ -403,16 +436,60 @@ def sglang_settings(results: Results, plan: _Plan | None = None) -> EngineSettin
     if plan.weight_dtype == "fp8":
         flags.append(EngineFlag("--quantization", "fp8", "model.weight_dtype",
                                 "fp8 weights (or serve an fp8 checkpoint, which needs no flag)"))
-    if plan.mode == "disaggregated":
+    if plan.mode in _POOLED:
         flags.append(EngineFlag("--disaggregation-mode", plan.role, "sizing.mode",
                                 f"separate pools: this is the {plan.role} pool"))
         notes.append("separate pools: route between them with SGLang's mini load balancer "
                      "(https://docs.sglang.io/advanced_features/pd_disaggregation.html)")
     if not plan.shared_prefix:
         notes.append("SGLang's radix prefix cache is on by default; the plan counts no shared prefix")
+    spec = s.serving.speculative
+    if spec:
+        why = f"speculative decoding ({SPEC_DOCS['sglang']})"
+        flags += [EngineFlag("--speculative-algorithm", _SGLANG_SPEC[spec["method"]], "serving.speculative.method",
+                             why),
+                  EngineFlag("--speculative-num-steps", str(spec["draft_tokens"]), "serving.speculative.draft_tokens",
+                             "drafting depth: tokens drafted per step"),
+                  EngineFlag("--speculative-eagle-topk", "1" if spec["verify_tokens"] <= spec["draft_tokens"] + 1
+                             else "4", "serving.speculative.verify_tokens",
+                             "1: a chain, as the plan's verification of draft_tokens + 1 tokens"),
+                  EngineFlag("--speculative-num-draft-tokens", str(int(spec["verify_tokens"])),
+                             "serving.speculative.verify_tokens", "tokens verified per step and sequence")]
+        if spec["method"] in ("eagle", "draft"):
+            flags.append(EngineFlag("--speculative-draft-model-path", DRAFT_PLACEHOLDER,
+                                    "serving.speculative.method", "the drafter's checkpoint (replace)"))
+        notes += _spec_notes(spec)
     return EngineSettings("sglang", "python -m sglang.launch_server --model-path", tuple(flags), DOCS["sglang"],
                           notes=tuple(notes), mode=plan.mode, role=plan.role, replicas=plan.replicas,
                           tensor_parallel=plan.tp)
+
+
+# --- speculative decoding (serving.speculative) --------------------------------------------------------------------
+
+#: The drafter's checkpoint in a command: the planner knows its size, not its name.
+DRAFT_PLACEHOLDER = "DRAFT_MODEL_PATH"
+#: Where each engine documents its speculative-decoding settings.
+SPEC_DOCS = {
+    "vllm": "https://docs.vllm.ai/en/latest/features/spec_decode.html",
+    "tensorrt-llm": "https://nvidia.github.io/TensorRT-LLM/advanced/speculative-decoding.html",
+    "sglang": "https://docs.sglang.io/advanced_features/speculative_decoding.html",
+}
+#: serving.speculative.method -> each engine's name for it (vLLM ``method``, TensorRT-LLM ``decoding_type``,
+#: SGLang ``--speculative-algorithm``; SGLang runs MTP heads through its EAGLE path, a draft model as STANDALONE).
+_VLLM_SPEC = {"eagle": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft": "draft_model"}
+_TRT_SPEC = {"eagle": "Eagle", "mtp": "MTP", "ngram": "NGram", "draft": "DraftTarget"}
+_SGLANG_SPEC = {"eagle": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM", "draft": "STANDALONE"}
+
+
+def _spec_notes(spec: dict[str, Any]) -> list[str]:
+    """What the speculative flags assume: the acceptance the plan used, and the drafter's checkpoint to fill in."""
+    out = [f"speculative decoding ({spec['method']}): the plan assumes {spec['expected_tokens']:.2f} tokens per "
+           f"verification (acceptance rate {spec['acceptance_rate']:.2f} per drafted token); check the engine's "
+           f"logged acceptance against it"]
+    if spec["method"] in ("eagle", "draft"):
+        out.append(f"replace {DRAFT_PLACEHOLDER} with the drafter's checkpoint (an EAGLE head or a small model of the "
+                   f"same tokenizer)")
+    return out
 
 
 #: Engine name -> settings builder ``(results, plan) -> EngineSettings``. Add an engine here.
@@ -435,15 +512,19 @@ def engine_settings(results: Results, engine: str | None = None, mode: str = "co
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
     if mode not in _MODE_WORDS:
         raise ValueError(f"mode must be one of {', '.join(_MODE_WORDS)}, got {mode!r}")
-    return ENGINES[name](results, _plan(results, mode, role, replicas))
+    return replace(ENGINES[name](results, _plan(results, mode, role, replicas)), gpu=results.scenario.gpu.name)
 
 
 def sizing_settings(sizing: Any, engine: str | None = None) -> tuple[EngineSettings, ...]:
     """The one answer's layout (``sizing.Sizing``) as ``engine``'s launch commands: its chosen TP, serving mode and
     replicas, one replica being ``sizing.replica`` (the chosen layout's scenario). Separate pools give two commands,
-    the prefill pool's (``prefill_replicas``) then the decode pool's (``decode_replicas``); other modes one
-    (``replicas``). Never the stated layout where the sizing chose another."""
+    the prefill pool's (``prefill_replicas``) then the decode pool's (``decode_replicas``); split pools the same, each
+    from its own pool's scenario (``sizing.prefill_replica``, ``sizing.replica``: its GPU, TP, DP/EP, memory
+    fraction and batch); other modes one (``replicas``). Never the stated layout where the sizing chose another."""
     replica = sizing.replica
+    if sizing.mode == "split" and sizing.prefill_replica is not None:  # each pool its own GPU type and layout
+        return (engine_settings(sizing.prefill_replica, engine, "split", "prefill", sizing.prefill_replicas),
+                engine_settings(replica, engine, "split", "decode", sizing.decode_replicas))
     if sizing.mode == "disaggregated":
         return (engine_settings(replica, engine, "disaggregated", "prefill", sizing.prefill_replicas),
                 engine_settings(replica, engine, "disaggregated", "decode", sizing.decode_replicas))

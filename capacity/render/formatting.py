@@ -24,6 +24,10 @@ def format_value(key: str, value: float | str | bool | None, binary: bool = Fals
             or ("",))[0]
     if unit in ("GPUs", "replicas"):
         return f"{value:,.0f} {unit}"
+    if unit == "W":
+        return f"{value:,.0f} W"
+    if unit in ("kWh", "kW"):
+        return f"{value:,.3g} {unit}" if value < 100 else f"{value:,.0f} {unit}"
     if unit in ("$/h", "$/month"):
         return f"${value:,.2f}{unit[1:]}"
     if unit == "B":
@@ -56,6 +60,8 @@ SECTIONS: dict[str, list[str]] = {
     "Closed loop": ["closed_loop_throughput_rps", "closed_loop_tokens_per_s", "closed_loop_load_fraction",
                     "closed_loop_batch", "closed_loop_tpot_s", "closed_loop_ttft_s", "closed_loop_slot_wait_s"],
     "Cost": ["cost_per_million_tokens", "cost_per_million_tokens_at_ceiling"],
+    "Power": ["replica_power_watts", "energy_per_million_tokens_kwh", "energy_cost_per_million_tokens",
+              "energy_cost_per_hour"],
 }
 
 #: The answer (``sizing.Sizing``): the layout chosen, the fleet, the load per replica and the cost, after the results.

@@ -79,19 +79,23 @@ def _replicas_result(scenario: Scenario, config: SimulationConfig, table: Reques
 def _simulate_pools(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any,
                     event_loop: str, times_only: bool = False) -> SimulationResult | tuple[dict[str, np.ndarray], str]:
     """Separate prefill and decode pools (``pools.py``): the prefill pool's handoffs, then the decode pool's
-    engines; the requests in id order with the times a user sees (or, ``times_only``, those times alone)."""
+    engines; the requests in id order with the times a user sees (or, ``times_only``, those times alone).
+    A scenario with a ``pools`` section runs each pool on its own scenario (``pools.pool_engines``: the prefill
+    pool's GPU and layout set the prompts' times and the KV transfer, the decode pool's its KV pool, batch and
+    steps)."""
     from capacity.simulator import pools
 
-    analytic = analytic if analytic is not None else scenario.evaluate()
-    cost = cost_model_for(scenario, config)
-    hand, order, moved = pools.split(scenario, config, table, analytic, cost)
-    decode, prefilled = pools.decode_config(config), PrefilledCost(cost)
+    (prefill, p_analytic), (decode, d_analytic) = pools.pool_engines(scenario, analytic)
+    cost = cost_model_for(prefill, config)
+    hand, order, moved = pools.split(prefill, config, table, p_analytic, cost)
+    d_cost = cost if decode is prefill else cost_model_for(decode, config)
+    decode_config, prefilled = pools.decode_config(config), PrefilledCost(d_cost)
     if times_only:
-        times, loop = _replicas_times(scenario, decode, moved, analytic, event_loop, prefilled)
+        times, loop = _replicas_times(decode, decode_config, moved, d_analytic, event_loop, prefilled)
         finish = np.empty(len(table))
         finish[order] = times["finish_s"]
         return pools.user_times(table.arrival_s, hand.handoff_s, table.output_tokens, finish), loop
-    result = _replicas_result(scenario, decode, moved, analytic, event_loop, prefilled)
+    result = _replicas_result(decode, decode_config, moved, d_analytic, event_loop, prefilled)
     return pools.as_users_see(result, config, table, hand, order)
 
 
@@ -154,6 +158,11 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     else:
         slots = config.max_num_seqs or UNLIMITED
         offered = config.max_num_seqs or batch_max
+    tokens_table = table
+    if scenario.serving.speculative and config.cost_model != "teaching":  # iterations that emit accepted tokens
+        from capacity.simulator.speculative import iteration_table
+
+        table = iteration_table(table, scenario.serving.speculative, config.seed)
     engine = Engine(table, config, cost or cost_model_for(scenario, config), pool_blocks, scenario.serving.block_size,
                     scenario.serving.max_model_len, slots, offered)
     if config.cpu_offload_bytes:
@@ -171,6 +180,7 @@ def _simulate_one(scenario: Scenario, config: SimulationConfig, table: RequestTa
     engine.alloc.check()
     if engine.alloc.used:
         raise RuntimeError(f"{engine.alloc.used} KV blocks still held after every request left")
+    table = tokens_table  # metrics in tokens: each request's own answer length (speculation ran iterations)
     if engine.closed:  # the arrivals the clients made (the table's are placeholders)
         table = replace(table, arrival_s=np.asarray(engine.arrival, dtype=float))
     if times_only:

@@ -259,6 +259,10 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
         except ScenarioError as exc:
             problems.extend(exc.problems)
     w, s = scenario.workload, scenario.serving
+    pools = scenario.raw.get("pools") if scenario.raw else None
+    if isinstance(pools, Mapping) and not problems:  # split pools: each pool's workers, unless the block says
+        values.setdefault("prefill_replicas", int((pools.get("prefill") or {}).get("workers", 1)))
+        values.setdefault("replicas", int((pools.get("decode") or {}).get("workers", 1)))
     values.setdefault("prompt_tokens", LengthDist("fixed", value=w.prompt_tokens))
     values.setdefault("output_tokens", LengthDist("fixed", value=w.output_tokens))
     explicit_prefix = "shared_prefix_tokens" in values

@@ -351,4 +351,8 @@ def cost_model_for(scenario: Scenario, config: SimulationConfig) -> CostModel:
     """The cost model the simulation block names (``teaching`` constants may be overridden)."""
     if config.cost_model == "teaching":
         return TeachingCost(config.decode_base_s, config.decode_per_seq_s, config.prefill_per_token_s)
+    if scenario.serving.speculative:  # one iteration: verification and drafter passes (simulator.speculative)
+        from capacity.simulator.speculative import speculative_cost
+
+        return speculative_cost(scenario)
     return RooflineCost.from_scenario(scenario)

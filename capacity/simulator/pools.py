@@ -14,6 +14,12 @@
   slot delays the second token, and counts against the TPOT as a user sees it. ``max_itl_s``: the decode
   engine's longest gap plus that wait (an upper bound on the gap from the first token to the second).
 
+Split pools (a scenario's ``pools`` section, ``model/split_pools.py``): each pool runs on its own scenario
+(``pool_engines``): the prefill pool's GPU, layout and engine set ``P_i``'s prefill time and the KV transfer (its
+``serving.kv_transfer_bandwidth``), the decode pool's its KV pool, batch cap and decode steps; the replicas default to
+each pool's ``workers`` (``simulation.prefill_replicas`` and ``replicas`` override them). The analytic model of the
+same pools is ``split_pools.evaluate`` and the sizing's ``split`` rows (docs/simulator.md, "Split pools").
+
 Prefix sharing, multi-turn sessions, KV offload, retries, recorded token times and static batching are
 refused with a pool split (the prefill pool keeps no cache). Both event loops run the decode engines.
 """
@@ -21,6 +27,7 @@ refused with a pool split (the prefill pool keeps no cache). Both event loops ru
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +85,20 @@ def handoff_s(table: RequestTable, config: SimulationConfig, cost: CostModel, kv
     return Handoff(replica, end - service, handoff, float(service.sum()))
 
 
+def pool_engines(scenario: Scenario, analytic: Any = None) -> tuple[tuple[Scenario, Any], tuple[Scenario, Any]]:
+    """((prefill scenario, its evaluation), (decode scenario, its evaluation)): each pool's own scenario where
+    ``scenario`` states ``pools`` (``split_pools.pool_scenarios``), else ``scenario`` for both (``analytic``: its
+    ``evaluate()`` where the caller has it)."""
+    raw = scenario.raw or {}
+    if isinstance(raw.get("pools"), Mapping):
+        from capacity.model.split_pools import pool_scenarios
+
+        stated = pool_scenarios(raw)
+        return (stated.prefill, stated.prefill.evaluate()), (stated.decode, stated.decode.evaluate())
+    analytic = analytic if analytic is not None else scenario.evaluate()
+    return (scenario, analytic), (scenario, analytic)
+
+
 def decode_config(config: SimulationConfig) -> SimulationConfig:
     """The decode pool's engine settings: whole-prompt admission (a prefilled prompt takes no chunks), no split."""
     return dataclasses.replace(config, prefill_replicas=0, chunked_prefill=False)
@@ -121,5 +142,5 @@ def as_users_see(result: SimulationResult, config: SimulationConfig, table: Requ
     return dataclasses.replace(result, config=config, requests=df, counters=counters)
 
 
-__all__ = ["Handoff", "as_users_see", "decode_config", "fifo_finish_s", "handoff_s",
+__all__ = ["Handoff", "as_users_see", "decode_config", "fifo_finish_s", "handoff_s", "pool_engines",
            "prefill_service_s", "split", "user_times"]

@@ -227,3 +227,25 @@ def test_identical_requests_move_in_lockstep_as_simulated(shape):
         point = closed_loop_lockstep(model, prefill.tokens, 300, mem.batch_max, 8192, 30.0)
         assert float(point.ttft_s) == pytest.approx((8 * full * 6 + 6 * (3 * full + last)) / 30, rel=1e-12)
         assert float(point.ttft_s) == pytest.approx(2.0125, abs=1e-4)
+
+
+# --- the running batch: blocks allocated as tokens arrive (engine profiles) -----------------------------------------
+
+def test_engines_run_the_pool_at_the_mean_context():
+    """Under vLLM's profile the running batch is the pool at P + A/2 tokens, by hand from the pool's blocks; under
+    the essays' convention it is B_max. Users between the two run without a slot wait (issue 28: the engines ran
+    them, the whole-context pool predicted minute-long waits)."""
+    data = {"model": {"name": "llama-3.1-8b"}, "gpu": {"name": "h100-sxm", "count": 1},
+            "serving": {"engine": "vllm", "max_num_seqs": 4096},
+            "workload": {"prompt_tokens": 1024, "output_tokens": 8192}}
+    r = Scenario.from_dict(data).evaluate()
+    blocks, bs = float(r["pool_blocks"]), 16
+    whole, mean = math.ceil((1024 + 8192) / bs), math.ceil((1024 + 4096) / bs)
+    assert float(r["batch_max"]) == blocks // whole
+    assert float(r["batch_running"]) == blocks // mean
+    between = (float(r["batch_max"]) + float(r["batch_running"])) // 2
+    loop = Scenario.from_dict({**data, "workload": {**data["workload"], "concurrency": between}}).evaluate()
+    assert float(loop["closed_loop_slot_wait_s"]) == 0.0
+    assert float(loop["closed_loop_batch"]) > float(r["batch_max"])
+    ideal = Scenario.from_dict({**data, "serving": {"engine": "ideal", "block_size": 16}}).evaluate()
+    assert float(ideal["batch_running"]) == float(ideal["batch_max"])

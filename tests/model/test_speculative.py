@@ -67,3 +67,45 @@ def test_bad_speculative_settings_are_refused():
         _essay({"method": "medusa", "draft_tokens": 2, "acceptance_rate": 0.5})
     with pytest.raises(ScenarioError, match="draft_params"):
         _essay({"method": "draft", "draft_tokens": 2, "acceptance_rate": 0.5})
+
+
+def test_speculation_is_in_the_goodput_and_the_closed_form_pieces_match_the_step():
+    """Under TPOT <= 50 ms n-gram speculation (γ 4, α 0.8) raises essay 001's goodput (5.897 -> 6.245 requests/s) and
+    lowers its cost, while the ceiling falls (6.92 -> 6.33: at 328 sequences verification is compute-bound); the
+    dense closed form's two pieces give the step itself at every batch."""
+    plain = load_scenario("scenarios/essay-001-sale-day.yaml")
+    s = _essay({"method": "ngram", "draft_tokens": 4, "acceptance_rate": 0.8})
+    r, p = s.evaluate(), plain.evaluate()
+    assert r["goodput_rps"] > p["goodput_rps"] and r["cost_per_million_tokens"] < p["cost_per_million_tokens"]
+    assert r["ceiling_rps"] < p["ceiling_rps"]
+    assert r["tpot_at_goodput_s"] == pytest.approx(0.05, rel=1e-9)
+    e = (1 - 0.8 ** 5) / 0.2
+    assert r["decode_step_s"] == pytest.approx(_verify(328, 4) / e, rel=1e-12)
+    from capacity.model.analysis import complete_inputs, step_model
+
+    x = complete_inputs(s.inputs())
+    model, _ = step_model(x, x["prompt_tokens"] + x["output_tokens"] / 2.0)
+    (a_mem, m_mem), (a_comp, m_comp) = model.pieces()
+    for b in (1.0, 50.0, 121.0, 328.0):
+        assert max(a_mem + m_mem * b, a_comp + m_comp * b) == pytest.approx(float(model.step_s(b)), rel=1e-12)
+
+
+def test_acceptance_length_and_drafter_overheads():
+    """E given directly (2.5 tokens, γ 3): α by inversion; 0.7 ms per drafter pass and 1.2 ms per iteration add
+    3 x 0.7 + 1.2 = 3.3 ms to one sequence's iteration."""
+    base = {"method": "eagle", "draft_tokens": 3, "acceptance_length": 2.5}
+    s0 = _essay(base)
+    s1 = _essay({**base, "draft_overhead": "0.7 ms", "verify_overhead": "1.2 ms"})
+    assert s0.serving.speculative["expected_tokens"] == 2.5
+    t0 = evaluate(s0, s0.evaluate())["spec_tpot_single_s"]
+    t1 = evaluate(s1, s1.evaluate())["spec_tpot_single_s"]
+    assert (t1 - t0) * 2.5 == pytest.approx(3.3e-3, rel=1e-9)
+    with pytest.raises(ScenarioError, match="acceptance_rate"):
+        _essay({"method": "eagle", "draft_tokens": 3})
+
+
+def test_a_draft_model_takes_its_weights_from_the_kv_pool():
+    """2 GB of drafter weights on an 80 GB GPU at 0.9: the pool falls from 56 GB to 54 GB."""
+    plain = load_scenario("scenarios/essay-001-sale-day.yaml").evaluate()
+    s = _essay({"method": "draft", "draft_tokens": 4, "acceptance_rate": 0.8, "draft_params": 1e9})
+    assert s.evaluate()["pool_bytes"] == pytest.approx(plain["pool_bytes"] - 2e9)

@@ -90,3 +90,32 @@ def test_cli_separate_pools(capsys):
                  "--separate-pools", "on", "--workers", "1"]) == 0
     table = capsys.readouterr().out
     assert f"{split['prefill_replicas']}+{split['replicas'] - split['prefill_replicas']}" in table
+
+
+def test_split_settings_pair_every_prefill_layout_with_every_decode_layout():
+    """Split pools (issue 29): prefill GPU x TP by decode GPU x TP by batch cap, chunked prefill off; an MoE model's
+    layouts add their attention data and expert parallel sizes."""
+    grid = settings_grid(["h200"], [1, 2], [256], [8192], [False], [False], None, ["l40s", "h100-sxm"], [1])
+    split = [s for s in grid if s.split]
+    assert len(split) == 2 * 1 * 1 * 2 and all(s.separate_pools and not s.chunked_prefill for s in split)
+    assert {(s.prefill_gpu, s.prefill_tensor_parallel, s.gpu, s.tensor_parallel) for s in split} == \
+        {(p, 1, "h200", t) for p in ("l40s", "h100-sxm") for t in (1, 2)}
+    data = scenario_data(RAW, split[0])
+    assert data["pools"]["prefill"]["gpu"] == {"name": "l40s", "pipeline_parallel": 1, "count": 1}
+    assert "pools" not in scenario_data({**RAW, "pools": data["pools"]}, Setting("h200", 1, 64, 2048, False))
+    moe = settings_grid(["h200"], [2], [256], [8192], [False], moe={2: [(1, 1), (2, 4)]})
+    assert [(s.attention_data_parallel, s.expert_parallel) for s in moe] == [(1, 1), (2, 4)]
+
+
+def test_a_split_candidate_costs_each_pool_at_its_own_price():
+    """3 prefill replicas of 1 L40S and 2 decode replicas of 2 H200s: 3 x 1 x c_l40s + 2 x 2 x c_h200 per hour."""
+    from capacity.planning.search import _cost
+
+    setting = Setting("h200", 2, 256, 8192, False, True, prefill_gpu="l40s", prefill_tensor_parallel=1)
+    kept, _ = prune(RAW, [setting], 20.0)
+    (c,) = kept
+    l40s = Scenario.from_dict({**RAW, "gpu": "l40s"}).gpu.price_per_hour
+    h200 = Scenario.from_dict({**RAW, "gpu": "h200"}).gpu.price_per_hour
+    cost = _cost(c, 5, 3)
+    assert cost["gpus"] == 3 + 4 and cost["cost_per_hour"] == pytest.approx(3 * l40s + 4 * h200)
+    assert 0 < c.prefill_share < 1

@@ -197,7 +197,12 @@ def check_fast_surfaces(data: dict, s: Scenario, size, folder: Path) -> list[str
     for one in json.loads(_run(["flags", str(path), "--engine", "all", "--format", "json"])):
         values = {f["flag"]: f["value"] for f in one["flags"]}
         tp = int(values.get("--tensor-parallel-size") or values.get("--tp_size") or values["--tp-size"])
-        expect(f"flags {one['engine']}", "TP", tp == z.tensor_parallel, tp, z.tensor_parallel)
+        # SGLang and TensorRT-LLM name all GPUs of a stage as their TP where attention runs data parallel (an MoE
+        # layout the answer may choose, issue 29); split pools: the decode pool's layout is the answer's
+        stage = z.tensor_parallel * (z.attention_data_parallel if one["engine"] != "vllm" else 1)
+        if one["role"] == "prefill" and z.mode == "split":
+            stage = z.prefill_tensor_parallel * (z.prefill_attention_data_parallel if one["engine"] != "vllm" else 1)
+        expect(f"flags {one['engine']}", "TP", tp == stage, tp, stage)
         expect(f"flags {one['engine']}", "mode", one["mode"] == z.mode, one["mode"], z.mode)
         want = {"prefill": z.prefill_replicas, "decode": z.decode_replicas}.get(one["role"], z.replicas)
         expect(f"flags {one['engine']}", f"replicas {one['role']}", one["replicas"] == want, one["replicas"], want)
@@ -235,7 +240,7 @@ def check_fast_surfaces(data: dict, s: Scenario, size, folder: Path) -> list[str
         if want is not None and math.isfinite(want) and (fleet_shown or key == "replica_goodput_rps"):
             shown = values.get(f"sizing:{key}")
             expect("report", key, shown is not None and _same(float(shown), want), shown, want)
-    pool = "/decode" if z.mode == "disaggregated" else ""
+    pool = "/decode" if z.mode in ("disaggregated", "split") else ""
     shown = values.get(f"flag:vllm{pool}:--tensor-parallel-size")
     expect("report", "flags TP", shown == str(z.tensor_parallel), shown, z.tensor_parallel)
     return problems

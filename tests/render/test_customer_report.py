@@ -128,21 +128,23 @@ def test_fleet_matches_a_sizing_by_hand(rendered):
 
 def test_engine_flags_carry_the_sizing(rendered):
     """The flags are the answer's layout (``sizing.size``: its TP and batch, which may differ from the stated
-    layout's), one set per pool where it chose separate prefill and decode pools."""
+    layout's), one set per pool where it chose separate prefill and decode pools. An MoE layout with attention
+    data parallelism (the layout search tries it, issue 29) caps vLLM's and TensorRT-LLM's batch per rank."""
     from capacity.planning.sizing import size
 
     results, document = rendered
     s, numbers = results.scenario, parse(document).values
     z = size(s, results)
-    pools = ["/prefill", "/decode"] if z.mode == "disaggregated" else [""]
+    pools = ["/prefill", "/decode"] if z.mode in ("disaggregated", "split") else [""]
     batch = max(int(z.replica["batch_max"]), 1)
+    per_rank = max(batch // z.attention_data_parallel, 1)
     for pool in pools:
         assert int(numbers[f"flag:vllm{pool}:--tensor-parallel-size"]) == z.tensor_parallel
         assert float(numbers[f"flag:vllm{pool}:--gpu-memory-utilization"]) == pytest.approx(
             s.serving.memory_utilization, abs=1e-3)
-        assert int(numbers[f"flag:vllm{pool}:--max-num-seqs"]) == batch
+        assert int(numbers[f"flag:vllm{pool}:--max-num-seqs"]) == per_rank
         assert int(numbers[f"flag:sglang{pool}:--max-running-requests"]) == batch
-        assert int(numbers[f"flag:tensorrt-llm{pool}:--max_batch_size"]) == batch
+        assert int(numbers[f"flag:tensorrt-llm{pool}:--max_batch_size"]) == per_rank
         assert (f"flag:vllm{pool}:--enable-chunked-prefill" in numbers) == (z.mode == "chunked" or pool == "/prefill")
 
 

@@ -213,7 +213,7 @@ def test_colocated_turns_chunked_prefill_off(essay001):
     chunked = flags(engine_settings(essay001, "vllm", mode="chunked"))
     assert chunked["--max-num-batched-tokens"] == str(essay001.scenario.serving.max_batched_tokens)
     with pytest.raises(ValueError, match="mode must be one of"):
-        engine_settings(essay001, "vllm", mode="split")
+        engine_settings(essay001, "vllm", mode="speculative-pools")
 
 
 def test_engine_flags_state_the_moe_layout():

@@ -183,3 +183,18 @@ def test_a_result_without_a_formula_is_the_library_value_and_says_so(monkeypatch
     assert math.isclose(cell.value, report.results["goodput_rps"], rel_tol=1e-15)
     assert cell.comment.text == xlsx_writer.NO_FORMULA
     assert wb["Results"].cell(cell.row, 4).value.startswith(xlsx_writer.NO_FORMULA)
+
+
+def test_speculative_decoding_is_the_library_value_and_says_so():
+    """Speculative decoding (issue 29) makes the decode step an iteration per accepted token, which the formulas do
+    not hold: every result is the library's value, labelled, never a workbook recomputation without the drafter."""
+    raw = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "serving": {"engine": "vllm", "speculative": {
+        "method": "eagle", "draft_tokens": 3, "acceptance_length": 2.5}},
+           "workload": {"prompt_tokens": 1000, "output_tokens": 300, "arrival_rate": 10}, "slo": {"tpot": "20 ms"}}
+    scenario = Scenario.from_dict(raw)
+    assert any("speculative decoding" in reason for reason in xlsx_writer.unexpressed(scenario))
+    report = report_for(scenario)
+    cells = named_cells(openpyxl.load_workbook(io.BytesIO(workbook_bytes(report))))
+    for key in ("goodput_rps", "tpot_at_load_s", "ceiling_rps"):
+        assert math.isclose(cells[key].value, report.results[key], rel_tol=1e-12), key
+        assert cells[key].comment.text == xlsx_writer.NO_FORMULA

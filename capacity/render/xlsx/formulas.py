@@ -276,6 +276,13 @@ def _pool_ttft(rate: str) -> str:
 
 
 _DECODE_PER_REQUEST = "output_tokens*decode_step_s/batch_max"
+#: Requests of the mean context (prompt + answer / 2) the pool holds, the prefix stored once, never fewer than paged
+#: (``memory.max_requests_shared_prefix`` at ``context_tokens``): what ``batch_running`` caps.
+_RUNNING_FITS = ("MAX(IF(pool_blocks>=shared_blocks_held,"
+                 + _floor_count(f"(pool_blocks-shared_blocks_held)/"
+                                f"{_windowed_blocks('(context_tokens-shared_blocks*block_size)')}") + ",0),"
+                 + _floor_count(f"pool_blocks/{_windowed_blocks('context_tokens')}") + ")")
+
 #: (batch, d_p, x) of the chunked-prefill iteration at the ceiling's, the goodput's and the load's batch.
 _CHUNK_CEILING = ("chunk_batch_ceiling", "chunk_plain_ceiling_s", "chunk_extra_ceiling_s")
 _CHUNK_GOODPUT = ("solver_chunk_batch_goodput", "chunk_plain_goodput_s", "chunk_extra_goodput_s")
@@ -330,6 +337,9 @@ FORMULAS: dict[str, str] = {
                                    f"{_floor_count('(pool_blocks-shared_blocks_held)/private_blocks')},0)"),
     "batch_max": ("IF(ISBLANK(max_num_seqs),max_requests_shared_prefix,"
                   "MIN(max_requests_shared_prefix,max_num_seqs))"),
+    # analysis._batch_running: under an engine profile the pool at the mean context (blocks allocated on demand)
+    "batch_running": (f"IF(N(kv_on_demand)>0,MAX(batch_max,IF(ISBLANK(max_num_seqs),{_RUNNING_FITS},"
+                      f"MIN({_RUNNING_FITS},max_num_seqs))),batch_max)"),
     "batch_limit": ('IF(ISBLANK(max_num_seqs),"kv_memory",'
                     'IF(max_num_seqs<max_requests_shared_prefix,"max_num_seqs","kv_memory"))'),
     # Roofline (roofline.py, analysis.StepModel)
@@ -457,6 +467,14 @@ FORMULAS: dict[str, str] = {
                               f"{_tpot_closed('arrival_rate', '0')},NA())"),
     "disagg_ttft_at_load_s": f"IF({_LOAD}>0,{_pool_ttft('arrival_rate')},NA())",
     "disagg_win_back": f"IF({_GAP}>0,{_sub('disagg_goodput_per_gpu_rps*gpus_per_replica', 'goodput_rps')}/{_GAP},NA())",
+    # Power (formulas.power): full board power x PUE, an upper bound; blank board power or price: not known.
+    "replica_power_watts": "IF(ISBLANK(board_power_watts),NA(),board_power_watts*gpus_per_replica*pue)",
+    "energy_per_million_tokens_kwh": ("IF(ISBLANK(board_power_watts),NA(),IF(goodput_rps*output_tokens<=0,NA(),"
+                                      "replica_power_watts/(goodput_rps*output_tokens)*1E6/3.6E6))"),
+    "energy_cost_per_million_tokens": ("IF(OR(ISBLANK(board_power_watts),ISBLANK(energy_price_per_kwh)),NA(),"
+                                       "energy_per_million_tokens_kwh*energy_price_per_kwh)"),
+    "energy_cost_per_hour": ("IF(OR(ISBLANK(board_power_watts),ISBLANK(energy_price_per_kwh)),NA(),"
+                             "replica_power_watts/1000*energy_price_per_kwh)"),
 }
 
 

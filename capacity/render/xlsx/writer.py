@@ -177,7 +177,8 @@ def unexpressed(scenario: Any) -> list[str]:
 
     The formulas compose one replica of tensor (and pipeline) parallel GPUs; the MoE layouts of issue 29 (attention
     data parallel ranks, experts spread over expert-parallel ranks, a MoE tensor-parallel size of their own, an
-    expert load imbalance) change the weights per GPU and add an all-to-all the formulas do not hold. Where any is
+    expert load imbalance) change the weights per GPU and add an all-to-all the formulas do not hold, and speculative
+    decoding makes the decode step an iteration of verification and drafter passes per accepted token. Where any is
     used, every result is written as the library's value and the workbook says so (never a different number).
     """
     g = scenario.gpu
@@ -191,6 +192,13 @@ def unexpressed(scenario: Any) -> list[str]:
         reasons.append(f"a MoE tensor-parallel size of its own ({serving['moe_tensor_parallel']})")
     if getattr(g, "expert_load_imbalance", 1.0) != 1.0:
         reasons.append(f"an expert load imbalance of {g.expert_load_imbalance:g}")
+    if getattr(scenario.serving, "speculative", None):
+        reasons.append(f"speculative decoding ({scenario.serving.speculative.get('method', 'drafting')}: the decode "
+                       f"step is an iteration per accepted token, capacity.model.speculative)")
+    m = scenario.model
+    if getattr(m, "transformer_layers", None) and m.transformer_layers != m.layers:
+        reasons.append(f"per-layer fixed costs over all {m.transformer_layers} layers of a hybrid model "
+                       f"({m.layers} with a KV cache)")
     return reasons
 
 
