@@ -11,7 +11,8 @@ not in these figures; ``bench_app_browser.py`` measures that.
 
 Phases, in one run:
 
-1. **Warm-up**: one landing session and one heavy session (below), so that what a server loads once (libraries,
+1. **Warm-up**: one landing session and one heavy session (below; tried again if a busy machine stopped it at its
+   time budget), so that what a server loads once (libraries,
    catalogs, the simulator's compiled loop) is loaded; then the server idles until it is quiet and its memory is
    read: **RSS at start**. The fresh server's RSS before any session is printed beside it.
 2. **Alone**: ``--lone`` sessions one after another: first number, and the server's CPU seconds per session
@@ -19,8 +20,10 @@ Phases, in one run:
 3. **Crowd**: ``--sessions`` clients (default 50) released at once: the same figures. Targets: CPU per session
    within 1.5x of a lone session's.
 4. **Heavy**: ``--heavy`` clients each open the Simulator view on the largest simulation its controls allow (a new
-   seed every session, so no cache answers it) and start the next as soon as one ends; while they run, ``--lone``
-   ordinary sessions open one after another. Target: their median first number within 2x of the lone median.
+   seed every session, so no cache answers it) and start the next as soon as one ends; once each has finished one
+   (the server as busy as they keep it), ``--lone`` ordinary sessions open one after another. Target: their median
+   first number within 2x of the lone median. Printed beside it: the heavy sessions' own time (queue included),
+   any the server's limits refused (with its message) and the CPU the workers and the server used meanwhile.
 5. **Closed**: every session has ended; the server idles for ``--settle`` seconds. Target: its RSS back within
    20% of the start (the peak over all phases is printed beside it).
 
@@ -30,6 +33,8 @@ under that load, and the ratios (crowd against alone, measured in the same run) 
 
     python benchmarks/bench_crowd.py [--sessions 50] [--lone 5] [--heavy 4] [--settle 30] [--root DIR]
                                      [--json benchmarks/results/crowd-DATE.json]
+
+``--root`` runs another checkout's app.py (e.g. the code before a change) with this benchmark.
 """
 
 from __future__ import annotations
