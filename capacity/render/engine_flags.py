@@ -75,6 +75,7 @@ from typing import Any
 
 import yaml
 
+from capacity.formulas.quantisation import SCHEMES
 from capacity.model.scenario import Results
 
 #: Where each engine's flags are documented (cited in the report next to the flags).
@@ -234,9 +235,12 @@ def _plan(results: Results, mode: str = "colocated", role: str = "", replicas: i
         notes.append(f"the running-request cap is the {batch:,} requests that fit in the KV pool; left at the "
                      "engine's default, the cap could bind before the memory does and the plan would not hold")
     max_len = s.serving.max_model_len if s.serving.max_model_len is not None else s.workload.tokens_per_request
+    # A quantisation scheme names the weights' format (fp8, int4, fp4, ...); model.weight_dtype is then the 16-bit
+    # convention it replaces, and printing it as --dtype would serve 16-bit weights.
+    weights = SCHEMES[s.model.quantization].storage_dtype if s.model.quantization else s.model.weight_dtype
     return _Plan(tp=s.gpu.count, pp=s.gpu.pipeline_parallel, batch=max(batch, 1), max_model_len=int(max_len),
                  batched_tokens=int(s.serving.max_batched_tokens), kv_dtype=s.model.kv_dtype,
-                 weight_dtype=s.model.weight_dtype, block_size=s.serving.block_size,
+                 weight_dtype=weights, block_size=s.serving.block_size,
                  shared_prefix=s.workload.shared_prefix_tokens > 0, notes=tuple(notes), mode=mode, role=role,
                  replicas=replicas)
 

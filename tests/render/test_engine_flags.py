@@ -235,3 +235,21 @@ def test_engine_flags_state_the_moe_layout():
     assert (flags["tensorrt-llm"]["--tp_size"], flags["tensorrt-llm"]["--ep_size"]) == ("8", "8")
     assert flags["tensorrt-llm"]["--max_batch_size"] == per_rank
     assert engine_settings(r, "tensorrt-llm").config_file["enable_attention_dp"] is True
+
+
+def test_a_quantisation_scheme_is_what_the_flags_serve():
+    """``model.quantization: fp8`` is served as fp8 weights (vLLM ``--quantization fp8``, no 16-bit ``--dtype``);
+    an int4 scheme as a checkpoint vLLM reads the method from (the session's note: fp8 printed ``--dtype float16``)."""
+    from capacity import Scenario
+    from capacity.render.engine_flags import engine_settings
+
+    def flags(scheme):
+        s = Scenario.from_dict({"model": {"name": "llama-3.1-8b", "quantization": scheme}, "gpu": "h100-sxm",
+                                "serving": {"engine": "vllm"}, "workload": {"prompt_tokens": 500, "output_tokens": 200}})
+        got = engine_settings(s.evaluate(), "vllm")
+        return {f.flag: f.value for f in got.flags}, got.notes
+
+    fp8, _ = flags("fp8")
+    assert fp8.get("--quantization") == "fp8" and "--dtype" not in fp8
+    awq, notes = flags("w4a16-awq")
+    assert "--dtype" not in awq and any("int4 weights" in n for n in notes)
