@@ -245,7 +245,8 @@ def test_a_quantisation_scheme_is_what_the_flags_serve():
 
     def flags(scheme):
         s = Scenario.from_dict({"model": {"name": "llama-3.1-8b", "quantization": scheme}, "gpu": "h100-sxm",
-                                "serving": {"engine": "vllm"}, "workload": {"prompt_tokens": 500, "output_tokens": 200}})
+                                "serving": {"engine": "vllm"},
+                                "workload": {"prompt_tokens": 500, "output_tokens": 200}})
         got = engine_settings(s.evaluate(), "vllm")
         return {f.flag: f.value for f in got.flags}, got.notes
 
