@@ -7,17 +7,18 @@ the day is simulated, so the view runs on a button, not on every rerun.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app_views.context import Context
 from app_views.figures import Figures
+from app_views.jobs import plan_day
+from app_views.server import run_heavy
 from app_views.text import plain
+from capacity.errors import ScenarioError
 
 #: Table columns shown, with headers in words and units.
 SHOWN = {"policy": "policy", "gpu_hours_per_day": "GPU-hours per day", "cost_per_month": "$ per month",
@@ -41,29 +42,13 @@ def expected_requests(peak_rps: float, peak_factor: float) -> float:
     return peak_rps * (1.0 + 1.0 / peak_factor) / 2.0 * 86400.0
 
 
-@st.cache_data(show_spinner="Simulating every request of the day under each policy...", max_entries=8)
+@st.cache_data(show_spinner="Simulating every request of the day under each policy...", max_entries=8, ttl=3600)
 def cached_plan(scenario_json: str, peak_rps: float, peak_factor: float, burst: tuple[float, float, float],
                 delays: tuple[float, float, float, float], price_ratio: float) -> dict[str, Any]:
-    """The plan's rows, summary and the day of the answer (or of the first policy) in 15-minute bins."""
-    from capacity.model.scenario import Scenario
-    from capacity.planning.autoscaling import DaySpec, plan_autoscaling
-    from capacity.planning.daily import diurnal_rates
-    from capacity.simulator.autoscale import Delays, Policy
-    from capacity.simulator.traffic import Burst
-
-    scenario = Scenario.from_dict(json.loads(scenario_json))
-    hour, minutes, factor = burst
-    bursts = (Burst(hour * 3600.0, minutes * 60.0, factor),) if minutes > 0 and factor != 1 else ()
-    day = DaySpec(tuple(float(r) for r in diurnal_rates(peak_rps, peak_factor)), bursts=bursts)
-    provision, bandwidth, warmup, scale_down = delays
-    plan = plan_autoscaling(scenario, day, Delays(provision_s=provision, load_bandwidth=bandwidth or None,
-                                                  warmup_s=warmup, scale_down_s=scale_down),
-                            [Policy(kind, target) for kind, target in POLICIES], price_ratio)
-    shown = plan.outcomes[plan.chosen if plan.chosen is not None else 0]
-    slo = scenario.slo
-    timeline = shown.day.timeline(900.0, slo.tpot_s, slo.ttft_s)
-    return {"rows": plan.rows(), "summary": plan.summary(), "shown": shown.name,
-            "timeline": {k: np.asarray(v).tolist() for k, v in timeline.items()}}
+    """The plan's rows, summary and the day of the answer (or of the first policy) in 15-minute bins
+    (``app_views.jobs.plan_day``), a heavy job of this session on the server's worker pool under the time left in
+    the view's budget (``app_views.server.run_heavy``); each entry goes an hour after it was written."""
+    return run_heavy(plan_day, scenario_json, peak_rps, peak_factor, burst, delays, price_ratio, POLICIES)
 
 
 def day_chart(timeline: dict[str, list[float]], ttft_promise_s: float | None, title: str) -> dict:
@@ -143,6 +128,9 @@ def render(st_: Any, ctx: Context) -> dict[str, Any] | None:
         plan = cached_plan(ctx.scenario_json, float(peak), float(factor),
                            (float(burst_hour), float(burst_min), float(burst_factor)),
                            (float(provision), float(bandwidth) * 1e9, float(warmup), 300.0), float(ratio))
+    except ScenarioError as exc:  # refused by the server's limits, or past the view's time budget
+        st_.error(plain("; ".join(exc.problems)))
+        return None
     except (ValueError, RuntimeError) as exc:
         st_.error(plain(exc))
         return None

@@ -49,21 +49,55 @@ def render(st: Any, ctx: Context) -> None:
 
 
 def _power(st: Any, ctx: Context) -> None:
-    """Power beside the GPU cost (issue 29): the fleet's energy a month at full board power (an upper bound) and,
-    with ``gpu.energy_price_per_kwh``, its electricity cost; the speculative decoding the sizing assumes."""
+    """Power beside the GPU cost (issue 29): the fleet's power and energy a month at full board power (an upper
+    bound) and, with ``gpu.energy_price_per_kwh``, its electricity cost; then the speculative decoding the sizing
+    assumes, with and without (``_speculation``). Every number is the one answer's (``ctx.sizing``)."""
     z, g = ctx.sizing, ctx.results.scenario.gpu
     if z.energy_kwh_per_month is not None:
         c = Figures(st)
-        c.metric("Energy per month", f"{z.energy_kwh_per_month:,.0f} kWh",
-                 help=f"{z.gpus or 0:,} GPUs x {g.tdp_watts:g} W board power x PUE {g.pue:g} x 730 h: every GPU "
-                      "at full board power, an upper bound")
+        c.metric("Fleet power", format_value("sizing_power_kw", z.power_kw),
+                 help=(f"{z.gpus or 0:,} GPU{'' if z.gpus == 1 else 's'} x {g.tdp_watts:g} W board power"
+                       if z.mode != "split" else
+                       f"{z.gpus or 0:,} GPUs of both pools x each one's board power") +
+                      f" x PUE {g.pue:g}: every GPU at full board power, an upper bound")
+        c.metric("Energy per month", f"{z.energy_kwh_per_month:,.0f} kWh", help="the fleet's power x 730 h")
         c.metric("Electricity per month", money(z.energy_cost_per_month, 0),
-                 help="gpu.energy_price_per_kwh x the energy; beside the GPU cost per month")
+                 help=f"${g.energy_price_per_kwh:g} per kWh x the energy; beside the GPU cost of "
+                      f"{money(z.cost_per_month, 0)} a month" if g.energy_price_per_kwh is not None else
+                 "set the electricity price ($/kWh) under GPU in the sidebar (Show all inputs)")
         if z.energy_per_million_tokens_kwh is not None:
-            c.metric("Energy per M output tokens", f"{z.energy_per_million_tokens_kwh:,.3g} kWh")
+            c.metric("Energy per M output tokens", f"{z.energy_per_million_tokens_kwh:,.3g} kWh",
+                     help=f"electricity {money(z.energy_cost_per_million_tokens, 4)} per M output tokens"
+                     if z.energy_cost_per_million_tokens is not None else "at full board power")
         c.draw()
+    else:
+        st.caption(plain(f"No board power is known for {g.name}: type it under GPU in the sidebar (Show all inputs) "
+                         "to see the fleet's energy and its electricity cost."))
+    _speculation(st, ctx)
+
+
+def _speculation(st: Any, ctx: Context) -> None:
+    """Speculative decoding (``serving.speculative``): tokens per verification, and TPOT with and without it at one
+    sequence and at the largest batch (``capacity.model.speculative.evaluate``), where it stops paying."""
     spec = ctx.results.scenario.serving.speculative
-    if spec:
-        st.caption(plain(f"Speculative decoding ({spec['method']}): {spec['draft_tokens']} drafted tokens per step, "
-                         f"{spec['expected_tokens']:.2f} tokens per verification assumed; every cost above includes "
-                         f"it."))
+    if not spec:
+        return
+    from capacity.model.speculative import evaluate
+
+    sp = evaluate(ctx.results.scenario, ctx.results)
+    c = Figures(st)
+    c.metric("Tokens per verification", f"{sp['spec_expected_tokens_per_step']:,.2f}",
+             help=f"{spec['method']}: {spec['draft_tokens']} drafted, acceptance {spec['acceptance_rate']:.3f} each")
+    c.metric("TPOT, one sequence", format_value("spec_tpot_single_s", sp["spec_tpot_single_s"]),
+             help=f"{format_value('spec_tpot_plain_single_s', sp['spec_tpot_plain_single_s'])} without: "
+                  f"{sp['spec_speedup_single']:,.2f}x faster")
+    c.metric("TPOT at the largest batch", format_value("spec_tpot_at_batch_max_s", sp["spec_tpot_at_batch_max_s"]),
+             help=f"{sp['spec_speedup_at_batch_max']:,.2f}x the plain step's speed at "
+                  f"{ctx.results['batch_max']:,.0f} sequences")
+    breakeven = sp["spec_breakeven_batch"]
+    c.metric("Pays up to", f"{breakeven:,.0f} sequences" if breakeven else "never",
+             help="the largest decode batch where speculation still lowers TPOT")
+    c.draw()
+    st.caption(plain(f"Speculative decoding ({spec['method']}): {spec['draft_tokens']} drafted tokens per step, "
+                     f"{spec['expected_tokens']:.2f} tokens per verification assumed; every cost above includes "
+                     f"it."))

@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_views import sidebar
+from app_views import server, sidebar
 from app_views.context import Context
 from app_views.exports import render_downloads
 from app_views.figures import figures_markdown
@@ -133,6 +133,7 @@ def main() -> None:
     """One rerun. The headline goes out first: its figures reach the browser (and are drawn) before the ~40
     sidebar widgets and the view, which the browser takes much longer to redraw than the script to send."""
     st.set_page_config(page_title="LLM serving capacity planner", layout="wide")
+    server.note_session()  # its end hands its memory back; warnings kept out of the server's log (app_views.server)
     if "doc" not in st.session_state:
         sidebar.start(dict(st.query_params))
     doc = sidebar.doc()  # the widgets' callbacks ran before this script: the mapping is this rerun's sizing

@@ -18,6 +18,8 @@ from app_views.state import (
     DTYPES,
     FIELDS,
     KV_DTYPES,
+    SPEC_KEYS,
+    SPEC_METHODS,
     UNITS,
     Origin,
     catalog_value,
@@ -33,10 +35,13 @@ from app_views.state import (
     overridden,
     preset_documents,
     presets,
+    relevant,
     reset_to_default,
     set_value,
     sizing_name,
     sources,
+    speculation,
+    stated,
     widget_values,
     with_sources,
 )
@@ -274,8 +279,10 @@ def silent() -> list[str]:
 
 def _said(key: str, value: Any, unit: str) -> str:
     """One input as the hidden-inputs caption words it ("shared prefix 1,200 tokens")."""
-    if key == "max_num_seqs" and not value:
-        return "max running: no cap"
+    if not value and key in UNSET:
+        return UNSET[key]
+    if key == "spec_method":
+        return f"speculative decoding: {SPEC_WORDS.get(value, value)}"
     return SUMMARY[key].format(value, unit=unit)
 
 
@@ -367,9 +374,10 @@ MORE = "more_inputs"
 #: model and GPU are chosen. Their values stay in the one mapping (``doc``) while they are not drawn, so nothing is
 #: lost; one caption lists them. Fewer widgets per rerun: the browser redraws every drawn element on each rerun.
 ON_DEMAND = ("layers", "kv_heads", "head_dim", "params_b", "weights_mem", "memory_mem", "bandwidth_tbs", "tflops",
-             "pipeline_parallel", "replicas", "price_per_hour", "bandwidth_efficiency", "flops_efficiency",
-             "memory_utilization", "block_size", "max_model_len", "step_overhead_ms", "max_num_seqs", "reserve_mem",
-             "shared_prefix_tokens", "headroom_pct", "peak_factor")
+             "pipeline_parallel", "replicas", "price_per_hour", "energy_price_kwh", "pue", "board_power_w",
+             "bandwidth_efficiency", "flops_efficiency", "memory_utilization", "block_size", "max_model_len",
+             "step_overhead_ms", "max_num_seqs", "reserve_mem", "spec_method", *SPEC_KEYS, "shared_prefix_tokens",
+             "headroom_pct", "peak_factor")
 
 
 def _catalog_shown(d: dict[str, Any], key: str, unit: str) -> tuple[str, str]:
@@ -381,6 +389,8 @@ def _catalog_shown(d: dict[str, Any], key: str, unit: str) -> tuple[str, str]:
         return f"${value:,.2f}", "the catalog's is"
     if key == "max_model_len":
         return f"{value:,} tokens (the context window)", "the catalog's is"
+    if key == "board_power_w":
+        return (f"{value:,.0f} W" if value else "unknown"), "the catalog's is"
     return f"{value:.2f}", "the catalog's is"
 
 
@@ -394,7 +404,18 @@ SUMMARY = {"layers": "{:,} layers", "kv_heads": "{:,} KV heads", "head_dim": "he
            "block_size": "blocks of {:,} tokens", "max_model_len": "max model length {:,} tokens",
            "step_overhead_ms": "step overhead {:,.4g} ms", "max_num_seqs": "max running {:,}",
            "reserve_mem": "engine reserve {:,.2f} {unit} per GPU", "shared_prefix_tokens": "shared prefix {:,} tokens",
-           "headroom_pct": "headroom {:g}%", "peak_factor": "peak factor {:g}"}
+           "headroom_pct": "headroom {:g}%", "peak_factor": "peak factor {:g}",
+           "energy_price_kwh": "electricity ${:,.3f} per kWh", "pue": "PUE {:.2f}",
+           "board_power_w": "board power {:,.0f} W", "spec_draft_tokens": "{:,} drafted tokens per step",
+           "spec_acceptance_rate": "acceptance rate {:.3f} per token",
+           "spec_acceptance_length": "{:.3f} tokens per verification",
+           "spec_draft_params_b": "drafter {:,.4g}B parameters"}
+#: How the caption words an input whose 0 (or "none") means it is not set.
+UNSET = {"max_num_seqs": "max running: no cap", "energy_price_kwh": "electricity price not set",
+         "board_power_w": "board power unknown"}
+#: The speculative-decoding methods in words (``serving.speculative.method``; ``capacity.inputs.speculative``).
+SPEC_WORDS = {"none": "none", "draft": "a draft model", "eagle": "EAGLE head", "mtp": "MTP heads (the model's own)",
+              "ngram": "n-gram lookup (no drafter)"}
 
 
 def hidden_summary(d: dict[str, Any], unit: str) -> str:
@@ -405,11 +426,9 @@ def hidden_summary(d: dict[str, Any], unit: str) -> str:
     parts = []
     for key in ON_DEMAND:
         field = FIELDS[key]
-        if field.only and not custom[field.only]:
+        if (field.only and not custom[field.only]) or not relevant(d, key):
             continue
-        text = "max running: no cap" if key == "max_num_seqs" and not values[key] else \
-            SUMMARY[key].format(values[key], unit=unit)
-        parts.append(f"{'✎ ' if key in mine else ''}{text}")
+        parts.append(f"{'✎ ' if key in mine else ''}{_said(key, values[key], unit)}")
     return "; ".join(parts)
 
 
@@ -423,6 +442,53 @@ def _on_demand(sb: Any, d: dict[str, Any], unit: str, section: str, mine: set[st
 def _row(where: Any) -> Any:
     """A row the inputs drawn into it share equally: one element, where ``columns(n)`` sends n + 1."""
     return where.container(horizontal=True, wrap=False, gap="small", vertical_alignment="bottom")
+
+
+def _power(sb: Any, d: dict[str, Any], unit: str) -> None:
+    """The electricity price and PUE (the site's: they stay with another GPU) and the board power (the GPU's
+    catalog value unless typed): the energy and its cost beside the GPU cost (Cost view; issue 29)."""
+    c1 = c2 = _row(sb)
+    _number(c1, "energy_price_kwh", label="electricity ($/kWh)", format="%.3f", step=0.01,
+            help="price of a kWh at the site; the energy cost is shown beside the GPU cost (Cost view); 0 = not set")
+    _number(c2, "pue", label="PUE (facility / GPU)", format="%.2f", step=0.05,
+            help="power usage effectiveness: the facility's power over the GPUs' power (1 = the GPUs alone; "
+                 "data centers report about 1.1 to 1.6)")
+    _number(sb, "board_power_w", label="board power (W per GPU)", format="%.0f", step=50.0,
+            help="each GPU's power at full load, from the catalog's datasheet unless you type your own (0 = "
+                 "unknown: no energy figures); every GPU is counted at it all month, an upper bound on the energy")
+    _mark(sb, "board_power_w", *_catalog_shown(d, "board_power_w", unit))
+
+
+def _speculative(sb: Any, d: dict[str, Any]) -> None:
+    """Speculative decoding (``serving.speculative``): a method, then its drafted tokens, the acceptance (a rate per
+    drafted token or tokens per verification; either one, the other shows what it implies) and a draft model's
+    size. Its effect on TPOT, goodput and cost is in every figure (Cost view: with and without)."""
+    method = speculation(d)
+    # A method the library does not know (from a file or a link) is shown as written; the library's message names it.
+    options = SPEC_METHODS if method in SPEC_METHODS else [*SPEC_METHODS, method]
+    sb.selectbox("speculative decoding", options, key="spec_method", format_func=lambda m: SPEC_WORDS.get(m, m),
+                 on_change=on_field, args=("spec_method",),
+                 help="a drafter proposes tokens that the model verifies in one pass: fewer passes per token at small "
+                      "batches, more work per pass at large ones")
+    if method == "none":
+        return
+    c1 = c2 = _row(sb)
+    _number(c1, "spec_draft_tokens", label="drafted tokens per step",
+            help="tokens the drafter proposes before each verification (the chain's depth, γ)")
+    if method == "draft":
+        _number(c2, "spec_draft_params_b", label="drafter parameters (billions)", format="%.3f",
+                help="the draft model's size: its weights share the GPU with the model's (2 bytes per parameter)")
+    c1 = c2 = _row(sb)
+    _number(c1, "spec_acceptance_rate", label="acceptance rate (per token)", format="%.3f", step=0.05,
+            help="chance the model accepts each drafted token; measure it on your traffic")
+    _number(c2, "spec_acceptance_length", label="or tokens per verification", format="%.3f", step=0.1,
+            help="the mean tokens one verification yields, bonus token included (vLLM's and SGLang's logged "
+                 "acceptance length): 1 to drafted tokens + 1")
+    values = widget_values(d)
+    rate, length = values["spec_acceptance_rate"], values["spec_acceptance_length"]
+    given = "rate" if stated(d, "spec_acceptance_rate") else "tokens per verification"
+    sb.caption(plain(f"Acceptance {rate:.3f} per drafted token = {length:.3f} tokens per verification; the sizing "
+                     f"takes the {given} you gave, the other is what it implies."))
 
 
 def draw(problems: dict[str, list[str]] | None = None) -> None:
@@ -497,6 +563,7 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
         _number(sb, "price_per_hour", format="%.2f",
                 help="an assumption; follows the catalog unless you type your own")
         _mark(sb, "price_per_hour", *_catalog_shown(d, "price_per_hour", unit))
+        _power(sb, d, unit)
         c1 = c2 = _row(sb)
         _slider(c1, "bandwidth_efficiency", 0.01)
         _slider(c2, "flops_efficiency", 0.01)
@@ -520,6 +587,7 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
         _number(sb, "reserve_mem", label=f"engine reserve per GPU ({unit})", format="%.2f",
                 help="memory the engine holds outside the KV pool: activations, CUDA graphs (vLLM logs it at "
                      "start-up)")
+        _speculative(sb, d)
     else:
         _on_demand(sb, d, unit, "serving", mine)
     section_problems("serving")

@@ -19,15 +19,12 @@ import pandas as pd
 import streamlit as st
 
 from app_views.context import Context
+from app_views.jobs import simulate_pair
+from app_views.server import run_heavy, workers
 from app_views.text import plain
-from capacity import Scenario, ScenarioError
+from capacity.errors import ScenarioError
 from capacity.render.formatting import format_value
-from capacity.runtime.budget import BudgetExceeded, time_budget
-from capacity.simulator import simulate
-from capacity.simulator.metrics import waiting_timeline
-from capacity.simulator.scheduler import load_compiled_loop
 
-POLICIES = ("static", "continuous")
 #: Arrival patterns offered, in words -> the simulator's ``arrival`` and what it means.
 ARRIVALS = {"Poisson (steady random)": "poisson", "bursty (gamma, burstiness x)": "gamma",
             "all at once (instant)": "instant", "on/off bursts": "on_off", "replay a trace (CSV / JSONL)": "trace"}
@@ -45,23 +42,17 @@ SIMULATION_BUDGET_S = 4.0
 MAX_TRACE_UPLOAD = 20_000_000
 
 
-def run_pair(scenario_json: str, settings_json: str) -> dict[str, tuple[dict, pd.DataFrame, pd.DataFrame]] | str:
-    """Simulate both policies; returns {policy: (summary, requests, timeline)} or the error text."""
-    try:
-        scenario = Scenario.from_dict(json.loads(scenario_json))
-        settings = json.loads(settings_json)
-        out = {}
-        for policy in POLICIES:
-            result = simulate(scenario, policy=policy, **settings)
-            out[policy] = (result.summary(), result.requests, result.timeline)
-        return out
-    except BudgetExceeded:
-        raise  # not an answer to cache: the caller shows it
-    except ScenarioError as exc:
-        return "; ".join(exc.problems)
+def run_pair(scenario_json: str, settings_json: str) -> dict[str, Any] | str:
+    """Both policies simulated as one heavy job of this session (``app_views.server.run_heavy``: on the server's
+    worker pool, under ``SIMULATION_BUDGET_S``): what the view draws (``app_views.jobs.simulate_pair``), or the error
+    text of a sizing or setting the simulator refuses. A run refused by the server's limits or stopped at its budget
+    raises (a ScenarioError: not an answer to cache)."""
+    return run_heavy(simulate_pair, scenario_json, settings_json, budget_s=SIMULATION_BUDGET_S)
 
 
-cached_run = st.cache_data(show_spinner=False, max_entries=32)(run_pair)
+#: Simulations cached by sizing and settings. What a worker returns (summaries, timelines, binned distributions) is
+#: tens of kB whatever the number of requests, so 32 entries stay small; each goes an hour after it was written.
+cached_run = st.cache_data(show_spinner=False, max_entries=32, ttl=3600)(run_pair)
 
 
 def fmt(key: str, value: float) -> str:
@@ -86,13 +77,15 @@ def _timeline_figure(series: dict[str, tuple[Any, Any]], title: str, unit: str) 
                                      "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
 
 
-def _histogram(requests: dict[str, pd.DataFrame], column: str, title: str) -> dict:
+def _histogram(binned: dict[str, dict[str, list[float]]], title: str) -> dict:
+    """The policies' distributions of one request time, each as counts in its own bins (``app_views.jobs.histogram``),
+    overlaid."""
     data = []
-    for policy, table in requests.items():
-        values = table[column].to_numpy(dtype=float)
-        values = values[np.isfinite(values)] * 1e3
-        data.append({"type": "histogram", "x": values, "name": policy, "opacity": 0.6, "nbinsx": 40})
-    return {"data": data, "layout": {"title": {"text": title}, "barmode": "overlay", "height": 300,
+    for policy, one in binned.items():
+        edges = np.asarray(one["edges_ms"], dtype=float)
+        data.append({"type": "bar", "x": (edges[:-1] + edges[1:]) / 2.0, "y": one["counts"], "width": np.diff(edges),
+                     "name": policy, "opacity": 0.6})
+    return {"data": data, "layout": {"title": {"text": title}, "barmode": "overlay", "bargap": 0, "height": 300,
                                      "xaxis": {"title": {"text": "ms"}}, "yaxis": {"title": {"text": "requests"}},
                                      "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
 
@@ -135,14 +128,17 @@ def settings_from(block: dict[str, Any], default_rate: float) -> dict[str, Any]:
 
 
 def render(st_: Any, ctx: Context) -> None:
-    """Controls (from the scenario's simulation block), then static vs continuous side by side; then, once per
-    process, the compiled event loop starts loading in the background (``scheduler.load_compiled_loop``), after
-    this view's first answer so that it does not compete with it: later runs of this view use it where it
-    supports the engine, and their time estimate is the compiled loop's (``config.compiled_loop_runs``)."""
+    """Controls (from the scenario's simulation block), then static vs continuous side by side. The simulations run
+    on the server's worker pool, whose workers load the compiled event loop; where they run on this process instead
+    (``CAPACITY_APP_WORKERS=0``), the loop starts loading here once per process, after this view's first answer so
+    that it does not compete with it (``scheduler.load_compiled_loop``)."""
     try:
         _render(st_, ctx)
     finally:
-        load_compiled_loop()
+        if workers() == 0:
+            from capacity.simulator.scheduler import load_compiled_loop
+
+            load_compiled_loop()
 
 
 def _render(st_: Any, ctx: Context) -> None:
@@ -201,31 +197,32 @@ def _render(st_: Any, ctx: Context) -> None:
         settings.pop("rate", None)
     with st_.spinner(f"Simulating {settings.get('requests', 0):,} requests under both policies..."):
         try:
-            with time_budget(SIMULATION_BUDGET_S):
-                runs = cached_run(ctx.scenario_json, json.dumps(settings, sort_keys=True))
-        except BudgetExceeded as exc:
+            runs = cached_run(ctx.scenario_json, json.dumps(settings, sort_keys=True))
+        except ScenarioError as exc:  # past its time budget, or refused by the server's limits (app_views.server)
             runs = "; ".join(exc.problems)
     if isinstance(runs, str):
         st_.error(plain(runs))
         return
-    summaries = {policy: runs[policy][0] for policy in POLICIES}
-    table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in POLICIES}}
+    summaries = runs["summaries"]
+    shown = tuple(summaries)  # both policies, or continuous batching alone for separate pools (jobs.policies_for)
+    table = pd.DataFrame([{"quantity": label, **{policy: fmt(key, summaries[policy][key]) for policy in shown}}
                           for key, label in ROWS])
     left, right = st_.columns([1, 1])
     left.dataframe(table, hide_index=True, width="stretch")
     left.caption(f"{st.session_state['sim_arrival_label']}, seed {settings['seed']}. Static batching pads finished "
                  "sequences until the longest in its batch ends; continuous batching admits a request as soon as a "
                  "slot and KV blocks free up.")
-    timelines = {policy: runs[policy][2] for policy in POLICIES}
+    if len(shown) == 1:
+        left.caption("Separate prefill and decode pools run under continuous batching only; static batching has no "
+                     "hand-off of a prefilled request to another pool.")
+    timelines, waiting = runs["timelines"], runs["waiting"]
     right.plotly_chart(_timeline_figure({p: (t["time_s"], t["running"]) for p, t in timelines.items()},
                                         "Running batch", "sequences"), width="stretch")
     c1, c2 = st_.columns(2)
-    waiting = {p: waiting_timeline(runs[p][1]) for p in POLICIES}
     c1.plotly_chart(_timeline_figure({p: (w["time_s"], w["waiting"]) for p, w in waiting.items()},
                                      "Requests waiting for a slot", "requests"), width="stretch")
     c2.plotly_chart(_timeline_figure({p: (t["time_s"], t["kv_blocks_used"]) for p, t in timelines.items()},
                                      "KV blocks in use", "blocks"), width="stretch")
-    tables = {policy: runs[policy][1] for policy in POLICIES}
     c1, c2 = st_.columns(2)
-    c1.plotly_chart(_histogram(tables, "ttft_s", "TTFT distribution"), width="stretch")
-    c2.plotly_chart(_histogram(tables, "tpot_s", "TPOT distribution"), width="stretch")
+    c1.plotly_chart(_histogram(runs["histograms"]["ttft_s"], "TTFT distribution"), width="stretch")
+    c2.plotly_chart(_histogram(runs["histograms"]["tpot_s"], "TPOT distribution"), width="stretch")

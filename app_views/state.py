@@ -33,7 +33,8 @@ import yaml
 from capacity.errors import ScenarioError, show
 from capacity.fileio.safe_load import load_shipped, parse_json
 from capacity.inputs import catalog
-from capacity.inputs.specs import Gpu, Model, gpu_from_mapping, model_from_mapping
+from capacity.inputs.specs import SITE_GPU_KEYS, Gpu, Model, gpu_from_mapping, model_from_mapping
+from capacity.inputs.speculative import METHODS, check_speculative
 from capacity.inputs.units import parse_quantity
 from capacity.model.scenario import RESERVES, parse_yaml
 from capacity.render.glossary import in_words
@@ -45,6 +46,10 @@ KV_DTYPES = ["bf16", "fp16", "fp8", "int4"]
 BLOCK_SIZES = [1, 8, 16, 32, 64, 128]
 UNITS = ["GB", "GiB"]
 UNIT_BYTES = {"GB": 1e9, "GiB": 2.0**30}
+#: Where a scenario says how it speculates (``serving.speculative``, ``capacity.inputs.speculative``).
+SPECULATIVE = ("serving", "speculative")
+#: The speculative-decoding choices: none (the section left out) or a method the library accepts.
+SPEC_METHODS = ["none", *METHODS]
 #: Longest scenario name kept (it names downloads and the link).
 NAME_MAX = 120
 
@@ -90,6 +95,12 @@ _FIELDS = [
     Field("replicas", ("gpu", "replicas"), "replicas", "int", 1, 1_000_000, default=1),
     Field("price_per_hour", ("gpu", "price_per_hour"), "price ($ per GPU-hour)", "float", 0.0, 100_000.0,
           follows="gpu"),
+    # Power (issue 29): the electricity price and the facility's PUE are the site's; board power follows the GPU.
+    Field("energy_price_kwh", ("gpu", "energy_price_per_kwh"), "electricity price ($ per kWh, 0 = not set)", "float",
+          0.0, 100.0, none_at_zero=True, default=0.0),
+    Field("pue", ("gpu", "pue"), "PUE (facility power / GPU power)", "float", 1.0, 5.0, default=1.0),
+    Field("board_power_w", ("gpu", "tdp_watts"), "board power (W per GPU, 0 = unknown)", "float", 0.0, 100_000.0,
+          follows="gpu"),
     Field("bandwidth_efficiency", ("gpu", "bandwidth_efficiency"), "bandwidth efficiency", "float", 0.01, 1.0,
           follows="gpu"),
     Field("flops_efficiency", ("gpu", "flops_efficiency"), "FLOP/s efficiency", "float", 0.01, 1.0, follows="gpu"),
@@ -102,6 +113,16 @@ _FIELDS = [
     Field("max_num_seqs", ("serving", "max_num_seqs"), "max running sequences (0 = no cap)", "int", 0, 1e9,
           none_at_zero=True, default=0),
     Field("reserve_mem", ("serving", "activation_memory"), "engine reserve per GPU", "bytes", 0.0, 1e6, default=0.0),
+    # Speculative decoding (issue 29; ``serving.speculative``): "none" leaves the section out. The mapping holds one of
+    # the acceptance rate and length; the widget of the other shows what it implies (``_acceptance``).
+    Field("spec_method", (*SPECULATIVE, "method"), "speculative decoding", "choice", default="none"),
+    Field("spec_draft_tokens", (*SPECULATIVE, "draft_tokens"), "drafted tokens per step", "int", 1, 64, default=3),
+    Field("spec_acceptance_rate", (*SPECULATIVE, "acceptance_rate"), "acceptance rate (per drafted token, 0 to 1)",
+          "float", 0.0, 1.0, default=0.7),
+    Field("spec_acceptance_length", (*SPECULATIVE, "acceptance_length"),
+          "acceptance length (tokens per verification)", "float", 1.0, 65.0),
+    Field("spec_draft_params_b", (*SPECULATIVE, "draft_params"), "drafter parameters (billions)", "billions", 0.001,
+          10_000.0, default=1.0),
     Field("prompt_tokens", ("workload", "prompt_tokens"), "prompt (tokens)", "int", 1, 1e9),
     Field("output_tokens", ("workload", "output_tokens"), "answer (tokens)", "int", 1, 1e9),
     Field("shared_prefix_tokens", ("workload", "shared_prefix_tokens"), "shared prefix (tokens)", "int", 0, 1e9,
@@ -129,7 +150,10 @@ FIELDS: dict[str, Field] = {f.key: f for f in _FIELDS}
 #: Label of every field path, for messages in the user's words ("workload.prompt_tokens" -> "prompt (tokens)").
 LABELS: dict[str, str] = {f.dotted: f.label for f in _FIELDS if f.kind != "choice" or f.key in ("model", "gpu")}
 LABELS.update({"gpu.count": "tensor parallel GPUs", "model.weights": "weights", "gpu.memory": "GPU memory",
-               "serving.activation_memory": "engine reserve per GPU", "model.name": "model", "gpu.name": "GPU"})
+               "serving.activation_memory": "engine reserve per GPU", "model.name": "model", "gpu.name": "GPU",
+               "serving.speculative": "speculative decoding", "serving.speculative.method": "speculative decoding"})
+#: The speculation widgets other than the method (drawn, listed and checked only while a method is chosen).
+SPEC_KEYS = tuple(f.key for f in _FIELDS if f.path[:2] == SPECULATIVE and f.key != "spec_method")
 
 
 # ---------------------------------------------------------------- the mapping
@@ -287,6 +311,8 @@ def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu
         return _reserve_bytes(doc) / UNIT_BYTES[units]
     if field.key == "name":
         return str(doc.get("name") or field.default)
+    if field.key in ("spec_acceptance_rate", "spec_acceptance_length"):
+        return _acceptance(doc, field.key)
     if model is not None:
         value = {"weights_mem": model.weight_bytes / UNIT_BYTES[units], "layers": model.layers,
                  "kv_heads": model.kv_heads, "head_dim": model.head_dim, "params_b": model.params / 1e9,
@@ -303,10 +329,50 @@ def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu
         value = {"memory_mem": gpu.memory_bytes / UNIT_BYTES[units], "bandwidth_tbs": gpu.bandwidth / 1e12,
                  "tflops": gpu.flops / 1e12, "price_per_hour": gpu.price_per_hour or 0.0,
                  "bandwidth_efficiency": gpu.bandwidth_efficiency,
-                 "flops_efficiency": gpu.flops_efficiency}.get(field.key)
+                 "flops_efficiency": gpu.flops_efficiency, "board_power_w": gpu.tdp_watts or 0.0}.get(field.key)
         if value is not None:
             return value
     return field.default if field.default is not None else (0 if field.kind == "int" else 0.0)
+
+
+def _acceptance(doc: Mapping[str, Any], key: str) -> float:
+    """The acceptance rate (``spec_acceptance_rate``) or length the mapping's speculation gives or implies: the one
+    given, else the library's conversion of the other (``check_speculative``), else of the default rate."""
+    spec = _get(doc, SPECULATIVE)
+    spec = spec if isinstance(spec, Mapping) else {}
+    given = {k: spec[k] for k in ("acceptance_rate", "acceptance_length") if spec.get(k) is not None}
+    trial = {"method": "ngram", "draft_tokens": spec.get("draft_tokens", FIELDS["spec_draft_tokens"].default),
+             **(given or {"acceptance_rate": FIELDS["spec_acceptance_rate"].default})}
+    try:
+        checked = check_speculative(trial)
+    except ScenarioError:  # the library names what is wrong with the section; the widget shows a value it takes
+        return 1.0 if key == "spec_acceptance_length" else float(FIELDS[key].default)
+    return float(checked["acceptance_rate" if key == "spec_acceptance_rate" else "expected_tokens"])
+
+
+def speculation(doc: Mapping[str, Any]) -> str:
+    """The speculative-decoding method the mapping names ("none" without the section; a method the library does not
+    know as written, which it names)."""
+    if _get(doc, SPECULATIVE) is None:
+        return "none"
+    method = _get(doc, (*SPECULATIVE, "method"))
+    return "not given" if method is None else str(method)
+
+
+def relevant(doc: Mapping[str, Any], key: str) -> bool:
+    """Whether ``key``'s widget means anything for this sizing: the speculation details only with a method chosen,
+    the drafter's size only for a draft model."""
+    if key == "spec_draft_params_b":
+        return speculation(doc) == "draft"
+    return key not in SPEC_KEYS or speculation(doc) != "none"
+
+
+def stated(doc: Mapping[str, Any], key: str) -> bool:
+    """Whether ``key``'s value is the mapping's own for this sizing: a relevant input, and of the two acceptances the
+    one given (the other shows what it implies, so it is neither a change nor a departure of its own)."""
+    if key in ("spec_acceptance_rate", "spec_acceptance_length"):
+        return relevant(doc, key) and _get(doc, FIELDS[key].path) is not None
+    return relevant(doc, key)
 
 
 def _key(doc: Mapping[str, Any]) -> str:
@@ -333,6 +399,8 @@ def _widget_values(text: str) -> dict[str, Any]:
                 values[field.key] = CUSTOM if is_custom(doc, "gpu") else raw
             elif field.key == "units":
                 values[field.key] = units
+            elif field.key == "spec_method":
+                values[field.key] = speculation(doc)
             elif field.key == "reserve_mem" or raw is None:
                 values[field.key] = _derived(field, doc, model, gpu, units)
             else:
@@ -394,6 +462,9 @@ def set_value(doc: dict[str, Any], key: str, value: Any) -> None:
         if float(value) > 0:
             _set(doc, field.path, to_raw(field, value, units))
         return
+    if field.path[:2] == SPECULATIVE:
+        _speculate(doc, key, value)
+        return
     if field.none_at_zero and float(value) == 0:
         _delete(doc, field.path)
         return
@@ -402,6 +473,43 @@ def set_value(doc: dict[str, Any], key: str, value: Any) -> None:
         if _close(catalog_value(doc, key), value):
             return
     _set(doc, field.path, to_raw(field, value, units))
+
+
+def _prune(doc: dict[str, Any], path: tuple[str, ...]) -> None:
+    """Remove the mapping at ``path`` and every section it leaves empty above it."""
+    _delete(doc, path)
+    for depth in range(len(path) - 1, 0, -1):
+        if _get(doc, path[:depth]) == {}:
+            _delete(doc, path[:depth])
+
+
+def _speculate(doc: dict[str, Any], key: str, value: Any) -> None:
+    """Write a speculation widget into ``serving.speculative``. A method starts the section from the shown defaults
+    (drafted tokens, acceptance rate, a draft model's size) where it has none; "none" removes it. One acceptance is
+    given: typing the rate removes the length, and the other way round. A drafter's size is kept for a draft model
+    only (the library reads it for no other method)."""
+    if key == "spec_method":
+        if value == "none":
+            _prune(doc, SPECULATIVE)
+            return
+        spec = _get(doc, SPECULATIVE)
+        spec = dict(spec) if isinstance(spec, Mapping) else {}
+        spec["method"] = str(value)
+        spec.setdefault("draft_tokens", FIELDS["spec_draft_tokens"].default)
+        if spec.get("acceptance_rate") is None and spec.get("acceptance_length") is None:
+            spec["acceptance_rate"] = FIELDS["spec_acceptance_rate"].default
+        if value == "draft":
+            spec.setdefault("draft_params", to_raw(FIELDS["spec_draft_params_b"], FIELDS["spec_draft_params_b"].default,
+                                                   "GB"))
+        else:
+            spec.pop("draft_params", None)
+        _set(doc, SPECULATIVE, spec)
+        return
+    field = FIELDS[key]
+    _set(doc, field.path, to_raw(field, value, str(doc.get("units", "GB"))))
+    other = {"spec_acceptance_rate": "acceptance_length", "spec_acceptance_length": "acceptance_rate"}.get(key)
+    if other:
+        _delete(doc, (*SPECULATIVE, other))
 
 
 def choose(doc: dict[str, Any], kind: str, name: str, keep: set[str] = frozenset()) -> None:
@@ -434,12 +542,14 @@ def choose(doc: dict[str, Any], kind: str, name: str, keep: set[str] = frozenset
                     fresh["price_per_hour"] = gpu.price_per_hour
                 if gpu.interconnect_bandwidth:
                     fresh["interconnect_bandwidth"] = f"{_number(gpu.interconnect_bandwidth / 1e9)} GB/s"
+                if gpu.tdp_watts:
+                    fresh["tdp_watts"] = _number(gpu.tdp_watts)
     else:
         fresh = {"name": name}
     # How the weights and KV are stored (a dtype or a quantisation scheme) is the serving choice, not the model's:
     # it carries over to another model, as the GPU count carries over to another GPU.
     carried = ("weight_dtype", "kv_dtype", "quantization") if kind == "model" else (
-        "count", "pipeline_parallel", "replicas", "allreduce_latency")
+        "count", "pipeline_parallel", "replicas", "allreduce_latency", *SITE_GPU_KEYS)  # the site's power stays
     for key in carried:
         if key in section and key not in fresh:
             fresh[key] = section[key]
@@ -552,11 +662,21 @@ def departures(doc: Mapping[str, Any], keys: Any) -> list[str]:
     """The widget keys (of ``keys``) whose value differs from its default or catalog value. A custom model's or
     GPU's own numbers have none to differ from: they are the model (GPU) itself."""
     values = widget_values(doc)
-    return [key for key in keys if not FIELDS[key].only and not _close(values[key], default_value(doc, key))]
+    return [key for key in keys if not FIELDS[key].only and stated(doc, key)
+            and not _close(values[key], default_value(doc, key))]
 
 
 def reset_to_default(doc: dict[str, Any], key: str) -> None:
-    """Remove ``key``'s value from the mapping: the library's default or the catalog's value applies."""
+    """Remove ``key``'s value from the mapping: the library's default or the catalog's value applies. Speculation
+    has no library default for its details: its method goes back to none (the section removed), a detail to the
+    value shown by default (the default acceptance rate for either acceptance)."""
+    if key == "spec_method":
+        _prune(doc, SPECULATIVE)
+        return
+    if key in SPEC_KEYS:
+        key = "spec_acceptance_rate" if key == "spec_acceptance_length" else key
+        _speculate(doc, key, FIELDS[key].default)
+        return
     _delete(doc, FIELDS[key].path)
     if key == "reserve_mem":
         for other in RESERVES:
@@ -565,7 +685,7 @@ def reset_to_default(doc: dict[str, Any], key: str) -> None:
 
 #: Short names of inputs in "modified from" lines where the widget's label would read oddly.
 CHANGE_NAMES = {"prompt_tokens": "prompt length", "output_tokens": "answer length", "gpu_count": "tensor parallel",
-                "params_b": "parameters", "price_per_hour": "price"}
+                "params_b": "parameters", "price_per_hour": "price", "spec_draft_tokens": "drafted tokens"}
 
 
 def change_name(key: str) -> str:
@@ -579,7 +699,8 @@ def changes(doc: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
     now, then = widget_values(doc), widget_values(base)
     moved = {kind for kind in ("model", "gpu") if now[kind] != then[kind]}
     return [change_name(f.key) for f in _FIELDS if f.key not in ("name", "units")
-            and not ({f.only, f.follows} & moved) and not _close(now[f.key], then[f.key])]
+            and not ({f.only, f.follows} & moved) and (stated(doc, f.key) or stated(base, f.key))
+            and not _close(now[f.key], then[f.key])]
 
 
 # ---------------------------------------------------------------- presets, files and links
@@ -632,7 +753,7 @@ def _extra(doc: Mapping[str, Any]) -> dict[str, Any]:
     """What the mapping holds beyond the widgets' paths (simulation block, sliding windows, other reserves...)."""
     rest = copy.deepcopy(dict(doc))
     for field in _FIELDS:
-        _delete(rest, field.path)
+        _prune(rest, field.path)
     return {k: v for k, v in rest.items() if not (isinstance(v, dict) and not v)}
 
 
@@ -729,14 +850,18 @@ def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[d
                 elif section.get("name") != key:
                     choose(doc, field.key, key, keep=set())
             continue
-        if field.key in ("weight_dtype", "kv_dtype", "block_size"):
-            allowed = {"weight_dtype": DTYPES, "kv_dtype": KV_DTYPES, "block_size": BLOCK_SIZES}[field.key]
+        if field.key in ("weight_dtype", "kv_dtype", "block_size", "spec_method"):
+            allowed = {"weight_dtype": DTYPES, "kv_dtype": KV_DTYPES, "block_size": BLOCK_SIZES,
+                       "spec_method": SPEC_METHODS}[field.key]
             value: Any = text.lower()
             if field.key == "block_size":
                 value = int(text) if text.isdigit() else text
             if value not in allowed:
                 problems.append(f"{field.label} {text!r} from the link is not one of "
                                 f"{', '.join(map(str, allowed))}; not applied")
+                continue
+            if value == "none":  # no speculative decoding: the section is left out
+                _prune(doc, SPECULATIVE)
                 continue
             _set(doc, field.path, value)
             continue

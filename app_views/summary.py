@@ -17,6 +17,7 @@ from capacity.answers.sentence import memory_split
 from capacity.answers.verdict import verdict
 from capacity.inputs.units import format_bytes
 from capacity.model.analysis import RESULTS
+from capacity.planning.sizing import SIZING_RESULTS
 from capacity.render.formatting import format_value
 from capacity.render.glossary import value_in_words
 
@@ -35,6 +36,29 @@ def _shown(key: str, value: float | str, binary: bool) -> str:
     if key == "capacity_given_up" and isinstance(value, float):
         return f"{value * 100:,.1f}%"
     return str(value_in_words(format_value(key, value, binary)))
+
+
+def power_and_speculation(ctx: Context) -> list[tuple[str, str, str]]:
+    """Key-figure rows of the sizing's power (issue 29: the fleet's power and electricity a month, from the one
+    answer) and speculative decoding (tokens per verification, TPOT speed-up; ``capacity.model.speculative``), where
+    the sizing has them: (label, value, meaning)."""
+    z, rows = ctx.sizing, []
+    if z.power_kw is not None:
+        rows.append(("Fleet power", format_value("sizing_power_kw", z.power_kw), SIZING_RESULTS["sizing_power_kw"][1]))
+        rows.append(("Electricity per month", format_value("sizing_energy_cost_per_month", z.energy_cost_per_month)
+                     if z.energy_cost_per_month is not None else "no price set",
+                     SIZING_RESULTS["sizing_energy_cost_per_month"][1] + " (electricity price under GPU, $/kWh)"))
+    spec = ctx.results.scenario.serving.speculative
+    if spec:
+        from capacity.model.speculative import evaluate
+
+        sp = evaluate(ctx.results.scenario, ctx.results)
+        rows.append(("Speculative decoding", f"{spec['method']}: {sp['spec_expected_tokens_per_step']:,.2f} tokens",
+                     f"tokens one verification yields ({spec['draft_tokens']} drafted, acceptance "
+                     f"{spec['acceptance_rate']:.3f} each); every figure includes it"))
+        rows.append(("TPOT speed-up", f"{sp['spec_speedup_single']:,.2f}x / {sp['spec_speedup_at_batch_max']:,.2f}x",
+                     "plain TPOT over speculative TPOT at one sequence / at the largest batch"))
+    return rows
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -63,7 +87,8 @@ def render(st: Any, ctx: Context) -> None:
         width=340)  # wide enough that "16.00 GiB" stays on one line beside the wider Key figures table
     row.markdown("##### Key figures\n" + _table(
         ("quantity", "value", "meaning"),
-        [(label, _shown(key, r[key], ctx.binary), RESULTS[key][1]) for key, label in KEY_FIGURES.items()]))
+        [(label, _shown(key, r[key], ctx.binary), RESULTS[key][1]) for key, label in KEY_FIGURES.items()] +
+        power_and_speculation(ctx)))
     st.caption("".join(plain(f"Note: {humanise(note)}") + "  \n" for note in ctx.sizing.notes()) +
                "Charts: Memory (where memory goes, requests by context length), Roofline (the batch knee), "
                "Promise (latency against load); the full list of results is under All numbers.")

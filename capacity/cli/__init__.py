@@ -139,17 +139,6 @@ def _refuse_output_over_input(args: argparse.Namespace) -> None:
                                         f"write to another file")
 
 
-def _quiet_warnings() -> None:
-    """Warnings never reach the user (numpy's RuntimeWarnings name install paths and say nothing actionable):
-    ignored here and in the processes the command starts, unless the user asked for them (``-W``,
-    ``PYTHONWARNINGS``)."""
-    import warnings
-
-    if not sys.warnoptions and "PYTHONWARNINGS" not in os.environ:
-        warnings.simplefilter("ignore")
-        os.environ["PYTHONWARNINGS"] = "ignore"
-
-
 def _silence_stdout() -> None:
     """After standard output failed: point it at /dev/null so the interpreter's flush at exit cannot fail again."""
     try:
@@ -166,8 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(_command_named(argv)).parse_args(argv)
     import warnings
 
+    from capacity.runtime.quiet import quiet_warnings
+
     with warnings.catch_warnings():
-        _quiet_warnings()
+        quiet_warnings()  # never reach the user, here or in the processes the command starts
         return _run(args)
 
 

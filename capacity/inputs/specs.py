@@ -235,21 +235,20 @@ def _integer(value: Any, path: str, minimum: int) -> int:
     return int(number)
 
 
-def _at_least_one(value: Any, path: str) -> float:
-    number = as_number(value, path)
-    if not 1 <= number <= 100:
-        raise ScenarioError(f"{path} must be in [1, 100] (the busiest GPU's routed tokens over the mean), got "
-                            f"{show(value)}")
-    return number
+def in_range(low: float, high: float, meaning: str) -> Callable[[Any, str], float]:
+    """A validator of a number in ``[low, high]``: its ScenarioError names the field, the range and ``meaning``."""
+    def check(value: Any, path: str) -> float:
+        number = as_number(value, path)
+        if not low <= number <= high:
+            raise ScenarioError(f"{path} must be in [{low:g}, {high:g}] ({meaning}), got {show(value)}")
+        return number
+    return check
 
 
-def _pue(value: Any, path: str) -> float:
-    """A power usage effectiveness, facility power over IT power, in [1, 5]; ScenarioError naming ``path``."""
-    number = as_number(value, path)
-    if not 1 <= number <= 5:
-        raise ScenarioError(f"{path} must be in [1, 5] (facility power over the IT power; 1: the GPUs alone), got "
-                            f"{show(value)}")
-    return number
+#: The busiest GPU's routed tokens over the mean (an expert load imbalance).
+_at_least_one = in_range(1, 100, "the busiest GPU's routed tokens over the mean")
+#: A power usage effectiveness: facility power over IT power.
+_pue = in_range(1, 5, "facility power over the IT power; 1: the GPUs alone")
 
 
 def positive_int(value: Any, path: str) -> int:
@@ -342,8 +341,11 @@ GPU_FIELDS: dict[str, Check] = {
     "price_per_hour": non_negative, "interconnect_bandwidth": quantity("bandwidth"),
     "allreduce_latency": quantity("time", allow_zero=True), "pipeline_parallel": positive_int,
     "replicas": positive_int, "nvlink_domain": positive_int, "network_bandwidth": quantity("bandwidth"),
-    "tdp_watts": positive, "energy_price_per_kwh": non_negative, "pue": lambda v, p: _pue(v, p),
+    "tdp_watts": positive, "energy_price_per_kwh": non_negative, "pue": _pue,
 }
+#: ``gpu`` keys that describe the site, not the GPU: the electricity price and the facility's PUE (issue 29). They stay
+#: when a layout or a pool runs on another GPU type (``split_pools.pool_mapping``, ``sizing.layout_scenarios``).
+SITE_GPU_KEYS = ("energy_price_per_kwh", "pue")
 SERVING_FIELDS: dict[str, Check] = {
     "memory_utilization": fraction, "block_size": positive_int, "max_model_len": positive_int,
     "step_overhead": quantity("time", allow_zero=True), "max_num_seqs": positive_int,
@@ -351,7 +353,7 @@ SERVING_FIELDS: dict[str, Check] = {
     "non_torch_memory": quantity("bytes", allow_zero=True), "max_batched_tokens": positive_int,
     "kv_transfer_bandwidth": quantity("bandwidth"),
     "attention_data_parallel": positive_int, "expert_parallel": positive_int, "moe_tensor_parallel": positive_int,
-    "expert_load_imbalance": lambda v, p: _at_least_one(v, p),
+    "expert_load_imbalance": _at_least_one,
     "speculative": lambda v, p: check_speculative(v, p),
     "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + (IDEAL,) + tuple(ALIASES))),
     "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,

@@ -46,7 +46,7 @@ import numpy as np
 from capacity.errors import ScenarioError
 from capacity.formulas import memory, roofline, slo
 from capacity.inputs.lengths import LengthDist, length_dist, prefix_problem
-from capacity.inputs.specs import SLO_FIELDS, as_number, check_section, non_negative_int, positive, text
+from capacity.inputs.specs import SLO_FIELDS, check_section, in_range, non_negative_int, positive, text
 from capacity.model.analysis import (
     StepModel,
     complete_inputs,
@@ -142,12 +142,8 @@ def _share(value: Any, path: str) -> float:
     return positive(value, path)
 
 
-def _hit_rate(value: Any, path: str) -> float:
-    number = as_number(value, path)
-    if not 0 <= number <= 1:
-        raise ScenarioError(f"{path} must be in [0, 1] (the share of requests whose prompt starts with the "
-                            f"shared prefix), got {value!r}")
-    return number
+#: The share of a class's requests whose prompt starts with the shared prefix.
+_hit_rate = in_range(0, 1, "the share of requests whose prompt starts with the shared prefix")
 
 
 def classes_of(scenario: Any) -> tuple[WorkloadClass, ...]:

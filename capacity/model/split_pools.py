@@ -23,6 +23,7 @@ from typing import Any
 
 from capacity.errors import ScenarioError, show
 from capacity.formulas import slo
+from capacity.inputs.specs import SITE_GPU_KEYS
 from capacity.model import serving_modes as options
 
 POOL_KEYS = {"gpu", "serving", "workers"}
@@ -72,11 +73,14 @@ def _workers(value: Any, path: str) -> int:
 def pool_mapping(data: Mapping[str, Any], pool: str) -> dict[str, Any]:
     """The scenario mapping of one pool (``prefill`` or ``decode``) of a mapping with a ``pools`` section: the
     scenario's own with the pool's ``gpu`` and ``serving`` over them (a ``gpu.name`` of its own replaces the GPU
-    entirely), without the ``pools`` section; its ``workers`` are ``pool_workers``'."""
+    entirely, but for the site's electricity price and PUE, ``SITE_GPU_KEYS``), without the ``pools`` section; its
+    ``workers`` are ``pool_workers``'."""
     spec = (data.get("pools") or {}).get(pool) or {}
     base = {k: v for k, v in data.items() if k != "pools"}
-    return {**base, "gpu": _merge(base.get("gpu"), spec.get("gpu", {})),
-            "serving": _merge(base.get("serving") or {}, spec.get("serving", {}))}
+    gpu, site = _merge(base.get("gpu"), spec.get("gpu", {})), base.get("gpu")
+    if isinstance(gpu, Mapping) and isinstance(site, Mapping):
+        gpu = {**{k: site[k] for k in SITE_GPU_KEYS if k in site}, **gpu}
+    return {**base, "gpu": gpu, "serving": _merge(base.get("serving") or {}, spec.get("serving", {}))}
 
 
 def pool_scenarios(data: Mapping[str, Any]) -> SplitPools:

@@ -53,6 +53,7 @@ from capacity.inputs import catalog
 from capacity.inputs.specs import ALL_FLEET_MODES as ALL_MODES
 from capacity.inputs.specs import FLEET_MODES as MODES
 from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
+from capacity.inputs.specs import SITE_GPU_KEYS
 from capacity.model.analysis import analyse
 from capacity.model.curves import latency_curve
 from capacity.model.scenario import Results, Scenario
@@ -130,7 +131,8 @@ def layout_scenarios(mapping: Mapping[str, Any], gpus: Iterable[str] | None = No
 
     ``gpus``: catalog names, or None for the scenario's own GPU. A named GPU that is the scenario's own (by catalog
     key or alias) keeps the scenario's figures and price: one price for the same GPUs. Other names take their catalog
-    figures and price, the scenario's pipeline stages kept. ``skipped`` lists the layouts that do not build, with the
+    figures and price, the scenario's pipeline stages and the site's electricity price and PUE (``SITE_GPU_KEYS``)
+    kept. ``skipped`` lists the layouts that do not build, with the
     reason in ``problem``.
 
     A mixture-of-experts model (``vary_moe``) is also tried at each tensor-parallel size with the attention
@@ -153,7 +155,8 @@ def layout_scenarios(mapping: Mapping[str, Any], gpus: Iterable[str] | None = No
         label = name or str(base.get("name") or "scenario GPU")
         for tp in sizes:
             data = copy.deepcopy(dict(mapping))
-            gpu = dict(base) if same else {"name": name, "pipeline_parallel": base.get("pipeline_parallel", 1)}
+            gpu = dict(base) if same else {"name": name, "pipeline_parallel": base.get("pipeline_parallel", 1),
+                                           **{k: base[k] for k in SITE_GPU_KEYS if k in base}}
             gpu.pop("replicas", None)
             gpu["count"] = tp
             data["gpu"] = gpu

@@ -491,7 +491,8 @@ def customer_assumptions(results: Results, report: Report) -> list[str]:
 
 
 def _class_error_html(results: Results) -> str:
-    """The measured TPOT error of this scenario's own class (engine x GPU family, ``inputs.accuracy``), first."""
+    """The measured TPOT and TTFT errors of this scenario's own class (engine x GPU family, ``inputs.accuracy``),
+    first."""
     from capacity.inputs.accuracy import expected_error
 
     s = results.scenario
@@ -500,8 +501,10 @@ def _class_error_html(results: Results) -> str:
         return ("<p>This sizing uses the essays' idealised conventions (<code>serving.engine: ideal</code>); no "
                 "measured error applies to it.</p>")
     own = "" if error.own_class else " (no measured rows for this engine on this GPU family: the nearest figure)"
+    ttft = (f", and the time to first token <b>{error.ttft_mape_percent:.0f}%</b> over {error.ttft_rows:,} (users "
+            f"in flight, fixed lengths)" if error.ttft_mape_percent is not None else "")
     return (f"<p>For this answer's class, <b>{_e(error.label)}</b>, the predicted time per output token is "
-            f"<b>{error.mape_percent:.0f}%</b> off on average over {error.rows:,} measured deployments "
+            f"<b>{error.mape_percent:.0f}%</b> off on average over {error.rows:,} measured deployments{ttft} "
             f"(NVIDIA's public silicon sample, Apache-2.0){_e(own)}.</p>")
 
 

@@ -75,6 +75,7 @@ from typing import Any
 
 import yaml
 
+from capacity.formulas.quantisation import SCHEMES
 from capacity.model.scenario import Results
 
 #: Where each engine's flags are documented (cited in the report next to the flags).
@@ -234,9 +235,12 @@ def _plan(results: Results, mode: str = "colocated", role: str = "", replicas: i
         notes.append(f"the running-request cap is the {batch:,} requests that fit in the KV pool; left at the "
                      "engine's default, the cap could bind before the memory does and the plan would not hold")
     max_len = s.serving.max_model_len if s.serving.max_model_len is not None else s.workload.tokens_per_request
+    # A quantisation scheme names the weights' format (fp8, int4, fp4, ...); model.weight_dtype is then the 16-bit
+    # convention it replaces, and printing it as --dtype would serve 16-bit weights.
+    weights = SCHEMES[s.model.quantization].storage_dtype if s.model.quantization else s.model.weight_dtype
     return _Plan(tp=s.gpu.count, pp=s.gpu.pipeline_parallel, batch=max(batch, 1), max_model_len=int(max_len),
                  batched_tokens=int(s.serving.max_batched_tokens), kv_dtype=s.model.kv_dtype,
-                 weight_dtype=s.model.weight_dtype, block_size=s.serving.block_size,
+                 weight_dtype=weights, block_size=s.serving.block_size,
                  shared_prefix=s.workload.shared_prefix_tokens > 0, notes=tuple(notes), mode=mode, role=role,
                  replicas=replicas)
 
@@ -315,7 +319,7 @@ def vllm_settings(results: Results, plan: _Plan | None = None) -> EngineSettings
     if plan.shared_prefix:
         flags.append(EngineFlag("--enable-prefix-caching", "", "workload.shared_prefix_tokens",
                                 "store the shared prefix once"))
-    spec = s.serving.speculative
+    spec = _speculative(results, plan, notes)
     if spec:
         config = {"method": _VLLM_SPEC[spec["method"]], "num_speculative_tokens": spec["draft_tokens"]}
         if spec["method"] == "ngram":
@@ -371,7 +375,7 @@ def tensorrt_llm_settings(results: Results, plan: _Plan | None = None) -> Engine
     if plan.weight_dtype not in ("fp16", "bf16", "fp32"):
         notes.append(f"{plan.weight_dtype} weights: serve a checkpoint quantised with TensorRT Model Optimizer")
     config: dict[str, Any] = {"kv_cache_config": kv_config, "enable_chunked_prefill": plan.chunked}
-    spec = s.serving.speculative
+    spec = _speculative(results, plan, notes)
     if spec:
         spec_config: dict[str, Any] = {"decoding_type": _TRT_SPEC[spec["method"]]}
         if spec["method"] == "mtp":
@@ -443,7 +447,7 @@ def sglang_settings(results: Results, plan: _Plan | None = None) -> EngineSettin
                      "(https://docs.sglang.io/advanced_features/pd_disaggregation.html)")
     if not plan.shared_prefix:
         notes.append("SGLang's radix prefix cache is on by default; the plan counts no shared prefix")
-    spec = s.serving.speculative
+    spec = _speculative(results, plan, notes)
     if spec:
         why = f"speculative decoding ({SPEC_DOCS['sglang']})"
         flags += [EngineFlag("--speculative-algorithm", _SGLANG_SPEC[spec["method"]], "serving.speculative.method",
@@ -479,6 +483,18 @@ SPEC_DOCS = {
 _VLLM_SPEC = {"eagle": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft": "draft_model"}
 _TRT_SPEC = {"eagle": "Eagle", "mtp": "MTP", "ngram": "NGram", "draft": "DraftTarget"}
 _SGLANG_SPEC = {"eagle": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM", "draft": "STANDALONE"}
+
+
+def _speculative(results: Results, plan: _Plan, notes: list[str]) -> dict[str, Any] | None:
+    """``serving.speculative`` where this command decodes, else None: a separate prefill pool only runs the prompts
+    (a prefill yields one token, drafted and verified nowhere), so speculation is the decode pool's alone and the
+    prefill pool's command gets none of its flags (``notes`` says so)."""
+    spec = results.scenario.serving.speculative
+    if spec and plan.role == "prefill":
+        notes.append(f"speculative decoding ({spec['method']}) runs in the decode pool only: this prefill pool gets "
+                     "none of its flags")
+        return None
+    return spec or None
 
 
 def _spec_notes(spec: dict[str, Any]) -> list[str]:

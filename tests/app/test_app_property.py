@@ -35,9 +35,16 @@ EDITS = st.one_of(
     st.tuples(st.just("weights_mem"), st.sampled_from([0.0, 10.0, 30.0])),
     st.tuples(st.just("arrival_rate"), st.sampled_from([0.0, 3.0, 40.0])),
     st.tuples(st.just("more_inputs"), st.booleans()),  # "Show all inputs": hiding inputs must lose nothing
+    # issue 29: power and speculative decoding
+    st.tuples(st.just("energy_price_kwh"), st.sampled_from([0.0, 0.15])),
+    st.tuples(st.just("pue"), st.sampled_from([1.0, 1.4])),
+    st.tuples(st.just("spec_method"), st.sampled_from(["none", "eagle", "mtp", "ngram", "draft"])),
+    st.tuples(st.just("spec_acceptance_rate"), st.sampled_from([0.5, 0.85])),
+    st.tuples(st.just("spec_acceptance_length"), st.sampled_from([1.5, 3.0])),
 )
 #: Inputs drawn only with "Show all inputs" on (app_views/sidebar.py ON_DEMAND).
-ON_DEMAND = {"memory_utilization", "price_per_hour", "weights_mem"}
+ON_DEMAND = {"memory_utilization", "price_per_hour", "weights_mem", "energy_price_kwh", "pue", "spec_method",
+             "spec_acceptance_rate", "spec_acceptance_length"}
 
 
 def apply(at: AppTest, edit: tuple) -> None:
@@ -46,9 +53,12 @@ def apply(at: AppTest, edit: tuple) -> None:
     if key in ON_DEMAND and not sb.toggle(key="more_inputs").value:
         sb.toggle(key="more_inputs").set_value(True).run()
         sb = at.sidebar  # the element tree of the run that drew them
+    if key.startswith("spec_acceptance") and key not in [w.key for w in sb.number_input]:
+        sb.selectbox(key="spec_method").select("eagle").run()  # the acceptance is drawn with a method chosen
+        sb = at.sidebar
     if key == "more_inputs":
         sb.toggle(key=key).set_value(value).run()
-    elif key in ("preset", "model", "gpu", "weight_dtype"):
+    elif key in ("preset", "model", "gpu", "weight_dtype", "spec_method"):
         sb.selectbox(key=key).select(value).run()
     elif key == "units":
         sb.radio(key=key).set_value(value).run()

@@ -9,8 +9,8 @@ from capacity.inputs import accuracy
 from capacity.inputs.catalog import CATALOG_DIR
 
 
-def _table():
-    return yaml.safe_load((CATALOG_DIR / accuracy.FILENAME).read_text())["tpot"]
+def _table(metric: str = "tpot"):
+    return yaml.safe_load((CATALOG_DIR / accuracy.FILENAME).read_text())[metric]
 
 
 def test_the_answers_own_class_is_stated():
@@ -18,6 +18,9 @@ def test_the_answers_own_class_is_stated():
     error = accuracy.expected_error("vllm", "h100-sxm")
     assert (error.mape_percent, error.rows, error.own_class) == (row["mape_percent"], row["rows"], True)
     assert error.label == "vllm on hopper"
+    ttft = _table("ttft")["classes"]["vllm/hopper"]  # the same class's TTFT, stated beside (never a better one's)
+    assert (error.ttft_mape_percent, error.ttft_rows) == (ttft["mape_percent"], ttft["rows"])
+    assert f"TTFT {ttft['mape_percent']:.0f}% off" in error.sentence()
 
 
 def test_a_class_without_rows_says_so_and_takes_the_engines_figure():

@@ -119,3 +119,20 @@ def test_deepseek_r1_at_twelve_gpus_is_offered_as_attention_data_parallel():
     assert (4, 3, 12) in {(tp, s.gpu.attention_data_parallel, s.gpu.expert_parallel) for _, tp, s in built}
     assert all(s.gpu.count != 12 or s.gpu.attention_data_parallel > 1 for _, _, s in built)
     assert [k["tensor_parallel"] for k in skipped] == [12]
+
+
+def test_a_pool_on_another_gpu_keeps_the_sites_electricity_price_and_pue():
+    """The electricity price and PUE describe the site, not the GPU: a prefill pool on L40S (350 W) beside the decode
+    pool on H100 SXM (700 W) pays the same $0.10 per kWh at PUE 1.5. Before, a pool naming its own GPU dropped both:
+    the prefill pool counted at PUE 1 and the fleet's electricity had no price at all ("no price set")."""
+    site = {**SPLIT, "gpu": {**SPLIT["gpu"], "energy_price_per_kwh": 0.10, "pue": 1.5},
+            "fleet": {"modes": ["split"], "tensor_parallel": [1]}}
+    z = size(Scenario.from_dict(site))
+    assert z.mode == "split" and (z.prefill_gpu, z.gpu) == ("l40s", "h100-sxm")
+    watts = (z.prefill_replicas * 350 + z.decode_replicas * 700) * 1.5
+    assert z.power_kw == pytest.approx(watts / 1e3, rel=1e-12)
+    assert z.energy_cost_per_month == pytest.approx(watts / 1e3 * 730 * 0.10, rel=1e-12)
+    assert z.prefill_replica.scenario.gpu.pue == 1.5 and z.prefill_replica.scenario.gpu.energy_price_per_kwh == 0.10
+    # the same on another GPU type compared for the load (capacity fleet --gpus, the Compare view)
+    (_, _, l40s), *_ = layout_scenarios(site, ["l40s"], [1])[0]
+    assert (l40s.gpu.name, l40s.gpu.pue, l40s.gpu.energy_price_per_kwh) == ("l40s", 1.5, 0.10)

@@ -235,3 +235,76 @@ def test_engine_flags_state_the_moe_layout():
     assert (flags["tensorrt-llm"]["--tp_size"], flags["tensorrt-llm"]["--ep_size"]) == ("8", "8")
     assert flags["tensorrt-llm"]["--max_batch_size"] == per_rank
     assert engine_settings(r, "tensorrt-llm").config_file["enable_attention_dp"] is True
+
+
+#: The chat preset at 40 requests/s on split pools (prefill on L40S, decode on H100 SXM) with EAGLE speculation.
+SPLIT_SPEC = {**yaml.safe_load((ROOT / "scenarios" / "chat-llama-3.1-8b-h100.yaml").read_text()),
+              "pools": {"prefill": {"gpu": {"name": "l40s", "count": 1}},
+                        "decode": {"gpu": {"name": "h100-sxm", "count": 1}}}}
+SPLIT_SPEC = {**SPLIT_SPEC, "workload": {**SPLIT_SPEC["workload"], "arrival_rate": 40},
+              "serving": {**SPLIT_SPEC["serving"],
+                          "speculative": {"method": "eagle", "draft_tokens": 3, "acceptance_rate": 0.7}}}
+#: Where each engine's speculative-decoding settings live: flags, or the TensorRT-LLM options file's section.
+SPEC_FLAGS = {"vllm": ("--speculative-config",), "sglang": ("--speculative-algorithm", "--speculative-num-steps",
+                                                            "--speculative-num-draft-tokens"),
+              "tensorrt-llm": ("speculative_config",)}
+
+
+def _speculation(settings) -> set[str]:
+    """The speculative-decoding settings a command carries (flags and options-file keys)."""
+    keys = set(flags(settings)) | set(settings.config_file or {})
+    return {key for key in keys if "speculative" in key}
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("modes", [None, ["disaggregated"]])
+def test_only_the_decode_pool_gets_the_speculative_flags(engine, modes, tmp_path, capsys):
+    """A prefill pool only runs prompts: a prefill yields one token, so nothing is drafted or verified there. Before,
+    ``capacity flags`` gave both pools the speculative flags (and a drafter to load) under split pools; now the
+    decode pool's command carries them and the prefill pool's says where they went."""
+    data = SPLIT_SPEC if modes is None else {**{k: v for k, v in SPLIT_SPEC.items() if k != "pools"},
+                                             "fleet": {"modes": modes}}
+    z = size(Scenario.from_dict(data))
+    assert z.mode == ("split" if modes is None else "disaggregated")
+    prefill, decode = sizing_settings(z, engine)
+    assert (prefill.role, decode.role) == ("prefill", "decode")
+    assert _speculation(prefill) == set()
+    assert set(SPEC_FLAGS[engine]) <= _speculation(decode)
+    assert any("decode pool only" in note for note in prefill.notes)
+    assert not any("decode pool only" in note for note in decode.notes)
+    out = json.loads(_cli(tmp_path, capsys, data, "--engine", engine, "--format", "json"))
+    assert [o["role"] for o in out] == ["prefill", "decode"]
+    spec_in = [any("speculative" in f["flag"] for f in o["flags"]) or "speculative_config" in (o.get("config_file")
+                                                                                            or {}) for o in out]
+    assert spec_in == [False, True]
+    text = _cli(tmp_path, capsys, data, "--engine", engine)
+    prefill_text, decode_text = text.split("decode pool: flags", 1)
+    assert "speculative" not in prefill_text.replace("speculative decoding (eagle) runs in the decode pool only", "")
+    assert "speculative" in decode_text
+
+
+def test_one_pool_keeps_its_speculative_flags():
+    data = {k: v for k, v in SPLIT_SPEC.items() if k != "pools"}
+    z = size(Scenario.from_dict({**data, "fleet": {"modes": ["colocated"]}}))
+    for engine in ENGINES:
+        (settings,) = sizing_settings(z, engine)
+        assert set(SPEC_FLAGS[engine]) <= _speculation(settings)
+
+
+def test_a_quantisation_scheme_is_what_the_flags_serve():
+    """``model.quantization: fp8`` is served as fp8 weights (vLLM ``--quantization fp8``, no 16-bit ``--dtype``);
+    an int4 scheme as a checkpoint vLLM reads the method from (the session's note: fp8 printed ``--dtype float16``)."""
+    from capacity import Scenario
+    from capacity.render.engine_flags import engine_settings
+
+    def flags(scheme):
+        s = Scenario.from_dict({"model": {"name": "llama-3.1-8b", "quantization": scheme}, "gpu": "h100-sxm",
+                                "serving": {"engine": "vllm"},
+                                "workload": {"prompt_tokens": 500, "output_tokens": 200}})
+        got = engine_settings(s.evaluate(), "vllm")
+        return {f.flag: f.value for f in got.flags}, got.notes
+
+    fp8, _ = flags("fp8")
+    assert fp8.get("--quantization") == "fp8" and "--dtype" not in fp8
+    awq, notes = flags("w4a16-awq")
+    assert "--dtype" not in awq and any("int4 weights" in n for n in notes)

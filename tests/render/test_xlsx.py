@@ -9,6 +9,7 @@ import math
 import random
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import openpyxl
@@ -36,6 +37,7 @@ from capacity.render.xlsx import cells as xlsx_cells
 from capacity.render.xlsx.formulas import LIBRARY_VALUES
 from tests.render.test_report import SCENARIO_IDS, all_scenarios
 
+ROOT = Path(__file__).resolve().parents[2]
 SPEC_KEYS = ("kv_bytes_per_token pool_bytes pool_blocks blocks_per_request max_requests_contiguous max_requests_paged "
              "max_requests_shared_prefix decode_memory_s decode_compute_s decode_step_s prefill_s ceiling_rps "
              "decode_share tpot_at_ceiling_s goodput_rps goodput_in_flight single_stream_tokens_per_s "
@@ -327,3 +329,51 @@ def test_fast_formula_path_writes_what_xlsxwriter_would(monkeypatch):
     monkeypatch.setattr(xlsx_cells.Worksheet, "_prepare_formula", checked)
     workbook_bytes(report_for(solver_scenarios()["moe-ttft-binds-options"]))
     assert len(seen) > 5000
+
+
+def _answer_rows(data: dict) -> dict[str, tuple[str, object, str]]:
+    """The Summary sheet's answer rows of ``data``'s workbook: ``sizing_*`` key -> (label, value, unit)."""
+    book = openpyxl.load_workbook(io.BytesIO(workbook_bytes(report_for(Scenario.from_dict(data)))))
+    return {r[3]: (r[0], r[1], r[2]) for r in book["Summary"].iter_rows(values_only=True)
+            if len(r) > 3 and isinstance(r[3], str) and r[3].startswith("sizing_")}
+
+
+def test_summary_names_the_prefill_pool_of_a_split_answer():
+    """The chat preset at 40 requests/s on split pools: 3 L40S prefill replicas ($1.09/GPU-hour, 13.3 requests/s
+    each) feed 1 H100 SXM decode replica ($3.49). Before, the Summary's fixed rows said "1 GPU per replica at $3.49"
+    and the prefill pool's GPU, TP and price were nowhere on it; now each is a row, the library's value."""
+    from capacity.planning.sizing import size
+
+    data = yaml.safe_load((ROOT / "scenarios" / "chat-llama-3.1-8b-h100.yaml").read_text())
+    data["workload"]["arrival_rate"] = 40
+    data["pools"] = {"prefill": {"gpu": {"name": "l40s", "count": 1}}, "decode": {"gpu": {"name": "h100-sxm"}}}
+    z = size(Scenario.from_dict(data)).to_dict()
+    assert (z["sizing_mode"], z["sizing_prefill_gpu"], z["sizing_gpu"]) == ("split", "l40s", "h100-sxm")
+    rows = _answer_rows(data)
+    shown = {key: rows[key][:2] for key in rows if "prefill" in key or key in ("sizing_gpu", "sizing_decode_replicas")}
+    assert shown == {"sizing_gpu": ("Decode pool: GPU type", "h100-sxm"),
+                     "sizing_prefill_replicas": ("Prefill replicas", z["sizing_prefill_replicas"]),
+                     "sizing_decode_replicas": ("Decode replicas", z["sizing_decode_replicas"]),
+                     "sizing_prefill_gpu": ("Prefill pool: GPU type", "l40s"),
+                     "sizing_prefill_tensor_parallel": ("Prefill pool: tensor-parallel GPUs per replica",
+                                                        z["sizing_prefill_tensor_parallel"]),
+                     "sizing_prefill_gpus_per_replica": ("Prefill pool: GPUs per replica",
+                                                         z["sizing_prefill_gpus_per_replica"]),
+                     "sizing_prefill_price_per_gpu_hour": ("Prefill pool: price per GPU-hour", 1.09),
+                     "sizing_prefill_load_per_replica_rps": ("Prefill pool: load each replica carries",
+                                                             pytest.approx(40 / 3, rel=1e-12))}
+    assert rows["sizing_prefill_price_per_gpu_hour"][2] == "$/h" and rows["sizing_prefill_replicas"][1] == 3
+    # the rows of the decode pool's layout say so; the fleet's totals (both pools) do not
+    assert rows["sizing_price_per_gpu_hour"][:2] == ("Decode pool: price per GPU-hour", 3.49)
+    assert rows["sizing_tensor_parallel"][0] == "Decode pool: tensor-parallel GPUs per replica"
+    assert rows["sizing_gpus"] == ("GPUs", z["sizing_gpus"], "GPUs") and z["sizing_gpus"] == 4
+    assert rows["sizing_cost_per_hour"][1] == pytest.approx(3 * 1.09 + 3.49, rel=1e-12) == z["sizing_cost_per_hour"]
+    keys = list(rows)
+    assert keys.index("sizing_gpus") < keys.index("sizing_prefill_gpu") < keys.index("sizing_load_per_replica_rps")
+
+
+def test_summary_has_no_pool_rows_for_one_pool():
+    data = yaml.safe_load((ROOT / "scenarios" / "chat-llama-3.1-8b-h100.yaml").read_text())
+    rows = _answer_rows(data)
+    assert rows["sizing_mode"][1] != "split" and not [key for key in rows if "prefill" in key or "decode" in key]
+    assert rows["sizing_price_per_gpu_hour"][0] == "Price per GPU-hour"

@@ -94,15 +94,24 @@ def test_load_compiled_loop_loads_it_in_the_background_once():
 
 
 def test_the_app_loads_the_compiled_loop_only_once_the_simulator_view_has_answered():
+    """The server itself never imports numba: its simulations run on worker processes, which load the loop
+    (app_views/server.py). Run on the session's thread (CAPACITY_APP_WORKERS=0), the loop starts loading once the
+    Simulator view has answered."""
     pytest.importorskip("numba")
-    code = ("import sys; sys.path.insert(0, '.')\n"
+    code = ("import os, sys; sys.path.insert(0, '.')\n"
             "from streamlit.testing.v1 import AppTest\n"
             "from capacity.simulator import scheduler\n"
             "at = AppTest.from_file('app.py', default_timeout=60)\n"
             "at.run()\n"
             "assert not at.exception\n"
             "assert scheduler._loader is None and 'numba' not in sys.modules\n"  # the landing view: nothing
-            "at = AppTest.from_file('app.py', default_timeout=60)\n"
+            "at = AppTest.from_file('app.py', default_timeout=120)\n"
+            "at.query_params['view'] = 'Simulator'\n"
+            "at.run()\n"
+            "assert not at.exception and not at.error, [e.value for e in at.error]\n"
+            "assert at.dataframe and scheduler._loader is None and 'numba' not in sys.modules\n"  # on a worker
+            "os.environ['CAPACITY_APP_WORKERS'] = '0'\n"
+            "at = AppTest.from_file('app.py', default_timeout=120)\n"
             "at.query_params['view'] = 'Simulator'\n"
             "at.run()\n"
             "assert not at.exception and not at.error, [e.value for e in at.error]\n"

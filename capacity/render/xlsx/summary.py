@@ -51,6 +51,38 @@ ANSWER_ROWS = (
     ("Cost per month", "sizing_cost_per_month"), ("Cost per million output tokens", "sizing_cost_per_million_tokens"),
 )
 
+#: Rows of an answer on separate pools (``disaggregated``, ``split``), after its GPUs: replicas per pool.
+POOL_ROWS = (("Prefill replicas", "sizing_prefill_replicas"), ("Decode replicas", "sizing_decode_replicas"))
+#: Rows of an answer on split pools (``split``: each pool on its own layout), after ``POOL_ROWS``: the decode pool's
+#: GPU type, then the prefill pool's layout and price (the rows above it are the decode pool's: TP, price, load).
+SPLIT_ROWS = (
+    ("Decode pool: GPU type", "sizing_gpu"), ("Prefill pool: GPU type", "sizing_prefill_gpu"),
+    ("Prefill pool: tensor-parallel GPUs per replica", "sizing_prefill_tensor_parallel"),
+    ("Prefill pool: GPUs per replica", "sizing_prefill_gpus_per_replica"),
+    ("Prefill pool: price per GPU-hour", "sizing_prefill_price_per_gpu_hour"),
+    ("Prefill pool: load each replica carries", "sizing_prefill_load_per_replica_rps"),
+)
+#: Split pools: the answer rows that describe the decode pool alone, so named.
+_DECODE_POOL = {"sizing_tensor_parallel": "Decode pool: tensor-parallel GPUs per replica",
+                "sizing_load_per_replica_rps": "Decode pool: load each replica carries",
+                "sizing_replica_goodput_rps": "Decode pool: goodput of one replica",
+                "sizing_price_per_gpu_hour": "Decode pool: price per GPU-hour"}
+
+
+def answer_rows(sizing: Sizing) -> tuple[tuple[str, str], ...]:
+    """(label, ``Sizing.to_dict`` key) of the answer's rows: ``ANSWER_ROWS``, with each pool's rows after the GPUs
+    where the answer is on separate pools (``POOL_ROWS``) or split pools (``SPLIT_ROWS``: the prefill pool's GPU,
+    TP, GPUs per replica, price and load; the rows of the decode pool's layout named as its)."""
+    split = sizing.mode == "split"
+    pools = (POOL_ROWS if sizing.mode in ("disaggregated", "split") else ()) + (SPLIT_ROWS if split else ())
+    rows: list[tuple[str, str]] = []
+    for label, key in ANSWER_ROWS:
+        rows.append((_DECODE_POOL.get(key, label) if split else label, key))
+        if key == "sizing_gpus":
+            rows += pools
+    return tuple(rows)
+
+
 #: Defined name -> (label, Excel formula, unit) of the fleet rows.
 FLEET = {
     "fleet_replicas": ("Replicas for the arrival rate",
@@ -116,8 +148,9 @@ def write_summary_sheet(wb: xlsxwriter.Workbook, f: Formats, report: Report, val
     row += 1
     ws.write_string(row, 0, "The answer's fleet (the library's sizing, as of the report date)", f.section)
     row += 1
-    for label, key in ANSWER_ROWS:
-        value = sizing.to_dict()[key]
+    answer_values = sizing.to_dict()
+    for label, key in answer_rows(sizing):
+        value = answer_values[key]
         unit = SIZING_RESULTS[key][0]
         ws.write_string(row, 0, label)
         if isinstance(value, str):
