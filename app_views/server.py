@@ -111,11 +111,14 @@ def note_session() -> None:
     outside a Streamlit server (a script run without a runtime, e.g. AppTest in the tests)."""
     try:
         from streamlit import runtime
+        from streamlit.runtime import Runtime
         from streamlit.runtime.scriptrunner import get_script_run_ctx
     except ImportError:
         return
     ctx = get_script_run_ctx(suppress_warning=True)
-    if ctx is None or not runtime.exists():
+    # AppTest runs the page under a mock of the Runtime (a MagicMock with its spec): no server, so no sweeper thread
+    # and no process-wide warnings policy left behind in the test process.
+    if ctx is None or not runtime.exists() or type(runtime.get_instance()) is not Runtime:
         return
     remember(ctx.session_id)
     global _sweeper

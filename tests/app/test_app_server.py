@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app_views import jobs, server
@@ -65,6 +66,17 @@ def test_note_session_outside_a_server_remembers_nothing(monkeypatch):
     assert server.remembered() == 0 and server._sweeper is None
 
 
+def test_the_page_under_apptest_starts_no_sweeper(monkeypatch):
+    """AppTest's Runtime is a mock: the page leaves no sweeper thread (and no warnings policy) in the test process,
+    where it polluted the memory measurements of later tests."""
+    monkeypatch.setattr(server, "_sessions", set())
+    monkeypatch.setattr(server, "_sweeper", None)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception
+    assert server._sweeper is None and server.remembered() == 0
+
+
 def test_a_heavy_job_runs_on_a_worker_under_its_budget_and_the_callers(monkeypatch):
     monkeypatch.delenv(server.WORKERS_ENV, raising=False)
     assert server.run_heavy(nap, 0.0, budget_s=5.0) != os.getpid()
@@ -91,6 +103,7 @@ def test_one_heavy_job_per_session_and_the_page_says_so(monkeypatch):
     monkeypatch.setattr(server, "_pool", pool)
     # AppTest's session ("test session id") has a simulation in flight (a job that has not finished).
     pool._jobs["test session id"] = Future()
+    st.cache_data.clear()  # an earlier test's run of the same simulation must not answer from the cache
     with pytest.raises(Busy, match="one simulation at a time per session"):
         pool.submit("test session id", nap, 0.0)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
@@ -111,6 +124,7 @@ def test_a_full_pool_is_a_message_naming_its_limit(monkeypatch):
     pool = WorkerPool(workers=1, max_pending=2, noun="simulation")
     monkeypatch.setattr(server, "_pool", pool)
     pool._jobs.update({"another session": Future(), "a third": Future()})
+    st.cache_data.clear()  # an earlier test's run of the same simulation must not answer from the cache
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params.update({"view": "Simulator"})
     at.run()
