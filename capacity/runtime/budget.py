@@ -42,6 +42,11 @@ def remaining_s() -> float:
     return deadline() - time.monotonic()
 
 
+def active_seconds() -> float:
+    """The length of the active budget [s] (inf without one)."""
+    return float(getattr(_LOCAL, "seconds", math.inf)) if deadline() < math.inf else math.inf
+
+
 def limit_s(default: float) -> float:
     """The work limit [s] a bounded-work estimate must respect: ``min(default, time left in the budget)``."""
     return min(float(default), remaining_s())
@@ -70,4 +75,4 @@ def time_budget(seconds: float) -> Iterator[None]:
         _LOCAL.deadline, _LOCAL.seconds = outer
 
 
-__all__ = ["BudgetExceeded", "check", "deadline", "limit_s", "remaining_s", "time_budget"]
+__all__ = ["BudgetExceeded", "active_seconds", "check", "deadline", "limit_s", "remaining_s", "time_budget"]

@@ -847,6 +847,7 @@ def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, pc, rf, out, o
     """``scheduler.run_continuous`` for at most ``max_iterations`` iterations: DONE, MORE, GROW (buffers) or STALL."""
     n = arrival.shape[0]
     for _ in range(max_iterations):
+        taken = st[S_NEXT]
         if st[S_NEXT] < n and arrival[st[S_NEXT]] <= fs[F_NOW]:
             _ingest(st, fs, arrival, prompt, rank, reject, qheap, rejected, n)
         pending = st[S_QLEN] + 2 * st[S_NDEC] + st[S_NPF] + 1  # most segments or heap entries an iteration adds
@@ -895,9 +896,10 @@ def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, pc, rf, out, o
         st[S_SEEN] += 1  # _tick (the deadline is checked between calls)
         if st[S_SEEN] % st[S_STRIDE] == 0:
             _record(st, fs, tl_f, tl_i)
-        if progressed:
+        if progressed or st[S_NEXT] != taken:  # arrivals taken in (queued or turned away) are progress too
             st[S_STALLS] = 0
-            continue
+            if progressed:
+                continue
         st[S_STALLS] += 1  # _idle
         if st[S_NEXT] >= n and st[S_QLEN] == 0 and st[S_NDEC] == 0 and st[S_NPF] == 0:
             return DONE

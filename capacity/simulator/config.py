@@ -410,7 +410,15 @@ def work_problems(values: Mapping[str, Any], block_size: int, compiled: bool = F
     memory = requests * _B_PER_REQUEST + recorded * _B_PER_TOKEN
     max_s = budget.limit_s(MAX_ESTIMATED_S)  # the app's time budget, when one is active, is the tighter limit
     if seconds > max_s or memory > MAX_ESTIMATED_BYTES:
+        if max_s < MAX_ESTIMATED_S and seconds <= MAX_ESTIMATED_S and memory <= MAX_ESTIMATED_BYTES:
+            # Within the run limits, over what is left of the caller's time budget (the app's simulation pair: the
+            # first run used most of it): say so, not "the limit is 0.0 s".
+            left = max(max_s, 0.0)
+            return [f"the simulation would take about {seconds:,.1f} s, and {'only ' if left > 0 else ''}"
+                    f"{left:,.1f} s {'is' if left > 0 else 'are'} left of this request's time budget "
+                    f"({budget.active_seconds():g} s, used by the work before it): run it alone, or simulate "
+                    f"fewer requests or replicas"]
         return [f"the simulation would take about {seconds:,.1f} s and {memory / 1e9:,.1f} GB; the limits are "
-                f"{max(max_s, 0.0):,.1f} s and {MAX_ESTIMATED_BYTES / 1e9:,.0f} GB: simulate fewer requests or "
+                f"{MAX_ESTIMATED_S:,.1f} s and {MAX_ESTIMATED_BYTES / 1e9:,.0f} GB: simulate fewer requests or "
                 f"replicas"]
     return []

@@ -66,13 +66,14 @@ def run_continuous(e: Engine, event_loop: str = "auto") -> None:
     stalls = 0
     arrival, n = e.arrival, e.n
     while True:
+        taken = e.next_arrival
         if e.next_arrival < n and arrival[e.next_arrival] <= e.now:
             e.ingest()
         progressed = iteration(e)
         _tick(e)
         if progressed:
             stalls = 0
-        elif _idle(e, stalls := stalls + 1):
+        elif _idle(e, stalls := 0 if e.next_arrival != taken else stalls + 1):
             return
 
 
@@ -180,6 +181,7 @@ def _run_unchunked(e: Engine) -> None:
     inline = e.tokens is None  # recording token times goes through run_decode (it keeps every step's end)
     stalls = 0
     while True:
+        taken = e.next_arrival
         if e.next_arrival < n and arrival[e.next_arrival] <= e.now:
             e.ingest()
         if queue:
@@ -227,7 +229,7 @@ def _run_unchunked(e: Engine) -> None:
         _tick(e)
         if progressed:
             stalls = 0
-        elif _idle(e, stalls := stalls + 1):
+        elif _idle(e, stalls := 0 if e.next_arrival != taken else stalls + 1):  # arrivals taken in are progress
             return
 
 

@@ -69,7 +69,7 @@ def test_engine_decode_step_and_prefill_by_hand():
     # llama-3.1-8b (32 layers) bf16 on one H200, vLLM: hopper plateaus, curves of engines.efficiency_curves.
     s = _scenario({"engine": "vllm", "max_num_seqs": 64})
     bw_max, fl_max, _ = engines.FITTED_EFFICIENCY["hopper"]
-    overhead = engines.FITTED_EFFICIENCY["all"][2]  # no vLLM points on hopper: the pooled overhead (step_overhead_for)
+    overhead = engines.SILICON_OVERHEAD_S["vllm"]  # no published vLLM point on hopper: the silicon fit
     half_bytes, half_tokens = 30.2e-6 * 4.8e12, 56.5
     assert (s.gpu.bandwidth_half_bytes, s.gpu.flops_half_tokens) == pytest.approx((half_bytes, half_tokens))
     r = s.evaluate()

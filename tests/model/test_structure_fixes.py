@@ -100,9 +100,14 @@ def test_step_overhead_is_borrowed_only_from_the_engine_that_measured_it():
                                    "workload": {"prompt_tokens": 100, "output_tokens": 100}}).serving.step_overhead_s
     assert overhead("vllm", "mi300x") == engines.FITTED_EFFICIENCY["cdna3"][2]
     assert overhead("sglang", "mi300x") == engines.STEP_OVERHEAD_S["sglang"] == 1.5e-3
-    # TensorRT-LLM's points fitted the hopper overhead; vLLM on hopper takes the pooled fit (it has points elsewhere)
+    # TensorRT-LLM's published points fitted the hopper overhead, and it keeps it; where the silicon sample measured
+    # an engine on a family and no published point did, the engine's silicon fit applies (vLLM and SGLang on Hopper
+    # and Blackwell, TensorRT-LLM on Blackwell); vLLM on Ampere (no silicon rows) takes the published pooled fit.
     assert overhead("tensorrt-llm", "h100-sxm") == engines.FITTED_EFFICIENCY["hopper"][2]
-    assert overhead("vllm", "h100-sxm") == engines.FITTED_EFFICIENCY["all"][2]
+    assert overhead("vllm", "h100-sxm") == engines.SILICON_OVERHEAD_S["vllm"]
+    assert overhead("sglang", "h200") == engines.SILICON_OVERHEAD_S["sglang"]
+    assert overhead("tensorrt-llm", "b200") == engines.SILICON_OVERHEAD_S["tensorrt-llm"]
+    assert overhead("vllm", "a100-80gb") == engines.FITTED_EFFICIENCY["all"][2]
 
 
 def test_a_saved_profile_reproduces_its_own_fit(tmp_path):

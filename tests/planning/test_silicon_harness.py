@@ -54,3 +54,18 @@ def test_the_plausibility_screen(tpot_ms, kept):
     row = silicon.make_row({**ROW, "silicon_tpot_ms": tpot_ms})
     silicon.screen([row])
     assert (row.screened == "") is kept
+
+
+def test_the_shipped_silicon_overheads_are_the_harness_fit():
+    """``engines.SILICON_OVERHEAD_S`` is what ``validation/silicon.py --fit`` fits on the data set (one overhead
+    per engine, ``median_fit.median_overhead`` over its kept rows), to the table's four digits; and the rule it
+    ships is the rule the leave-one-group-out column refits."""
+    from capacity.inputs import engines
+
+    rows = silicon.load()
+    silicon.screen(rows)
+    fitted = silicon.silicon_overheads(rows)
+    assert {cls[0] for cls in fitted} == set(engines.SILICON_OVERHEAD_S)
+    for (engine,), value in fitted.items():
+        assert engines.SILICON_OVERHEAD_S[engine] == pytest.approx(value, rel=1e-3, abs=1e-9), engine
+    assert silicon.RULE_KEYS == ["engine"]

@@ -472,3 +472,18 @@ def test_without_a_writable_cache_it_compiles_in_the_process():
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["False", "True", "compiled", "(numba)"]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_queue_limit_of_zero_turns_every_request_away_in_both_loops(chunked):
+    """``max_queued_requests: 0``: every arrival finds the queue full (each waits at least for the next step
+    boundary), so every request is turned away with that reason. Taking arrivals in is progress: with more arrivals
+    than the stall guard's 1,000 idle iterations the loops used to stop with "scheduler made no progress"."""
+    scenario = Scenario.from_dict(SMALL)
+    overrides = {"requests": 1_500, "max_queued_requests": 0, "chunked_prefill": chunked, "seed": 3}
+    for loop in ("python", "compiled"):
+        result = simulate(scenario, event_loop=loop, **overrides)
+        frame = result.requests
+        assert result.event_loop.startswith(loop)
+        assert len(frame) == 1_500 and (frame["status"] == "rejected").all(), loop
+        assert frame["reject_reason"].str.contains("max_queued_requests").all(), loop

@@ -119,3 +119,20 @@ def test_the_app_loads_the_compiled_loop_only_once_the_simulator_view_has_answer
             "scheduler._loader.join(120)\n"
             "assert scheduler.compiled_loop_loaded()\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=300)
+
+
+def test_a_budget_spent_by_earlier_work_is_named_not_called_a_limit_of_zero():
+    """The app's simulation pair runs two policies under one budget: when the first used it up, the second is refused
+    with the time left of that budget (and the budget's length), not "the limits are 0.0 s"."""
+    import time
+
+    with time_budget(0.05):
+        time.sleep(0.06)
+        problem = sim_config.work_problems({"requests": 100_000}, 16, compiled=False)[0]
+    assert "about 3.0 s" in problem and "0.0 s are left of this request's time budget (0.05 s" in problem
+    assert "the limits are" not in problem
+    with time_budget(2.0):
+        problem = sim_config.work_problems({"requests": 100_000}, 16, compiled=False)[0]
+    assert "s is left of this request's time budget (2 s" in problem and "only 2.0 s" in problem
+    # outside any budget the run's own limits apply (300 s): the same run passes
+    assert sim_config.work_problems({"requests": 100_000}, 16, compiled=False) == []
