@@ -79,10 +79,14 @@ EXPORTS: dict[str, tuple[Callable[[Results], Any], str, str]] = {
 
 
 def render_downloads(where: Any, results: Results, name: str) -> None:
-    """One button per format, each file named after the scenario's name (PDF where this server can print it)."""
+    """One button per format, each file named after the scenario's name (PDF where this server can print it).
+
+    A download does not rerun the page (``on_click="ignore"``): the file is built from the results on the page, and
+    a rerun would only redraw the same sizing (and, under load, redraw the buttons while the browser waits for its
+    file)."""
     row = where.container(horizontal=True, gap="small")  # one element (columns(n) would be n + 1)
     for label, (build, suffix, mime) in EXPORTS.items():
         if suffix == ".pdf" and not pdf_available():
             continue
         row.download_button(label, lambda build=build: build(results), safe_filename(name, suffix), mime=mime,
-                            key=f"export_{suffix}", width="stretch")
+                            key=f"export_{suffix}", width="stretch", on_click="ignore")

@@ -181,7 +181,7 @@ def main() -> None:
     sb = st.sidebar
     sb.subheader("Save and load")
     sb.download_button("Save scenario (YAML)", to_yaml(doc), file_name=safe_filename(name, ".yaml"),
-                       mime="application/x-yaml", width="stretch")
+                       mime="application/x-yaml", width="stretch", on_click="ignore")  # a save changes nothing
     sb.file_uploader("Load scenario (YAML, max 1 MB)", type=["yaml", "yml"], key="upload",
                      on_change=sidebar.on_upload)
     sb.caption("The page's address is a share link: it carries this sizing and the open view.")

@@ -381,17 +381,18 @@ def leave_one_group_out(rows: Sequence[Row], fitted: Sequence[str] = ("step_over
         if engines.overhead_rule(first.engine, first.family) != "silicon":
             factors = start
         else:
-            train = [r for r in pool if r.group != g and rule_class(r) == rule_class(first)]
-            train = train or [r for r in pool if r.group != g]
-            obs = [r.tpot_obs for r in train]
-            if "step_overhead" in fitted:
-                factors = replace(start, step_overhead_s=median_overhead(obs))
-            else:
-                factors = start
+            factors = start
+            if "step_overhead" in fitted:  # the class's overhead without this group (every other group's if none)
+                without = silicon_overheads(rows, exclude_group=g)
+                overhead = without.get(rule_class(first))
+                if overhead is None:
+                    overhead = median_overhead([r.tpot_obs for r in pool if r.group != g])
+                factors = replace(start, step_overhead_s=overhead)
             others = tuple(f for f in fitted if f != "step_overhead")
             if others:
+                train = [r.tpot_obs for r in pool if r.group != g and rule_class(r) == rule_class(first)]
                 try:
-                    factors = fit_factors(obs, start=factors, fit=others).factors
+                    factors = fit_factors(train, start=factors, fit=others).factors
                 except (ScenarioError, ValueError):
                     pass
         for row in inside:

@@ -411,13 +411,16 @@ def work_problems(values: Mapping[str, Any], block_size: int, compiled: bool = F
     max_s = budget.limit_s(MAX_ESTIMATED_S)  # the app's time budget, when one is active, is the tighter limit
     if seconds > max_s or memory > MAX_ESTIMATED_BYTES:
         if max_s < MAX_ESTIMATED_S and seconds <= MAX_ESTIMATED_S and memory <= MAX_ESTIMATED_BYTES:
-            # Within the run limits, over what is left of the caller's time budget (the app's simulation pair: the
-            # first run used most of it): say so, not "the limit is 0.0 s".
-            left = max(max_s, 0.0)
-            return [f"the simulation would take about {seconds:,.1f} s, and {'only ' if left > 0 else ''}"
-                    f"{left:,.1f} s {'is' if left > 0 else 'are'} left of this request's time budget "
-                    f"({budget.active_seconds():g} s, used by the work before it): run it alone, or simulate "
-                    f"fewer requests or replicas"]
+            # Within the run's own limits, over what is left of the caller's time budget: name the budget, and where
+            # earlier work in the same request spent most of it (the app's simulation pair), say so rather than
+            # "the limit is 0.0 s".
+            left, total = max(max_s, 0.0), budget.active_seconds()
+            if left >= 0.9 * total:
+                return [f"the simulation would take about {seconds:,.1f} s; the limit is {left:,.1f} s (this "
+                        f"request's time budget): simulate fewer requests or replicas"]
+            return [f"the simulation would take about {seconds:,.1f} s, and {left:,.1f} s of this request's time "
+                    f"budget of {total:g} s are left (the work before it in the same request used the rest): run it "
+                    f"alone, or simulate fewer requests or replicas"]
         return [f"the simulation would take about {seconds:,.1f} s and {memory / 1e9:,.1f} GB; the limits are "
                 f"{MAX_ESTIMATED_S:,.1f} s and {MAX_ESTIMATED_BYTES / 1e9:,.0f} GB: simulate fewer requests or "
                 f"replicas"]
