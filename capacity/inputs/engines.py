@@ -20,7 +20,10 @@ What a profile sets:
   from the pool), ``chunked_prefill_size`` 8192.
 * **the activation peak** that vLLM profiles and TensorRT-LLM reserves for runtime buffers, from
   ``max_num_batched_tokens`` and the model's shapes (``activation_peak_bytes``).
-* **a step overhead and an all-reduce latency** (``STEP_OVERHEAD_S``, ``ALLREDUCE_LATENCY_S``).
+* **a step overhead and an all-reduce latency** (``ALLREDUCE_LATENCY_S``): the step overhead by
+  ``overhead_rule``, in order the family's fit on the engine's published points (``FITTED_EFFICIENCY``), the
+  engine's fit on the silicon sample's measured deployments (``SILICON_OVERHEAD_S``, Hopper and Blackwell), the
+  published points' pooled fit, or the engine's sourced ``STEP_OVERHEAD_S``.
 * **TensorRT-LLM: an FP8 checkpoint's KV cache is FP8** unless the scenario says otherwise ("If you specify
   FP8 quantization, the KV cache will automatically be set to FP8 as well!", TensorRT-LLM perf-overview.md).
 * **quantisation schemes**: a plain ``weight_dtype`` is read as the scheme engines load (``quantisation``),
