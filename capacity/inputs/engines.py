@@ -260,7 +260,7 @@ def step_overhead_for(engine: str, family: str | None) -> tuple[float, str]:
         return FITTED_EFFICIENCY[str(family)][2], f"fitted, {family}"
     if rule == "silicon":
         return SILICON_OVERHEAD_S[key], f"fitted on the silicon sample's {key} rows"
-    if key in FITTED_OVERHEAD_ENGINES.get("all", ()):
+    if rule == "pooled":
         return FITTED_EFFICIENCY["all"][2], f"fitted, pooled: no {key} points on {family or 'this GPU'}"
     return STEP_OVERHEAD_S[key], f"{key}'s sourced default: no fitted {key} points"
 

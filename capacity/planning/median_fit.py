@@ -31,11 +31,10 @@ def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
     return float(v[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
 
 
-def median_overhead(observations: Sequence[Observation], start: Factors | None = None,
-                    lower_s: float = 0.0) -> float:
+def median_overhead(observations: Sequence[Observation]) -> float:
     """The step overhead ``o`` [s] that minimises the mean absolute relative error of the observations' times,
-    the efficiencies held: ``start``'s, or where ``start`` is None each observation's own scenario's
-    (``Factors.of``; observations on GPUs of different families keep their own plateaus).
+    each observation's efficiencies held at its own scenario's (``Factors.of``: observations on GPUs of different
+    families keep their own plateaus).
 
     Each time is linear in the overhead, ``t_i(o) = a_i + n_i o`` (``calibration.Terms``: ``a_i`` the roofline and
     fixed terms at the efficiencies, ``n_i`` the steps paid), so
@@ -43,9 +42,9 @@ def median_overhead(observations: Sequence[Observation], start: Factors | None =
         sum_i |t_i(o) / y_i - 1| = sum_i (n_i / y_i) |o - (y_i - a_i) / n_i|
 
     is minimised by the weighted median of ``o_i = (y_i - a_i) / n_i`` with weights ``n_i / y_i`` (the L1
-    location estimate; Edgeworth, Phil. Mag. 1888), then held at ``lower_s`` or above (an overhead is not
-    negative). Observations whose time does not depend on the overhead (``n_i = 0``) do not move it. Times of
-    open-loop observations are linearised at ``start`` (``calibration.terms_for``). Raises ``ScenarioError`` when
+    location estimate; Edgeworth, Phil. Mag. 1888), then held at 0 or above (an overhead is not negative).
+    Observations whose time does not depend on the overhead (``n_i = 0``) do not move it. Times of open-loop
+    observations are linearised at their own factors (``calibration.terms_for``). Raises ``ScenarioError`` when
     no observation depends on the overhead.
 
     Example: two points needing 1 ms and 3 ms of overhead per step, the first at twice the second's time
@@ -55,7 +54,7 @@ def median_overhead(observations: Sequence[Observation], start: Factors | None =
         raise ScenarioError("a median overhead needs at least one measured point")
     offsets, weights = [], []
     for obs in observations:
-        own = start or Factors.of(obs.scenario)
+        own = Factors.of(obs.scenario)
         no_overhead = replace(own, step_overhead_s=0.0)
         terms = terms_for(obs, own)
         steps = float(terms.overhead)
@@ -66,4 +65,4 @@ def median_overhead(observations: Sequence[Observation], start: Factors | None =
         weights.append(steps / measured)
     if not offsets:
         raise ScenarioError("no measured point depends on the step overhead")
-    return max(weighted_median(np.array(offsets), np.array(weights)), lower_s)
+    return max(weighted_median(np.array(offsets), np.array(weights)), 0.0)

@@ -896,11 +896,11 @@ def _run(st, fs, coef, arrival, prompt, output, rank, reject, ri, pc, rf, out, o
         st[S_SEEN] += 1  # _tick (the deadline is checked between calls)
         if st[S_SEEN] % st[S_STRIDE] == 0:
             _record(st, fs, tl_f, tl_i)
-        if progressed or st[S_NEXT] != taken:  # arrivals taken in (queued or turned away) are progress too
+        if progressed:
             st[S_STALLS] = 0
-            if progressed:
-                continue
-        st[S_STALLS] += 1  # _idle
+            continue
+        # _idle; arrivals taken in (queued or turned away) are progress too
+        st[S_STALLS] = 0 if st[S_NEXT] != taken else st[S_STALLS] + 1
         if st[S_NEXT] >= n and st[S_QLEN] == 0 and st[S_NDEC] == 0 and st[S_NPF] == 0:
             return DONE
         nxt = arrival[st[S_NEXT]] if st[S_NEXT] < n else math.inf
