@@ -47,7 +47,7 @@ from capacity import Scenario, ScenarioError  # noqa: E402
 from capacity.formulas.quantisation import SCHEMES  # noqa: E402
 from capacity.inputs import catalog, engines  # noqa: E402
 from capacity.planning.calibration import Factors, Observation, fit_factors, predict  # noqa: E402
-from capacity.planning.median_fit import median_overhead  # noqa: E402
+from capacity.planning.median_fit import median_overhead, weighted_median  # noqa: E402
 from validation import silicon_expressible  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "silicon" / "silicon_train.csv"
@@ -159,14 +159,24 @@ class Row:
         return self.raw.get("mode") == "disagg"
 
 
+#: Checkpoints whose measured deployments ran an FP8 KV cache. The sample's deployments are aiconfigurator's own:
+#: it infers ``kvcache_quant_mode = fp8`` for FP8, block-FP8 and NVFP4 checkpoints ("if quant_algo in ('fp8',
+#: 'fp8_block', 'nvfp4') [...] overrides['kvcache_quant_mode'] = KVCacheQuantMode.fp8",
+#: aic-core/src/aiconfigurator_core/sdk/models/helpers.py ``_infer_quant_modes_from_raw_config``) and passes it to
+#: every engine as ``--kv-cache-dtype`` (src/aiconfigurator/generator/config/backend_config_mapping.yaml,
+#: ``kv_cache_dtype``: vLLM ``kv-cache-dtype``, SGLang ``fp8_e4m3``, TensorRT-LLM ``kv_cache_config.dtype``), commit
+#: 095f58a51c4ca8e61b66ec108d86f223f8d559ce. MXFP4 (gpt-oss), W4A16 and 16-bit checkpoints keep a 16-bit cache.
+FP8_KV_SCHEMES = ("fp8", "nvfp4")
+
+
 def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """(scenario mapping of the row's setup, reason it cannot be built: "" when it can).
 
     The layout columns are read by ``silicon_expressible`` (one home for the data set's conventions: model by its
     Hugging Face id, ``tp_size`` x ``attention_dp_size`` GPUs, ``moe_tp_size`` x ``moe_ep_size`` for the experts);
     a disaggregated row is its decode pool (``decode_*`` columns). This harness adds what scoring needs: the
-    quantisation scheme (``row_scheme``), the engine version, and no fp4 row on a Blackwell GPU without a sourced
-    FP4 peak."""
+    quantisation scheme (``row_scheme``), the KV cache's dtype as the deployment ran it (``FP8_KV_SCHEMES``), the
+    engine version, and no fp4 row on a Blackwell GPU without a sourced FP4 peak."""
     clean = {k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
     model = catalog_model(str(row["model_path"]))
     gpu = catalog_gpu(str(row["system"]))
@@ -188,6 +198,8 @@ def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     layout = silicon_expressible._layout(clean, pool)
     mapping = silicon_expressible.row_mapping(clean)
     mapping["model"] = {"name": model, "quantization": scheme}
+    if scheme in FP8_KV_SCHEMES:
+        mapping["model"]["kv_dtype"] = "fp8"
     mapping["gpu"] = {**mapping["gpu"], **layout["gpu"], "name": gpu}
     mapping["serving"] = {"engine": mapping["serving"]["engine"], "engine_version": clean["backend_version"],
                           **layout["serving"]}
@@ -366,6 +378,52 @@ def silicon_overheads(rows: Sequence[Row], exclude_group: str | None = None) -> 
     return fitted
 
 
+def with_clustering(obs: Observation, share: float) -> Observation:
+    """The observation on its scenario with ``workload.clustering`` set to ``share``."""
+    s = obs.scenario
+    return replace(obs, scenario=replace(s, workload=replace(s.workload, clustering=float(share))))
+
+
+def _ttft_at_shares(row: Row) -> tuple[float, float] | None:
+    """(closed-loop TTFT at clustering 0, at clustering 1) [s] of a kept TTFT row at C > 1 (cached on the row);
+    None where either is not finite. The TTFT is about linear in the share between them (``slo.ttft_at_step_ends_s``:
+    the clustered count passes the spread one at a share of about ``X TPOT / (C - 1)``, a few thousandths)."""
+    if "ttft_shares" not in row.raw:
+        obs = row.ttft_obs
+        values = None
+        if obs is not None and obs.concurrency and obs.concurrency > 1:
+            try:
+                values = tuple(predict(with_clustering(obs, k), Factors.of(obs.scenario)) for k in (0.0, 1.0))
+            except ScenarioError:
+                values = None
+        row.raw["ttft_shares"] = values if values and all(map(math.isfinite, values)) else None
+    return row.raw["ttft_shares"]
+
+
+def silicon_clustering(rows: Sequence[Row], exclude_group: str | None = None) -> float:
+    """The closed loop's clustering share (``engines.CLOSED_LOOP_CLUSTERING``) minimising the mean absolute relative
+    TTFT error of the kept closed-loop rows at C > 1, ``exclude_group``'s left out.
+
+    With ``T(k) ~ T_0 + k (T_1 - T_0)`` (``_ttft_at_shares``), ``sum_i |T_i(k) / y_i - 1| = sum_i (s_i / y_i)
+    |k - (y_i - T_0,i) / s_i|``, ``s_i = T_1,i - T_0,i``: the weighted median of the shares the rows ask for, weights
+    ``s_i / y_i`` (``planning.median_fit.weighted_median``), held in [0, 1]. Rows whose TTFT the share does not move
+    (a slot wait: the response time law fixes it) weigh nothing.
+    """
+    offsets, weights = [], []
+    for row in kept(rows):
+        if row.group == exclude_group or row.ttft_obs is None:
+            continue
+        shares = _ttft_at_shares(row)
+        if shares is None or shares[1] <= shares[0]:
+            continue
+        slope, measured_s = shares[1] - shares[0], float(row.ttft_obs.measured_time)
+        offsets.append((measured_s - shares[0]) / slope)
+        weights.append(slope / measured_s)
+    if not offsets:
+        return 0.0
+    return min(max(weighted_median(np.array(offsets), np.array(weights)), 0.0), 1.0)
+
+
 def leave_one_group_out(rows: Sequence[Row], fitted: Sequence[str] = ("step_overhead",)) -> None:
     """Predict every group with the shipped general rule refitted without it: where the engine profile takes its
     step overhead from the silicon sample (``engines.overhead_rule`` is ``"silicon"``), the overhead of the
@@ -395,10 +453,11 @@ def leave_one_group_out(rows: Sequence[Row], fitted: Sequence[str] = ("step_over
                     factors = fit_factors(train, start=factors, fit=others).factors
                 except (ScenarioError, ValueError):
                     pass
+        share = silicon_clustering(rows, exclude_group=g)  # every engine's closed loop clusters alike
         for row in inside:
             for metric, o in (("tpot", row.tpot_obs), ("ttft", row.ttft_obs)):
                 if o is not None and metric in row.predicted:
-                    row.logo[metric] = predict(o, factors)
+                    row.logo[metric] = predict(with_clustering(o, share) if metric == "ttft" else o, factors)
 
 
 def fitted_overhead_table(rows: Sequence[Row]) -> str:
@@ -410,7 +469,9 @@ def fitted_overhead_table(rows: Sequence[Row]) -> str:
         families = ", ".join(sorted({r.family for r in mine}))
         lines.append(f'    "{"/".join(cls)}": {value:.3e},  # {len(mine)} rows, {len({r.group for r in mine})} groups, '
                      f"{families}")
-    return "\n".join(lines + ["}"])
+    lines.append("}")
+    lines.append(f"CLOSED_LOOP_CLUSTERING = {silicon_clustering(rows):.3f}")
+    return "\n".join(lines)
 
 
 def _err(pred: float, meas: float) -> float:

@@ -198,21 +198,24 @@ def ttft_queue_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, prefill_compute_
 
 
 def ttft_at_step_ends_s(throughput_rps: ArrayLike, prefill_s: ArrayLike, prefill_compute_s: ArrayLike,
-                        tpot_s: ArrayLike) -> np.ndarray:
+                        tpot_s: ArrayLike, clustered: ArrayLike = 0.0) -> np.ndarray:
     """TTFT of a closed loop with no think time: each request arrives as another's answer ends [s].
 
-    ``t_p + c X TPOT``. Answers end at decode-step ends, so a new request waits for no step in progress: the
-    next iteration is the prefill pass of the requests that arrived at that step end, its own and those of the
-    other users who finished in the same step, ``X TPOT`` of them on average (X requests/s finish, one decode
-    step per TPOT; the number finishing in a step is about Poisson, whose size-biased count less one has the
-    same mean). No prompt arrives during a prefill pass (no one decodes, so no one finishes), so passes do not
-    chain as under random arrivals (``ttft_queue_s``). ``throughput_rps`` X [requests/s] (of the other users:
-    ``analysis.closed_loop`` passes ``X (C - 1) / C``), ``prefill_s`` t_p and ``prefill_compute_s`` c
-    (``prefill_compute_s``) [s], ``tpot_s`` [s].
-    Essay 001 at 100 users (X = 6.08 requests/s, of the 99 others 6.02, TPOT 54.5 ms): 109.7 + 106.7 x 0.328 =
-    144.7 ms; the simulator run closed-loop gives 144.2 ms (tests/model/test_closed_loop.py).
+    ``t_p + c max(X TPOT, n_c)``. Answers end at decode-step ends, so a new request waits for no step in progress:
+    the next iteration is the prefill pass of the requests that arrived at that step end, its own and those of the
+    other users who finished in the same step, ``X TPOT`` of them on average where the users' phases spread (X
+    requests/s finish, one decode step per TPOT; the number finishing in a step is about Poisson, whose size-biased
+    count less one has the same mean). Users whose requests all have the same lengths fall into step (they start
+    together, and equal answers keep them so; ``analysis.closed_loop_lockstep`` is the limit where all do): ``n_c``
+    (``clustered``) others arrive with the request, the larger count counts. No prompt arrives during a prefill pass
+    (no one decodes, so no one finishes), so passes do not chain as under random arrivals (``ttft_queue_s``).
+    ``throughput_rps`` X [requests/s] (of the other users: ``analysis.closed_loop`` passes ``X (C - 1) / C``),
+    ``prefill_s`` t_p and ``prefill_compute_s`` c (``prefill_compute_s``) [s], ``tpot_s`` [s], ``clustered`` n_c
+    [requests] (``analysis.closed_loop``: the clustering share of the C - 1 others).
+    Essay 001 at 100 users (X = 6.08 requests/s, of the 99 others 6.02, TPOT 54.5 ms, no clustering): 109.7 + 106.7
+    x 0.328 = 144.7 ms; the simulator run closed-loop gives 144.2 ms (tests/model/test_closed_loop.py).
     """
-    return _f(prefill_s) + _f(prefill_compute_s) * _f(throughput_rps) * _f(tpot_s)
+    return _f(prefill_s) + _f(prefill_compute_s) * np.maximum(_f(throughput_rps) * _f(tpot_s), _f(clustered))
 
 
 def ttft_at_rate_s(arrival_rate: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,

@@ -223,15 +223,25 @@ FITTED_OVERHEAD_ENGINES: dict[str, tuple[str, ...]] = {
 #: families the sample holds the engine on (``SILICON_FAMILIES``) and where no published point of the engine
 #: fitted the family's own (TensorRT-LLM on Hopper keeps its 0.436 ms).
 SILICON_OVERHEAD_S: dict[str, float] = {
-    "sglang": 2.201e-03,  # 773 rows, 20 groups, Hopper and Blackwell
-    "tensorrt-llm": 0.000e+00,  # 1169 rows, 20 groups, Hopper and Blackwell (at its bound: the rows ask for less)
-    "vllm": 8.665e-04,  # 757 rows, 15 groups, Hopper and Blackwell
+    "sglang": 2.440e-03,  # 773 rows, 20 groups, Hopper and Blackwell
+    "tensorrt-llm": 0.000e+00,  # 1171 rows, 20 groups, Hopper and Blackwell (at its bound: the rows ask for less)
+    "vllm": 9.400e-04,  # 757 rows, 15 groups, Hopper and Blackwell
 }
 
 #: The GPU families the silicon sample measured each engine on (where ``SILICON_OVERHEAD_S`` applies).
 SILICON_FAMILIES: dict[str, tuple[str, ...]] = {
     "sglang": ("blackwell", "hopper"), "tensorrt-llm": ("blackwell", "hopper"), "vllm": ("blackwell", "hopper"),
 }
+
+
+#: Closed loop without think time: the share of the other users whose requests reach the engine in the same step as
+#: a user's (``slo.ttft_at_step_ends_s``). Benchmarks of fixed prompt and answer lengths (``vllm bench serve
+#: --max-concurrency``, aiperf, GenAI-Perf: every row of NVIDIA's silicon sample) start their users together and
+#: equal answers keep them in step; engines' timing jitter spreads them part of the way. Fitted on the sample's
+#: closed-loop TTFT rows (``python validation/silicon.py --fit``; the weighted median of the share each row asks
+#: for, weights its TTFT's slope in the share over the TTFT: the mean absolute relative error's minimiser,
+#: ``planning.median_fit.weighted_median``), one share for every engine (per engine was worse out of group).
+CLOSED_LOOP_CLUSTERING = 0.128
 
 
 def overhead_rule(engine: str, family: str | None) -> str:
@@ -385,7 +395,8 @@ def batched_prefill_s(prefill_s: Callable[[np.ndarray], np.ndarray], prompt_toke
 
 def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: int, gpu_memory_bytes: float,
           gpu_name: str, max_model_len: int, hidden_size: int | None, intermediate_size: int | None,
-          peak_bandwidth: float | None = None, expert_parallel: int = 1) -> tuple[dict[str, Any], list[str]]:
+          peak_bandwidth: float | None = None, expert_parallel: int = 1,
+          closed_loop: bool = False) -> tuple[dict[str, Any], list[str]]:
     """Serving values the engine supplies for keys absent from ``serving``, and one line per default applied.
 
     ``expert_parallel`` > 1: the experts' all-to-all pays the collective latency too (``roofline.alltoall_fixed_s``),
@@ -393,7 +404,8 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     ranks of one GPU each, tp 1, dispatch and combine at every MoE layer as much as tp 8 does).
 
     Keys returned: memory_utilization or kv_cache_free_gpu_memory_fraction, max_num_seqs, max_batched_tokens,
-    block_size, step_overhead_s, allreduce_latency_s, activation_bytes. The caller merges them under the
+    block_size, step_overhead_s, allreduce_latency_s, activation_bytes, clustering (``CLOSED_LOOP_CLUSTERING``,
+    stated where ``closed_loop``: the scenario is one without think time). The caller merges them under the
     user's keys.
     """
     p = profile(engine, version, tp, gpu_memory_bytes, gpu_name, max_model_len)
@@ -445,6 +457,11 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
             put("flops_half_tokens", half_tokens,
                 f"FLOP/s efficiency curve e(T) = {fitted[1]:.3f} T / (T + {half_tokens:g}), T the tokens per pass "
                 f"(H200 bf16 matmuls)")
+    out["clustering"] = CLOSED_LOOP_CLUSTERING
+    if closed_loop:
+        lines.append(f"{name}: closed loop without think time: {CLOSED_LOOP_CLUSTERING:.0%} of the other users' "
+                     f"requests arrive in the same step (fixed-length users fall into step; fitted on the silicon "
+                     f"sample); workload.clustering sets it")
     if (tp > 1 or expert_parallel > 1) and "allreduce_latency" not in serving:
         what = "all-reduce" if tp > 1 else "collective (the experts' all-to-all)"
         put("allreduce_latency_s", ALLREDUCE_LATENCY_S, f"{what} latency {ALLREDUCE_LATENCY_S * 1e6:g} us")

@@ -143,6 +143,7 @@ class Serving:
     batched_prefill: bool = False          # prompts share prefill passes of max_batched_tokens (engine profiles)
     kv_on_demand: bool = False             # KV blocks allocated as tokens arrive (analysis._batch_running)
     speculative: dict | None = None        # serving.speculative validated (inputs.speculative); None: no speculation
+    request_latency_s: float = 0.0         # a request's time outside the engine's passes, added to its TTFT [s]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +157,7 @@ class Workload:
     arrival_rate: float | None = None
     concurrency: float | None = None   # users in flight (closed loop) [users]; None: an open loop or no load
     think_time_s: float = 0.0          # closed loop: a user's pause between an answer and the next request [s]
+    clustering: float = 0.0            # closed loop, no think time: share of the other users arriving in my step [-]
     daily_users: float | None = None   # the arrival rate's origin where given as users a day [users]
     requests_per_user_per_day: float | None = None  # [requests/user/day]
     peak_hour_share: float | None = None  # share of a day's requests in its busiest hour [-]
@@ -267,6 +269,14 @@ def fraction(value: Any, path: str) -> float:
     return number
 
 
+def share(value: Any, path: str) -> float:
+    """A share in [0, 1] (0 allowed, unlike ``fraction``)."""
+    number = as_number(value, path)
+    if not 0 <= number <= 1:
+        raise ScenarioError(f"{path} must be in [0, 1], got {show(value)}")
+    return number
+
+
 #: Longest name or other free text accepted [characters].
 MAX_TEXT = 200
 
@@ -357,11 +367,13 @@ SERVING_FIELDS: dict[str, Check] = {
     "speculative": lambda v, p: check_speculative(v, p),
     "engine": lambda v, p: ALIASES.get(str(v).lower(), _choice(v, p, ENGINES + (IDEAL,) + tuple(ALIASES))),
     "engine_version": text, "kv_cache_free_gpu_memory_fraction": fraction,
+    "request_latency": quantity("time", allow_zero=True),
 }
 WORKLOAD_FIELDS: dict[str, Check] = {
     "prompt_tokens": positive_int, "output_tokens": positive_int, "shared_prefix_tokens": non_negative_int,
     "arrival_rate": non_negative, "concurrency": positive_int, "think_time": quantity("time", allow_zero=True),
     "daily_users": positive, "requests_per_user_per_day": positive, "peak_hour_share": fraction,
+    "clustering": share,
 }
 
 #: A load given as users a day: all three keys, converted to ``arrival_rate`` (``formulas.load.peak_hour_rate_rps``).

@@ -88,6 +88,11 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Closed loop (workload.concurrency): the load as users in flight instead of an arrival rate.
     "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
     "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
+    "clustering": ("-", "closed loop without think time: share of the other users whose requests reach the engine in "
+                        "the same step as a user's (fixed-length clients fall into step; 0: phases spread)"),
+    # A request's time outside the engine's passes: HTTP front end, tokenisation, hand-off to the scheduler,
+    # detokenisation and streaming of the first token; a pure delay on every TTFT (engine profiles).
+    "request_latency_s": ("s", "a request's time outside the engine's passes, added to every TTFT"),
     # Speculative decoding (serving.speculative, issue 29; defaults: none). Every step below is then per accepted
     # token: one iteration (a verification pass and gamma drafter passes) over the tokens it yields, E.
     "spec_draft_tokens": ("tokens", "speculative decoding: tokens drafted per iteration, gamma (0: none)"),
@@ -114,7 +119,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
     "kv_free_fraction": 0.0, "batched_prefill": 0.0, "kv_on_demand": 0.0, "bandwidth_half_bytes": 0.0,
     "flops_half_tokens": 0.0,
-    "concurrency": 0.0, "think_time_s": 0.0,
+    "concurrency": 0.0, "think_time_s": 0.0, "clustering": 0.0, "request_latency_s": 0.0,
     "spec_draft_tokens": 0.0, "spec_tokens_per_step": 1.0, "spec_verify_tokens": 1.0, "spec_draft_fraction": 0.0,
     "spec_draft_weight_bytes": 0.0, "spec_draft_params": 0.0, "spec_draft_overhead_s": 0.0,
     "board_power_watts": np.nan, "energy_price_per_kwh": np.nan, "pue": 1.0,
@@ -800,7 +805,8 @@ class ClosedLoopPoint:
 
 def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLike, batch_max: ArrayLike,
                 ceiling_rps: ArrayLike, users: ArrayLike, think_time_s: ArrayLike = 0.0,
-                trace: SolveTrace | None = None) -> ClosedLoopPoint:
+                trace: SolveTrace | None = None, *, clustering: ArrayLike = 0.0,
+                request_latency_s: ArrayLike = 0.0) -> ClosedLoopPoint:
     """C users in flight on one replica, each sending its next request Z after its answer: the closed loop's
     throughput X and the TPOT and TTFT its users see.
 
@@ -808,12 +814,15 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     et al., *Quantitative System Performance*, 1984, ch. 3; the fixed point of mean value analysis, Reiser and
     Lavenberg, J. ACM 27 (1980)) with this model's own latencies at the throughput:
 
-        X = C / (R(X) + Z),   R(X) = TTFT(X) + (A - 1) TPOT(X)
+        X = C / (R(X) + Z),   R(X) = TTFT(X) + (A - 1) TPOT(X),   TTFT(X) = L + the engine's TTFT at X
 
     TPOT(X): ``latencies_at_rates``' fixed point, a user's decode paused by the prefills of the other C - 1 users
     (``t_p (C - 1) / C`` of GPU time per request: one user alone sees none). TTFT(X): with a think time, the prefill
     queue of random arrivals (``slo.ttft_queue_s`` via ``latencies_at_rates``); without one, each request arrives
-    as an answer ends, at a decode-step end (``slo.ttft_at_step_ends_s`` at the others' ``X (C - 1) / C``).
+    as an answer ends, at a decode-step end (``slo.ttft_at_step_ends_s`` at the others' ``X (C - 1) / C``, with
+    ``clustering`` k of the C - 1 others arriving in the same step: users of fixed-length requests fall into step).
+    L (``request_latency_s``): the request's time outside the engine's passes, a pure delay in every TTFT and so in
+    every cycle.
 
     ``X (R(X) + Z)`` rises with X, so the root is the largest ``X <= ceiling`` with ``X (R(X) + Z) <= C``
     (``solve.largest_rate_meeting``). Where even the ceiling leaves users over (``C > X_c (R(X_c) + Z)``: more
@@ -830,7 +839,9 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     TPOT 54.5 ms, TTFT 144.7 ms, 99.5 decoding; the simulator run so: 6.10 requests/s, 54.6 ms, 144.2 ms.
     """
     a, b_max, ceiling, c_users, think = _f(output_tokens), _f(batch_max), _f(ceiling_rps), _f(users), _f(think_time_s)
-    shape = np.broadcast_shapes(a.shape, b_max.shape, ceiling.shape, c_users.shape, think.shape,
+    k_share, delay = _f(clustering), _f(request_latency_s)
+    shape = np.broadcast_shapes(a.shape, b_max.shape, ceiling.shape, c_users.shape, think.shape, k_share.shape,
+                                delay.shape,
                                 *(np.shape(getattr(prefill, f)) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
     rows = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))))
     index = np.zeros(shape, dtype=np.intp) if rows <= 1 else np.broadcast_to(
@@ -838,7 +849,7 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     served = (c_users > 0) & (ceiling > 0) & (b_max > 0)
     hi = select(served, ceiling, 0.0)
 
-    def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_, c_):
+    def at(lam, idx, p_tokens, p_ttft, p_gpu, p_compute, a_, b_, ceil_, z_, c_, k_, d_):
         """(TPOT, TTFT without a slot wait) at throughput ``lam``: the TTFT of random arrivals where users think
         (``latencies_at_rates``), of arrivals at step ends where they do not (``slo.ttft_at_step_ends_s``). A user's
         decode is paused by the other C - 1 users' prefills, not its own: their GPU time ``t_p (C - 1) / C``."""
@@ -847,17 +858,18 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
         others = select(ceiling_limit(lam, ceil_), 1.0, others)
         point = latencies_at_rates(model.rows(np.atleast_1d(idx).reshape(-1).astype(np.intp)) if rows > 1 else model,
                                    PrefillStage(p_tokens, p_ttft, p_gpu * others, p_compute), a_, b_, ceil_, lam)
+        clustered = k_ * np.maximum(c_ - 1.0, 0.0)
         return point.tpot_s, select(z_ > 0, point.ttft_s, slo.ttft_at_step_ends_s(lam * others, p_ttft, p_compute,
-                                                                                  point.tpot_s))
+                                                                                  point.tpot_s, clustered))
 
     def users_in_loop(lam, *row):
         tpot, ttft = at(lam, *row)
-        a_, z_ = row[5], row[8]
+        a_, z_, d_ = row[5], row[8], row[11]
         with np.errstate(invalid="ignore", over="ignore"):
-            return select(lam > 0, lam * (ttft + (a_ - 1.0) * tpot + z_), 0.0)
+            return select(lam > 0, lam * (ttft + d_ + (a_ - 1.0) * tpot + z_), 0.0)
 
     args = (index, prefill.tokens, prefill.ttft_s, prefill.gpu_s, prefill.compute_s, a, b_max, ceiling, think,
-            c_users)
+            c_users, k_share, delay)
     flat_args = tuple(np.broadcast_to(_f(v), shape).reshape(-1) for v in args)
     flat_hi = np.broadcast_to(hi, shape).reshape(-1)
     at_hi = users_in_loop(flat_hi, *flat_args)
@@ -866,12 +878,13 @@ def closed_loop(model: StepModel, prefill: PrefillStage, output_tokens: ArrayLik
     tpot, ttft_queue = (v.reshape(shape) for v in at(x.reshape(-1), *flat_args))
     with np.errstate(invalid="ignore", divide="ignore"):
         response = select(x > 0, c_users / x - think, np.nan)  # the response time law
-        wait = response - ttft_queue - (a - 1.0) * tpot
+        wait = response - ttft_queue - delay - (a - 1.0) * tpot
         # Below the ceiling the root is the law (to the solve's tolerance): nobody waits. At the ceiling (or in the
         # step where the TPOT there starts counting every slot) the users the loop leaves over wait for a slot.
         wait = select(wait > 1e-9 * np.abs(response), wait, 0.0)
         nan = ~served
-        return ClosedLoopPoint(select(nan, 0.0, x), select(nan, np.nan, tpot), select(nan, np.nan, ttft_queue + wait),
+        return ClosedLoopPoint(select(nan, 0.0, x), select(nan, np.nan, tpot),
+                               select(nan, np.nan, ttft_queue + delay + wait),
                                select(nan, np.nan, wait), select(nan, 0.0, np.minimum(x * a * tpot, b_max)))
 
 
@@ -945,7 +958,9 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
     x = complete_inputs(inputs)
     model, mem, prefill, ceiling = replica_stages(x)
     a, z, t_slo, d_slo = x["output_tokens"], x["think_time_s"], x["tpot_slo_s"], x["ttft_slo_s"]
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_running, ceiling)),
+    k_share, delay = x["clustering"], x["request_latency_s"]
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (a, z, t_slo, d_slo, mem.batch_running, ceiling, k_share,
+                                                         delay)),
                                 *(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS))
     rows = np.arange(int(np.prod(shape))).reshape(shape)
     one = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
@@ -957,19 +972,22 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
         idx = np.atleast_1d(idx).reshape(-1).astype(np.intp)
         m = model if one else model.rows(idx)
         p = PrefillStage(*(sub(getattr(prefill, f), idx) for f in ("tokens", "ttft_s", "gpu_s", "compute_s")))
-        return closed_loop(m, p, sub(a, idx), sub(mem.batch_running, idx), sub(ceiling, idx), users, sub(z, idx))
+        return closed_loop(m, p, sub(a, idx), sub(mem.batch_running, idx), sub(ceiling, idx), users, sub(z, idx),
+                           clustering=sub(k_share, idx), request_latency_s=sub(delay, idx))
 
     def worst(users, idx):
         point = loop(np.maximum(users, 1e-9), idx)  # at 0 users: the limit of a lone user's latencies
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.fmax(point.tpot_s / sub(t_slo, idx), point.ttft_s / sub(d_slo, idx))
 
-    # Users at the ceiling with nobody waiting for a slot: the response time law at X_c.
+    # Users at the ceiling with nobody waiting for a slot: the response time law at X_c (many users: others ~ 1,
+    # about the running batch of them in step with each other where they cluster).
     at_ceiling = latencies_at_rates(model, prefill, a, mem.batch_running, ceiling, ceiling)
     with np.errstate(invalid="ignore"):
+        clustered = k_share * np.maximum(mem.batch_running - 1.0, 0.0)
         ttft_c = select(z > 0, at_ceiling.ttft_s, slo.ttft_at_step_ends_s(ceiling, prefill.ttft_s, prefill.compute_s,
-                                                                         at_ceiling.tpot_s))  # many users: others ~ 1
-        top = select(ceiling > 0, ceiling * (ttft_c + (a - 1.0) * at_ceiling.tpot_s + z), 0.0)
+                                                                         at_ceiling.tpot_s, clustered))
+        top = select(ceiling > 0, ceiling * (ttft_c + delay + (a - 1.0) * at_ceiling.tpot_s + z), 0.0)
     target = select(np.isfinite(t_slo) | np.isfinite(d_slo), 1.0, np.inf)
     users = largest_rate_meeting(worst, np.broadcast_to(target, shape), np.broadcast_to(top, shape), (rows,),
                                  ratio=False)
@@ -1274,7 +1292,8 @@ def _closed_loop_results(model: StepModel, prefill: PrefillStage, x: Mapping[str
     if not np.any(users > 0):
         nan = np.full(np.broadcast_shapes(*(np.shape(v) for v in x.values())), np.nan)
         return {key: nan for key in CLOSED_LOOP_RESULTS}
-    point = closed_loop(model, prefill, x["output_tokens"], batch, ceiling, users, x["think_time_s"], trace=trace)
+    point = closed_loop(model, prefill, x["output_tokens"], batch, ceiling, users, x["think_time_s"], trace=trace,
+                        clustering=x["clustering"], request_latency_s=x["request_latency_s"])
     known = users > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         values = {

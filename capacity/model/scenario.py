@@ -150,13 +150,15 @@ class Scenario:
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
                           engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")),
                           kv_on_demand=bool(e.get("kv_on_demand")),
-                          engine_note=engine_note, speculative=s.get("speculative"))
+                          engine_note=engine_note, speculative=s.get("speculative"),
+                          request_latency_s=s.get("request_latency", e.get("request_latency_s", 0.0)))
         rate = w.get("arrival_rate")
         if w.get("daily_users"):  # users a day, converted to the busiest hour's arrival rate
             rate = float(peak_hour_rate_rps(w["daily_users"], w["requests_per_user_per_day"], w["peak_hour_share"]))
         workload = Workload(prompt_tokens=w["prompt_tokens"], output_tokens=w["output_tokens"],
                             shared_prefix_tokens=w.get("shared_prefix_tokens", 0), arrival_rate=rate,
                             concurrency=w.get("concurrency"), think_time_s=w.get("think_time", 0.0),
+                            clustering=w.get("clustering", e.get("clustering", 0.0)),
                             daily_users=w.get("daily_users"),
                             requests_per_user_per_day=w.get("requests_per_user_per_day"),
                             peak_hour_share=w.get("peak_hour_share"))
@@ -194,6 +196,7 @@ class Scenario:
             "shared_prefix_tokens": w.shared_prefix_tokens,
             "arrival_rate": w.arrival_rate if w.arrival_rate else 0.0,
             "concurrency": w.concurrency if w.concurrency else 0.0, "think_time_s": w.think_time_s,
+            "clustering": w.clustering, "request_latency_s": s.request_latency_s,
             "tpot_slo_s": o.tpot_s if o.tpot_s is not None else inf,
             "ttft_slo_s": o.ttft_s if o.ttft_s is not None else inf,
             "kv_latent_dim": m.kv_latent_dim,
@@ -311,7 +314,9 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
     e, lines = engines.apply(given, s["engine"], s.get("engine_version"), tp=gpu.count,
                              gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.name, max_model_len=max_len,
                              hidden_size=model.hidden_size, intermediate_size=model.intermediate_size,
-                             peak_bandwidth=gpu.bandwidth, expert_parallel=gpu.expert_parallel)
+                             peak_bandwidth=gpu.bandwidth, expert_parallel=gpu.expert_parallel,
+                             closed_loop=bool(w.get("concurrency")) and not w.get("think_time")
+                             and "clustering" not in w)
     if "allreduce_latency_s" in e:
         gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
     if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)

@@ -520,7 +520,8 @@ def size_user_options(x: Mapping[str, np.ndarray], design_users: float, headroom
 
         def at(users: np.ndarray):
             return closed_loop(model, prefill, x["output_tokens"], mem.batch_running, ceiling,
-                               np.where(np.isfinite(users), users, 0.0), x["think_time_s"])
+                               np.where(np.isfinite(users), users, 0.0), x["think_time_s"],
+                               clustering=x["clustering"], request_latency_s=x["request_latency_s"])
 
         design_point, target_point = at(per), at(per_target)
         served = replicas * np.broadcast_to(target_point.throughput_rps, (n,))  # throughput of the target users

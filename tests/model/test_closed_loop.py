@@ -249,3 +249,44 @@ def test_engines_run_the_pool_at_the_mean_context():
     assert float(loop["closed_loop_batch"]) > float(r["batch_max"])
     ideal = Scenario.from_dict({**data, "serving": {"engine": "ideal", "block_size": 16}}).evaluate()
     assert float(ideal["batch_running"]) == float(ideal["batch_max"])
+
+
+# --- users in step: fixed-length clients (workload.clustering, engines.CLOSED_LOOP_CLUSTERING) ---------------------
+
+C_PREFILL = 1000 * 16e9 / 150e12  # essay 001: a prompt's arithmetic, c = P 2 N / F [s]
+
+
+@pytest.mark.parametrize("share", [0.05, 0.3])
+def test_clustered_users_share_their_prefill_pass(share):
+    """With a share k of the C - 1 other users arriving in a user's step, its prefill pass carries theirs too:
+    TTFT = t_p + c max(X (C - 1) / C TPOT, k (C - 1)) (``slo.ttft_at_step_ends_s``), by hand from the loop's own X
+    and TPOT; the response time law still holds, and the loop runs slower than with the phases spread."""
+    users = np.array([2.0, 10.0, 40.0, 100.0])
+    model, mem, prefill, ceiling = replica_stages(essay001().inputs())
+    spread = closed_loop(model, prefill, 300, mem.batch_max, ceiling, users)
+    point = closed_loop(model, prefill, 300, mem.batch_max, ceiling, users, clustering=share)
+    x, tpot = point.throughput_rps, point.tpot_s
+    by_hand = T_P + C_PREFILL * np.maximum(x * (users - 1) / users * tpot, share * (users - 1))
+    assert np.allclose(point.ttft_s, by_hand, rtol=1e-9)
+    assert np.allclose(x * (point.ttft_s + 299 * tpot), users, rtol=1e-9)
+    assert np.all(point.ttft_s > spread.ttft_s) and np.all(x < spread.throughput_rps)
+
+
+def test_clustering_is_the_engine_profiles_and_only_without_think_time():
+    """An engine profile sets the fitted share; the essays' convention (ideal) none; ``workload.clustering`` wins;
+    a think time spreads the users, so the share changes nothing there."""
+    from capacity.inputs import engines
+
+    assert essay001(concurrency=40).workload.clustering == 0.0
+    vllm = {**ESSAY_001, "serving": {**ESSAY_001["serving"], "engine": "vllm"}}
+    profile = Scenario.from_dict({**vllm, "workload": {**vllm["workload"], "concurrency": 40}})
+    assert profile.workload.clustering == engines.CLOSED_LOOP_CLUSTERING > 0
+    assert any("same step" in line for line in profile.serving.engine_defaults)
+    mine = Scenario.from_dict({**vllm, "workload": {**vllm["workload"], "concurrency": 40, "clustering": 0}})
+    assert mine.workload.clustering == 0.0
+    with pytest.raises(ScenarioError, match=r"clustering must be in \[0, 1\]"):
+        essay001(concurrency=40, clustering=1.5)
+    model, mem, prefill, ceiling = replica_stages({**essay001().inputs(), "think_time_s": 2.0})
+    a = closed_loop(model, prefill, 300, mem.batch_max, ceiling, 40.0, 2.0)
+    b = closed_loop(model, prefill, 300, mem.batch_max, ceiling, 40.0, 2.0, clustering=0.5)
+    assert float(a.ttft_s) == float(b.ttft_s) and float(a.throughput_rps) == float(b.throughput_rps)
