@@ -378,50 +378,76 @@ def silicon_overheads(rows: Sequence[Row], exclude_group: str | None = None) -> 
     return fitted
 
 
-def with_clustering(obs: Observation, share: float) -> Observation:
-    """The observation on its scenario with ``workload.clustering`` set to ``share``."""
+def with_ttft_rules(obs: Observation, share: float, latency_s: float) -> Observation:
+    """The observation on its scenario with ``workload.clustering`` ``share`` and ``serving.request_latency``
+    ``latency_s`` [s]."""
     s = obs.scenario
-    return replace(obs, scenario=replace(s, workload=replace(s.workload, clustering=float(share))))
+    return replace(obs, scenario=replace(s, workload=replace(s.workload, clustering=float(share)),
+                                         serving=replace(s.serving, request_latency_s=float(latency_s))))
 
 
 def _ttft_at_shares(row: Row) -> tuple[float, float] | None:
-    """(closed-loop TTFT at clustering 0, at clustering 1) [s] of a kept TTFT row at C > 1 (cached on the row);
-    None where either is not finite. The TTFT is about linear in the share between them (``slo.ttft_at_step_ends_s``:
-    the clustered count passes the spread one at a share of about ``X TPOT / (C - 1)``, a few thousandths)."""
+    """(closed-loop TTFT at clustering 0, at clustering 1) [s] of a kept TTFT row at C > 1, both without a request
+    latency (cached on the row); None where either is not finite. The TTFT is about linear in the share between
+    them (``slo.ttft_at_step_ends_s``: the clustered count passes the spread one at a share of about
+    ``X TPOT / (C - 1)``, a few thousandths) and in the latency (a pure delay; it lengthens the cycle, which the
+    harness's own predictions then take exactly)."""
     if "ttft_shares" not in row.raw:
         obs = row.ttft_obs
         values = None
         if obs is not None and obs.concurrency and obs.concurrency > 1:
             try:
-                values = tuple(predict(with_clustering(obs, k), Factors.of(obs.scenario)) for k in (0.0, 1.0))
+                values = tuple(predict(with_ttft_rules(obs, k, 0.0), Factors.of(obs.scenario)) for k in (0.0, 1.0))
             except ScenarioError:
                 values = None
         row.raw["ttft_shares"] = values if values and all(map(math.isfinite, values)) else None
     return row.raw["ttft_shares"]
 
 
-def silicon_clustering(rows: Sequence[Row], exclude_group: str | None = None) -> float:
-    """The closed loop's clustering share (``engines.CLOSED_LOOP_CLUSTERING``) minimising the mean absolute relative
-    TTFT error of the kept closed-loop rows at C > 1, ``exclude_group``'s left out.
+def latency_applies(row: Row) -> bool:
+    """Whether the engine profile puts the silicon sample's request latency on the row's TTFT
+    (``engines.request_latency_for``: not where the engine's published points fitted the family)."""
+    return engines.request_latency_for(row.engine, row.family)[0] is not None
 
-    With ``T(k) ~ T_0 + k (T_1 - T_0)`` (``_ttft_at_shares``), ``sum_i |T_i(k) / y_i - 1| = sum_i (s_i / y_i)
-    |k - (y_i - T_0,i) / s_i|``, ``s_i = T_1,i - T_0,i``: the weighted median of the shares the rows ask for, weights
-    ``s_i / y_i`` (``planning.median_fit.weighted_median``), held in [0, 1]. Rows whose TTFT the share does not move
-    (a slot wait: the response time law fixes it) weigh nothing.
+
+def silicon_ttft_rules(rows: Sequence[Row], exclude_group: str | None = None, sweeps: int = 60
+                       ) -> tuple[float, dict[str, float]]:
+    """(the closed loop's clustering share, ``engines.CLOSED_LOOP_CLUSTERING``; the request latency per engine
+    [s], ``engines.SILICON_REQUEST_LATENCY_S``) minimising the mean absolute relative TTFT error of the kept
+    closed-loop rows at C > 1, ``exclude_group``'s left out.
+
+    With ``T(k, L) ~ T_0 + k s + L`` (``_ttft_at_shares``: ``s = T_1 - T_0``), ``sum_i |T_i / y_i - 1|`` is convex
+    in (k, L per engine) and, each in turn with the others held, minimised by a weighted median
+    (``planning.median_fit.weighted_median``): k of ``(y - T_0 - L) / s`` with weights ``s / y``, L of the engine's
+    rows' ``y - T_0 - k s`` with weights ``1 / y`` (rows whose engine profile adds no latency, ``latency_applies``,
+    fit none). ``sweeps`` rounds of this coordinate descent, from k = 0 and no latency; k held in [0, 1], L at 0 or
+    above. Rows whose TTFT the share does not move (a slot wait: the response time law fixes it) do not move k.
     """
-    offsets, weights = [], []
+    data = []
     for row in kept(rows):
         if row.group == exclude_group or row.ttft_obs is None:
             continue
         shares = _ttft_at_shares(row)
-        if shares is None or shares[1] <= shares[0]:
+        if shares is None:
             continue
-        slope, measured_s = shares[1] - shares[0], float(row.ttft_obs.measured_time)
-        offsets.append((measured_s - shares[0]) / slope)
-        weights.append(slope / measured_s)
-    if not offsets:
-        return 0.0
-    return min(max(weighted_median(np.array(offsets), np.array(weights)), 0.0), 1.0)
+        data.append((row.engine if latency_applies(row) else None, shares[0], shares[1] - shares[0],
+                     float(row.ttft_obs.measured_time)))
+    if not data:
+        return 0.0, {}
+    engine = np.array([d[0] or "" for d in data], dtype=object)
+    t0, slope, y = (np.array([d[i] for d in data], dtype=float) for i in (1, 2, 3))
+    names = sorted({e for e in engine if e})
+    share, latency = 0.0, dict.fromkeys(names, 0.0)
+    for _ in range(sweeps):
+        extra = np.array([latency.get(e, 0.0) for e in engine])
+        moves = slope > 0
+        if moves.any():
+            share = min(max(weighted_median((y - t0 - extra)[moves] / slope[moves], slope[moves] / y[moves]), 0.0),
+                        1.0)
+        for name in names:
+            mine = engine == name
+            latency[name] = max(weighted_median((y - t0 - share * slope)[mine], 1.0 / y[mine]), 0.0)
+    return share, latency
 
 
 def leave_one_group_out(rows: Sequence[Row], fitted: Sequence[str] = ("step_overhead",)) -> None:
@@ -453,11 +479,13 @@ def leave_one_group_out(rows: Sequence[Row], fitted: Sequence[str] = ("step_over
                     factors = fit_factors(train, start=factors, fit=others).factors
                 except (ScenarioError, ValueError):
                     pass
-        share = silicon_clustering(rows, exclude_group=g)  # every engine's closed loop clusters alike
+        share, latencies = silicon_ttft_rules(rows, exclude_group=g)  # fitted without the group
+        latency = latencies.get(first.engine, 0.0) if latency_applies(first) else 0.0
         for row in inside:
             for metric, o in (("tpot", row.tpot_obs), ("ttft", row.ttft_obs)):
                 if o is not None and metric in row.predicted:
-                    row.logo[metric] = predict(with_clustering(o, share) if metric == "ttft" else o, factors)
+                    at = with_ttft_rules(o, share, latency) if metric == "ttft" else o
+                    row.logo[metric] = predict(at, factors)
 
 
 def fitted_overhead_table(rows: Sequence[Row]) -> str:
@@ -469,9 +497,10 @@ def fitted_overhead_table(rows: Sequence[Row]) -> str:
         families = ", ".join(sorted({r.family for r in mine}))
         lines.append(f'    "{"/".join(cls)}": {value:.3e},  # {len(mine)} rows, {len({r.group for r in mine})} groups, '
                      f"{families}")
-    lines.append("}")
-    lines.append(f"CLOSED_LOOP_CLUSTERING = {silicon_clustering(rows):.3f}")
-    return "\n".join(lines)
+    share, latencies = silicon_ttft_rules(rows)
+    lines += ["}", f"CLOSED_LOOP_CLUSTERING = {share:.3f}", "SILICON_REQUEST_LATENCY_S: dict[str, float] = {"]
+    lines += [f'    "{name}": {value:.4f},' for name, value in latencies.items()]
+    return "\n".join(lines + ["}"])
 
 
 def _err(pred: float, meas: float) -> float:
@@ -587,7 +616,8 @@ def accuracy_yaml(rows: Sequence[Row]) -> str:
 
     lines = ["# Generated by `python validation/silicon.py --publish`; do not edit by hand.",
              "# TPOT and TTFT MAPE of the planner's engine defaults"
-             + (" leave-one-group-out (each group predicted with the per-engine\n# step overhead fitted without it)"
+             + (" leave-one-group-out (each group predicted with the per-engine\n# step overhead, request latency and "
+                "the clustering share fitted without it)"
                 if which == "logo" else "") + " on validation/silicon/silicon_train.csv (NVIDIA",
              "# aiconfigurator's public silicon sample, github.com/ai-dynamo/aiconfigurator commit",
              "# 095f58a51c4ca8e61b66ec108d86f223f8d559ce, Apache License 2.0), rows the planner expresses; TTFT",

@@ -241,7 +241,36 @@ SILICON_FAMILIES: dict[str, tuple[str, ...]] = {
 #: closed-loop TTFT rows (``python validation/silicon.py --fit``; the weighted median of the share each row asks
 #: for, weights its TTFT's slope in the share over the TTFT: the mean absolute relative error's minimiser,
 #: ``planning.median_fit.weighted_median``), one share for every engine (per engine was worse out of group).
-CLOSED_LOOP_CLUSTERING = 0.128
+CLOSED_LOOP_CLUSTERING = 0.096
+
+
+#: A request's time outside the engine's passes [s] (``serving.request_latency``; ``analysis.delayed_ttft``): the
+#: HTTP front end, tokenisation, the hand-off to the scheduler, detokenisation and streaming of the first token, a
+#: pure delay on every TTFT. Fitted per engine on the silicon sample's closed-loop TTFT rows together with
+#: ``CLOSED_LOOP_CLUSTERING`` (``python validation/silicon.py --fit``: the weighted medians of a coordinate descent on
+#: the mean absolute relative error, ``silicon.silicon_ttft_rules``). What the measured deployments' serving path
+#: adds: at 4 users the sample's first tokens come 0.1-0.3 s after one prefill on every SGLang model, 0.05-0.2 s on
+#: TensorRT-LLM and vLLM MoE models (docs/fidelity.md). Where the engine's own published points fitted the family
+#: (``FITTED_OVERHEAD_ENGINES``: TensorRT-LLM on Hopper, Ada and Ampere through Triton, 23 ms for Llama-3.1-8B's
+#: first token at 2 requests/s) those points measured no such path, and none is added (``request_latency_for``).
+SILICON_REQUEST_LATENCY_S: dict[str, float] = {
+    "sglang": 0.2726,
+    "tensorrt-llm": 0.0532,
+    "vllm": 0.0482,
+}
+
+
+def request_latency_for(engine: str, family: str | None) -> tuple[float | None, str]:
+    """(request latency [s] or None, where it comes from) for an engine on a GPU family: none where the engine's
+    published points fitted the family's step (``overhead_rule`` "published": they measured the engine without
+    the sample's serving path), else the engine's fit on the silicon sample (``SILICON_REQUEST_LATENCY_S``; a
+    serving path does not depend on the GPU), else none (an engine the sample does not hold)."""
+    key = ALIASES.get(engine, engine)
+    if overhead_rule(key, family) == "published":
+        return None, f"{key}'s published points on {family} measured none"
+    if key in SILICON_REQUEST_LATENCY_S:
+        return SILICON_REQUEST_LATENCY_S[key], f"fitted on the silicon sample's {key} rows"
+    return None, f"no measured {key} serving path"
 
 
 def overhead_rule(engine: str, family: str | None) -> str:
@@ -404,7 +433,8 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     ranks of one GPU each, tp 1, dispatch and combine at every MoE layer as much as tp 8 does).
 
     Keys returned: memory_utilization or kv_cache_free_gpu_memory_fraction, max_num_seqs, max_batched_tokens,
-    block_size, step_overhead_s, allreduce_latency_s, activation_bytes, clustering (``CLOSED_LOOP_CLUSTERING``,
+    block_size, step_overhead_s, allreduce_latency_s, activation_bytes, request_latency_s
+    (``request_latency_for``), clustering (``CLOSED_LOOP_CLUSTERING``,
     stated where ``closed_loop``: the scenario is one without think time). The caller merges them under the
     user's keys.
     """
@@ -457,6 +487,10 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
             put("flops_half_tokens", half_tokens,
                 f"FLOP/s efficiency curve e(T) = {fitted[1]:.3f} T / (T + {half_tokens:g}), T the tokens per pass "
                 f"(H200 bf16 matmuls)")
+    latency, why = request_latency_for(p.engine, gpu_family(gpu_name))
+    if latency and "request_latency" not in serving:
+        put("request_latency_s", latency, f"request latency {latency * 1e3:.3g} ms on every TTFT: the serving path "
+                                          f"outside the engine's passes ({why}); serving.request_latency sets it")
     out["clustering"] = CLOSED_LOOP_CLUSTERING
     if closed_loop:
         lines.append(f"{name}: closed loop without think time: {CLOSED_LOOP_CLUSTERING:.0%} of the other users' "

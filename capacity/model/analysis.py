@@ -1080,6 +1080,9 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
     mixed = isinstance(moe, np.ndarray)
     every = not mixed and bool(moe)
     traces = {} if trace is None else {name: trace.setdefault(name, SolveTrace()) for name in SOLVES}
+    # The request latency L is a pure delay on every TTFT (``delayed_ttft``): the engine's TTFT must keep D - L.
+    delay = x["request_latency_s"]
+    x = {**x, "ttft_slo_s": x["ttft_slo_s"] - delay}
     tp, pp = x["gpu_count"], x["pipeline_parallel"]
     bs, window, local = x["block_size"], x["sliding_window"], x["local_layer_fraction"]
     a_tokens = x["output_tokens"]
@@ -1232,6 +1235,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             **options,
             **_power_results(x, gpus, goodput, a_tokens),
         }
+        values.update(delayed_ttft(values, delay))
     if not intermediates:
         return values
     ring = roofline.ring_factor(tp, x["hidden_size"])
@@ -1268,6 +1272,23 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
             traces[name].__dict__.update(chunk_trace[key].__dict__)
         _trace_columns(traces, model, pieces, x, t_prefill, c_prefill, prefill_tokens, goodput, rate, t_prefill_gpu)
     return values
+
+
+#: The TTFT results composed from the engine's passes alone (``delayed_ttft`` adds the request latency); the closed
+#: loop's ``closed_loop_ttft_s`` carries it already (``closed_loop``: it lengthens every cycle).
+ENGINE_TTFT_RESULTS = ("ttft_at_goodput_s", "ttft_at_load_s", "chunked_ttft_at_goodput_s", "chunked_ttft_at_load_s",
+                       "disagg_ttft_at_goodput_s", "disagg_ttft_at_load_s")
+
+
+def delayed_ttft(values: Mapping[str, ArrayLike], request_latency_s: ArrayLike) -> dict[str, np.ndarray]:
+    """The TTFT results a user sees: the engine's TTFT plus the request latency L [s], ``TTFT = L + TTFT_engine``.
+
+    L is the request's time outside the engine's passes (HTTP front end, tokenisation, hand-off to the scheduler,
+    detokenisation and streaming of the first token; ``engines.SILICON_REQUEST_LATENCY_S``): a pure delay, so it
+    moves no queue and no GPU time, and a TTFT promise D holds where the engine's TTFT keeps ``D - L`` (``analyse``
+    solves so). ``values``: results holding ``ENGINE_TTFT_RESULTS``; returns those keys only.
+    """
+    return {key: _f(values[key]) + _f(request_latency_s) for key in ENGINE_TTFT_RESULTS if key in values}
 
 
 def _power_results(x: Mapping[str, np.ndarray], gpus: np.ndarray, goodput: np.ndarray,

@@ -195,6 +195,7 @@ class MixModel:
     ceiling_rps: float
     prefill_gpu_s: float      # mean GPU time a prompt costs the decoding sequences (batched prefill: its share) [s]
     shape_prefill_gpu_s: np.ndarray | None = None  # that GPU time per shape [s] (None: ``shape_prefill_s``)
+    request_latency_s: float = 0.0  # L, a pure delay on every TTFT (``analysis.delayed_ttft``) [s]
 
     @cached_property
     def pieces(self) -> tuple:
@@ -235,7 +236,8 @@ class MixModel:
         return np.where(lam < self.ceiling_rps, step, np.inf)
 
     def ttft_s(self, rate_rps: Any) -> np.ndarray:
-        """Mean TTFT of an average arrival at load λ [s]: ``t_p`` plus the wait of ``slo.ttft_at_rate_s``.
+        """Mean TTFT of an average arrival at load λ [s]: ``t_p`` plus the wait of ``slo.ttft_at_rate_s``, plus the
+        request latency L (``analysis.delayed_ttft``: a pure delay).
 
         Prefills of mixed sizes make the pass in progress longer (length-biased), so the arrivals are given to
         the TTFT model as their equivalent stream of equal prompts with the same mean and variance of work:
@@ -246,7 +248,7 @@ class MixModel:
         f, beta = self.work_stream()
         ttft = slo.ttft_at_rate_s(f * lam, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
                                   self.decode_step_at_s(lam), self.output_tokens / f)
-        return ttft - beta + self.prefill_s
+        return ttft - beta + self.prefill_s + self.request_latency_s
 
     def work_stream(self, gpu: bool = False) -> tuple[float, float]:
         """(count factor ``f = (Σ w t)² / Σ w t²`` [-], size ``β = Σ w t² / Σ w t`` [s]) of the prefill work per
@@ -294,7 +296,9 @@ class MixModel:
         c = self.classes[j]
         tpot = self.max_rate_for_tpot_rps(c.tpot_s if c.tpot_s is not None else math.inf)
         f, beta = self.work_stream()
-        target = c.ttft_s - self.class_prefill_s(j) + beta if c.ttft_s is not None else math.inf
+        # The engine's TTFT keeps the promise less the request latency (``analysis.delayed_ttft``).
+        target = (c.ttft_s - self.request_latency_s - self.class_prefill_s(j) + beta if c.ttft_s is not None
+                  else math.inf)
         ttft = slo.max_rate_for_ttft_rps(target, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
                                          self.output_tokens / f, self.pieces,
                                          prefill_gpu_s=self.prefill_gpu_s / f) / f
@@ -338,7 +342,7 @@ def mix_model(scenario: Any, classes: Sequence[WorkloadClass] | None = None) -> 
     ceiling = float(roofline.ceiling_rps(t_p_gpu, t_step, batch, a_mean))
     return MixModel(classes, klass.astype(int), weight, prompt, output, prefill.tokens, t_prefill, c_prefill, model,
                     batch, t_p, float(np.dot(weight, c_prefill)), a_mean, context, t_step, ceiling, t_p_gpu,
-                    np.array(t_gpu))
+                    np.array(t_gpu), float(x["request_latency_s"]))
 
 
 __all__ = ["Lengths", "MixModel", "WorkloadClass", "classes_of", "mean_shape", "mix_model", "parse_classes"]

@@ -100,7 +100,7 @@ def residual_wait(mix: MixModel, rate_rps: float) -> tuple[float, float, float, 
     s = float(mix.decode_step_at_s(rate_rps))
     rho = rate_rps * mix.prefill_compute_s
     busy = min(rate_rps * mix.prefill_s, 1.0 - 1e-12)
-    mean_wait = max(float(mix.ttft_s(rate_rps)) - mix.prefill_s, 0.0) / (1.0 + 2.0 * rho)
+    mean_wait = max(float(mix.ttft_s(rate_rps)) - mix.request_latency_s - mix.prefill_s, 0.0) / (1.0 + 2.0 * rho)
     theta = max(mean_wait - (1.0 - busy) * s / 2.0, 0.0) / busy if busy > 0 else 0.0
     return busy, s, theta, rho
 
@@ -111,7 +111,7 @@ def ttft_cdf(mix: MixModel, j: int, rate_rps: float, ttft_s: np.ndarray) -> np.n
 
 
 def _ttft_cdf(mix: MixModel, j: int, ttft_s: np.ndarray, wait: tuple[float, float, float, float]) -> np.ndarray:
-    x = np.asarray(ttft_s, float)[:, None]
+    x = np.asarray(ttft_s, float)[:, None] - mix.request_latency_s  # the engine's TTFT: L is a pure delay
     rows = mix.class_rows(j)
     busy, s, theta, rho = wait
     r = np.maximum(x - mix.shape_prefill_s[rows], 0.0) / (1.0 + 2.0 * rho)
@@ -171,7 +171,8 @@ def ttft_quantile_s(mix: MixModel, j: int, rate_rps: float, p: float) -> float:
         return math.inf
     wait = residual_wait(mix, rate_rps)
     return _quantile_at_load(mix, rate_rps, p, lambda x: _ttft_cdf(mix, j, x, wait),
-                             lambda: float(mix.shape_prefill_s[mix.class_rows(j)].min()), lambda: mix.ttft_s(rate_rps))
+                             lambda: float(mix.shape_prefill_s[mix.class_rows(j)].min()) + mix.request_latency_s,
+                             lambda: mix.ttft_s(rate_rps))
 
 
 def class_latency(mix: MixModel, j: int, rate_rps: float, quantiles: tuple[float, ...] = QUANTILES) -> dict:

@@ -143,7 +143,9 @@ def closed_loop_validation(scenario: Scenario, fractions: tuple[float, ...] = (0
     model, mem, prefill, ceiling = replica_stages(inputs)
     a = scenario.workload.output_tokens
     grid = np.arange(1, int(2 * float(mem.batch_running)) + 1, dtype=float)
-    curve = closed_loop(model, prefill, a, mem.batch_running, ceiling, grid, think_time_s)
+    # Spread answers: no clustering; the request latency as the simulator takes it (outside the engine).
+    curve = closed_loop(model, prefill, a, mem.batch_running, ceiling, grid, think_time_s,
+                        request_latency_s=inputs["request_latency_s"])
     low, high = max(1, round(a * (1 - output_spread))), round(a * (1 + output_spread))
     rows = []
     for fraction in fractions:

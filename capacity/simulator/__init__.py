@@ -94,7 +94,8 @@ def _simulate_pools(scenario: Scenario, config: SimulationConfig, table: Request
         times, loop = _replicas_times(decode, decode_config, moved, d_analytic, event_loop, prefilled)
         finish = np.empty(len(table))
         finish[order] = times["finish_s"]
-        return pools.user_times(table.arrival_s, hand.handoff_s, table.output_tokens, finish), loop
+        return pools.user_times(table.arrival_s, hand.handoff_s, table.output_tokens, finish,
+                                config.request_latency_s), loop
     result = _replicas_result(decode, decode_config, moved, d_analytic, event_loop, prefilled)
     return pools.as_users_see(result, config, table, hand, order)
 

@@ -99,6 +99,7 @@ class SimulationConfig:
     concurrency: int = 0  # closed loop (``arrival: closed``): clients in flight, each waits for its answer; 0: open
     client_think_s: float = 0.0  # closed loop: a client's mean pause between an answer and its next request [s]
     client_think: str = "exponential"  # closed loop: think times exponential of that mean, or "fixed"
+    request_latency_s: float = 0.0  # a request's time outside the engine (serving.request_latency): on its TTFT [s]
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -269,6 +270,7 @@ def config_from_scenario(scenario: Scenario, event_loop: str = "auto", **overrid
     values.setdefault("shared_prefix_tokens", w.shared_prefix_tokens)  # capped at each request's prompt
     if s.max_num_seqs is not None:
         values.setdefault("max_num_seqs", s.max_num_seqs)
+    values.setdefault("request_latency_s", float(s.request_latency_s))
     if values.get("concurrency") and "arrival" not in values:
         values["arrival"] = "closed"
     if values.get("arrival") is None and not w.arrival_rate and w.concurrency:  # the workload's closed loop

@@ -158,9 +158,11 @@ class Engine:
 
     def client_free(self, now: float) -> None:
         """Closed loop: a client got its answer (or a refusal) at ``now``; it sends its next request a think time
-        later (``client_think``: exponential of mean ``client_think_time``, or that time exactly)."""
+        later (``client_think``: exponential of mean ``client_think_time``, or that time exactly), which reaches the
+        engine the request latency after (``request_latency_s``: the answer's way out and the request's way in,
+        outside the engine, as ``analysis.closed_loop`` counts it in every cycle)."""
         ready = self.ready
-        heapq.heappush(ready, now + self.think())
+        heapq.heappush(ready, now + self.think() + self.config.request_latency_s)
         j = self.committed
         if j < self.n:
             self.arrival[j] = ready[0]

@@ -236,11 +236,12 @@ class Books:
 
 
 def request_times(e: Engine, table: RequestTable) -> dict[str, np.ndarray]:
-    """A finished engine's per-request times [s]: ``arrival_s``, ``ttft_s``, ``tpot_s`` (NaN for one-token
+    """A finished engine's per-request times [s]: ``arrival_s`` (at the engine), ``ttft_s`` (the engine's first
+    token less the arrival, plus the request latency: ``analysis.delayed_ttft``), ``tpot_s`` (NaN for one-token
     answers), ``finish_s`` (NaN: not completed). ``books`` builds on them; a search needs only these."""
     arrival = table.arrival_s
     first_token, finish = np.asarray(e.first_token), np.asarray(e.finish)
-    return {"arrival_s": arrival, "ttft_s": first_token - arrival,
+    return {"arrival_s": arrival, "ttft_s": first_token - arrival + e.config.request_latency_s,
             "tpot_s": tpot_of(first_token, finish, table.output_tokens), "finish_s": finish}
 
 
@@ -262,7 +263,8 @@ def books(e: Engine, table: RequestTable, config: SimulationConfig) -> Books:
         "request_id": np.arange(len(table)), "arrival_s": arrival, "prompt_tokens": table.prompt_tokens,
         "output_tokens": outputs, "prefix_id": table.prefix_id, "priority": table.priority, "status": status,
         "reject_reason": reason, "queue_s": np.asarray(e.first_scheduled) - arrival, "ttft_s": times["ttft_s"],
-        "tpot_s": tpot, "max_itl_s": worst_gaps(e), "e2e_s": finish - arrival, "finish_s": finish,
+        "tpot_s": tpot, "max_itl_s": worst_gaps(e), "e2e_s": finish - arrival + e.config.request_latency_s,
+        "finish_s": finish,
         "preemptions": np.asarray(e.preemptions, dtype=np.int64)}
     if e.reloaded is not None:  # KV offload: what each request loaded back, and what the CPU tier held
         columns["reloaded_tokens"] = np.asarray(e.reloaded, dtype=np.int64)

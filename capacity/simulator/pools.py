@@ -116,10 +116,11 @@ def split(scenario: Scenario, config: SimulationConfig, table: RequestTable, ana
 
 
 def user_times(arrival_s: np.ndarray, handoff: np.ndarray, output_tokens: np.ndarray, finish_s: np.ndarray,
-               ) -> dict[str, np.ndarray]:
-    """Per-request times a user sees [s]: ``ttft_s = h - arrival``, ``tpot_s`` from the handoff to the finish
-    (``metrics.tpot_of``; NaN for one-token answers or requests that did not finish), ``finish_s``."""
-    return {"arrival_s": arrival_s, "ttft_s": handoff - arrival_s,
+               request_latency_s: float = 0.0) -> dict[str, np.ndarray]:
+    """Per-request times a user sees [s]: ``ttft_s = h - arrival + L`` (L the request latency outside the engines,
+    ``analysis.delayed_ttft``), ``tpot_s`` from the handoff to the finish (``metrics.tpot_of``; NaN for one-token
+    answers or requests that did not finish), ``finish_s``."""
+    return {"arrival_s": arrival_s, "ttft_s": handoff - arrival_s + request_latency_s,
             "tpot_s": tpot_of(handoff, finish_s, output_tokens), "finish_s": finish_s}
 
 
@@ -132,11 +133,12 @@ def as_users_see(result: SimulationResult, config: SimulationConfig, table: Requ
     ids = order[df["request_id"].to_numpy()]
     arrival, handoff = table.arrival_s[ids], hand.handoff_s[ids]
     finish = df["finish_s"].to_numpy(dtype=float)
-    wait = df["ttft_s"].to_numpy(dtype=float)  # the decode engine's TTFT: the wait for a slot (its prefill takes 0 s)
-    seen = user_times(arrival, handoff, df["output_tokens"].to_numpy(), finish)
+    # The decode engine's TTFT less the request latency it adds: the wait for a slot (its prefill takes 0 s).
+    wait = df["ttft_s"].to_numpy(dtype=float) - result.config.request_latency_s
+    seen = user_times(arrival, handoff, df["output_tokens"].to_numpy(), finish, config.request_latency_s)
     df = df.assign(request_id=ids, arrival_s=arrival, queue_s=hand.start_s[ids] - arrival, ttft_s=seen["ttft_s"],
                    tpot_s=seen["tpot_s"], max_itl_s=df["max_itl_s"].to_numpy(dtype=float) + wait,
-                   e2e_s=finish - arrival, prefill_replica=hand.replica[ids])
+                   e2e_s=finish - arrival + config.request_latency_s, prefill_replica=hand.replica[ids])
     df = df.sort_values("request_id", kind="stable").reset_index(drop=True)
     counters = {**result.counters, "prefill_busy_s": hand.busy_s}
     return dataclasses.replace(result, config=config, requests=df, counters=counters)

@@ -187,6 +187,15 @@ serving: {engine: ideal, memory_utilization: 0.92, block_size: 16, max_model_len
 workload: {prompt_tokens: 6000, output_tokens: 300, arrival_rate: 1.5}
 slo: {tpot: "100 ms", ttft: "200 ms"}
 """,
+    "ttft-binds-request-latency": """
+name: TTFT promise binds with 80 ms of request latency outside the engine
+model: {layers: 32, kv_heads: 8, head_dim: 128, params: 8e9, weights: "16 GB", kv_dtype: fp16}
+gpu: {memory: "80 GB", bandwidth: "2 TB/s", flops: "150 TFLOP/s", price_per_hour: 2.0}
+serving: {engine: ideal, memory_utilization: 0.90, block_size: 16, max_model_len: 8192, step_overhead: "3 ms",
+          max_batched_tokens: 1024, kv_transfer_bandwidth: "50 GB/s", request_latency: "80 ms"}
+workload: {prompt_tokens: 3000, output_tokens: 200, arrival_rate: 2.5}
+slo: {tpot: "80 ms", ttft: "600 ms"}
+""",
     "zero-overhead-at-ceiling": """
 name: no step overhead, the compute piece through the origin at the ceiling
 units: GiB
@@ -243,7 +252,8 @@ def test_solver_scenarios_reach_their_cases():
     values = {key: s.evaluate().values for key, s in solver_scenarios().items()}
     assert values["ttft-binds-options"]["goodput_limit"] == "ttft"
     assert values["moe-ttft-binds-options"]["goodput_limit"] == "ttft"
-    for key in ("ttft-binds-options", "moe-ttft-binds-options"):
+    assert values["ttft-binds-request-latency"]["goodput_limit"] == "ttft"
+    for key in ("ttft-binds-options", "moe-ttft-binds-options", "ttft-binds-request-latency"):
         assert 0 < values[key]["chunked_goodput_rps"] and math.isfinite(values[key]["chunked_ttft_at_load_s"])
         assert values[key]["kv_transfer_s"] > 0 and math.isfinite(values[key]["disagg_ttft_at_load_s"])
     zero = values["zero-overhead-at-ceiling"]

@@ -114,10 +114,15 @@ def test_rate_defaults_to_the_workload_and_must_exist():
 
 
 def test_teaching_constants_can_be_overridden():
-    result = simulate(scenario(cost_model="teaching", arrival="instant", requests=1, decode_base="10 ms",
-                               decode_per_seq="0 ms", prefill_per_token="0.01 ms"))
-    row = result.requests.iloc[0]  # 500-token prefill then 99 decode steps of 10 ms
-    assert row["ttft_s"] == pytest.approx(5e-3) and row["e2e_s"] == pytest.approx(5e-3 + 99 * 10e-3)
+    s = scenario(cost_model="teaching", arrival="instant", requests=1, decode_base="10 ms", decode_per_seq="0 ms",
+                 prefill_per_token="0.01 ms")
+    row = simulate(s).requests.iloc[0]  # 500-token prefill then 99 decode steps of 10 ms
+    # plus the default engine's request latency outside the engine, on the first token and so on the answer
+    latency = s.serving.request_latency_s
+    assert latency > 0
+    assert row["ttft_s"] == pytest.approx(5e-3 + latency) and row["e2e_s"] == pytest.approx(5e-3 + 99 * 10e-3 + latency)
+    none = simulate(s.with_changes(serving={"request_latency_s": 0.0})).requests.iloc[0]
+    assert none["ttft_s"] == pytest.approx(5e-3) and none["e2e_s"] == pytest.approx(5e-3 + 99 * 10e-3)
 
 
 def run_cli(*args):

@@ -201,6 +201,15 @@ def _ttft_queue(rate: str, step: str) -> str:
     return f"IF({rate}>0,IF(OR(ISNA({step}),{rho}>=1),NA(),prefill_s+(0.5+{rho})*{interval}),prefill_s)"
 
 
+#: The TTFT the engine's passes must keep: the promise less the request latency (``analysis.delayed_ttft``).
+ENGINE_TTFT_SLO = "(ttft_slo_s-request_latency_s)"
+
+
+def _delayed(ttft: str) -> str:
+    """``analysis.delayed_ttft``: a TTFT composed from the engine's passes plus the request latency L."""
+    return f"request_latency_s+{ttft}"
+
+
 def _ttft_at(rate: str, step: str) -> str:
     """``slo.ttft_at_rate_s``: the queue's TTFT below the ceiling, #N/A at and above it."""
     return f"IF({_sub(rate, 'ceiling_rps')}<0,{_ttft_queue(rate, step)},NA())"
@@ -395,9 +404,9 @@ FORMULAS: dict[str, str] = {
     "ttft_step_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),IF(ISNA(ttft_step_fixed_at_goodput_s),"
                                f"{_CEILING_STEP},MIN(ttft_step_fixed_at_goodput_s,{_CEILING_STEP})),"
                                "ttft_step_fixed_at_goodput_s)"),
-    "ttft_at_goodput_s": ("IF(AND(goodput_at_ceiling,goodput_rps>0),"
-                          f"{_ttft_queue('goodput_rps', 'ttft_step_at_goodput_s')},"
-                          f"{_ttft_at('goodput_rps', 'ttft_step_at_goodput_s')})"),
+    "ttft_at_goodput_s": _delayed("IF(AND(goodput_at_ceiling,goodput_rps>0),"
+                                  f"{_ttft_queue('goodput_rps', 'ttft_step_at_goodput_s')},"
+                                  f"{_ttft_at('goodput_rps', 'ttft_step_at_goodput_s')})"),
     "capacity_given_up": f"IF(ceiling_rps>0,{_sub('1', 'goodput_rps/ceiling_rps')},0)",
     "output_tokens_per_s_at_goodput": "goodput_rps*output_tokens",
     "goodput_per_gpu_rps": "goodput_rps/gpus_per_replica",
@@ -411,9 +420,9 @@ FORMULAS: dict[str, str] = {
     "ttft_step_at_load_s": (f"IF(N(arrival_rate)>0,IF({_LOAD_AT_CEILING},IF(ISNA({_decode_step_at('arrival_rate')}),"
                             f"{_CEILING_STEP_LOAD},MIN({_decode_step_at('arrival_rate')},{_CEILING_STEP_LOAD})),"
                             f"{_decode_step_at('arrival_rate')}),NA())"),
-    "ttft_at_load_s": (f"IF(N(arrival_rate)>0,IF({_LOAD_AT_CEILING},"
-                       f"{_ttft_queue('arrival_rate', 'ttft_step_at_load_s')},"
-                       f"{_ttft_at('arrival_rate', 'ttft_step_at_load_s')}),NA())"),
+    "ttft_at_load_s": _delayed(f"IF(N(arrival_rate)>0,IF({_LOAD_AT_CEILING},"
+                               f"{_ttft_queue('arrival_rate', 'ttft_step_at_load_s')},"
+                               f"{_ttft_at('arrival_rate', 'ttft_step_at_load_s')}),NA())"),
     # Cost
     "cost_per_million_tokens": _cost("goodput_rps"),
     "cost_per_million_tokens_at_ceiling": _cost("ceiling_rps"),
@@ -429,18 +438,18 @@ FORMULAS: dict[str, str] = {
     "chunk_service_goodput_s": _chunk_service("solver_chunk_batch_goodput"),
     "chunked_goodput_rps": _chunk_rate(*_CHUNK_GOODPUT),
     "chunked_tpot_at_goodput_s": f"IF(solver_chunk_batch_goodput>0,{_chunk_tpot(*_CHUNK_GOODPUT)},NA())",
-    "chunked_ttft_at_goodput_s": ("IF(solver_chunk_batch_goodput>0,"
-                                  + _chunk_ttft("chunked_goodput_rps", "chunked_tpot_at_goodput_s",
-                                                "chunk_service_goodput_s") + ",NA())"),
+    "chunked_ttft_at_goodput_s": _delayed("IF(solver_chunk_batch_goodput>0,"
+                                          + _chunk_ttft("chunked_goodput_rps", "chunked_tpot_at_goodput_s",
+                                                        "chunk_service_goodput_s") + ",NA())"),
     "chunk_load_known": f"AND({_LOAD}>0,{_sub(_LOAD, 'chunked_ceiling_rps')}<=0)",
     "chunk_plain_load_s": _chunk_plain("solver_chunk_batch_load"),
     "chunk_extra_load_s": _chunk_extra("solver_chunk_batch_load", "chunk_plain_load_s"),
     "chunk_service_load_s": _chunk_service("solver_chunk_batch_load"),
     "chunk_rate_load_rps": _chunk_rate(*_CHUNK_LOAD),
     "chunked_tpot_at_load_s": f"IF(chunk_load_known,{_chunk_tpot(*_CHUNK_LOAD)},NA())",
-    "chunked_ttft_at_load_s": ("IF(chunk_load_known,"
-                               + _chunk_ttft("chunk_rate_load_rps", "chunked_tpot_at_load_s", "chunk_service_load_s")
-                               + ",NA())"),
+    "chunked_ttft_at_load_s": _delayed("IF(chunk_load_known,"
+                                       + _chunk_ttft("chunk_rate_load_rps", "chunked_tpot_at_load_s",
+                                                     "chunk_service_load_s") + ",NA())"),
     "chunked_win_back": f"IF({_GAP}>0,{_sub('chunked_goodput_rps', 'goodput_rps')}/{_GAP},NA())",
     # Prefill and decode pools (options.disaggregated): closed forms.
     "disagg_decode_ceiling_rps": "IF(batch_max>0,batch_max/(output_tokens*decode_step_s),0)",
@@ -450,9 +459,9 @@ FORMULAS: dict[str, str] = {
     "disagg_decode_rps": ("MAX(MIN(disagg_decode_ceiling_rps,IF(ISNA(disagg_tpot_bound_rps),"
                           "disagg_decode_ceiling_rps,disagg_tpot_bound_rps)),0)"),
     "kv_transfer_s": "IF(ISBLANK(kv_transfer_bandwidth),0,prefill_tokens*kv_bytes_per_token/kv_transfer_bandwidth)",
-    "disagg_prefill_rps": ("IF(ISBLANK(ttft_slo_s),1/prefill_s,IF((ttft_slo_s-prefill_s-kv_transfer_s)>=0,"
-                           "2*(ttft_slo_s-prefill_s-kv_transfer_s)/(prefill_s*(prefill_s+2*(ttft_slo_s-prefill_s"
-                           "-kv_transfer_s))),0))"),
+    "disagg_prefill_rps": ("IF(ISBLANK(ttft_slo_s),1/prefill_s,IF((ENGINE_D-prefill_s-kv_transfer_s)>=0,"
+                           "2*(ENGINE_D-prefill_s-kv_transfer_s)/(prefill_s*(prefill_s+2*(ENGINE_D-prefill_s"
+                           "-kv_transfer_s))),0))").replace("ENGINE_D", ENGINE_TTFT_SLO),
     "disagg_goodput_per_gpu_rps": ("IF(AND(disagg_decode_rps>0,disagg_prefill_rps>0),"
                                    "1/(gpus_per_replica*(1/disagg_decode_rps+1/disagg_prefill_rps)),0)"),
     "disagg_prefill_share": ("IF(disagg_goodput_per_gpu_rps>0,"
@@ -462,10 +471,10 @@ FORMULAS: dict[str, str] = {
     "disagg_tpot_at_goodput_s": ("IF(disagg_decode_rps>0,IF(IF(ISNA(disagg_tpot_bound_rps),FALSE(),"
                                  "disagg_decode_rps>=disagg_tpot_bound_rps*(1-1E-9)),IF(ISNA(disagg_tpot_fixed_point_s),"
                                  "tpot_slo_s,MIN(disagg_tpot_fixed_point_s,tpot_slo_s)),disagg_tpot_fixed_point_s),NA())"),
-    "disagg_ttft_at_goodput_s": _pool_ttft("disagg_prefill_rps"),
+    "disagg_ttft_at_goodput_s": _delayed(_pool_ttft("disagg_prefill_rps")),
     "disagg_tpot_at_load_s": (f"IF(AND({_LOAD}>0,{_sub(_LOAD, 'disagg_decode_ceiling_rps')}<=0),"
                               f"{_tpot_closed('arrival_rate', '0')},NA())"),
-    "disagg_ttft_at_load_s": f"IF({_LOAD}>0,{_pool_ttft('arrival_rate')},NA())",
+    "disagg_ttft_at_load_s": _delayed(f"IF({_LOAD}>0,{_pool_ttft('arrival_rate')},NA())"),
     "disagg_win_back": f"IF({_GAP}>0,{_sub('disagg_goodput_per_gpu_rps*gpus_per_replica', 'goodput_rps')}/{_GAP},NA())",
     # Power (formulas.power): full board power x PUE, an upper bound; blank board power or price: not known.
     "replica_power_watts": "IF(ISBLANK(board_power_watts),NA(),board_power_watts*gpus_per_replica*pue)",

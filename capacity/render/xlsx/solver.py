@@ -22,6 +22,7 @@ from capacity.model.serving_modes import RTOL as CHUNK_RTOL
 from capacity.render.xlsx.cells import Formats, Worksheet, cached
 from capacity.render.xlsx.formulas import (
     _LOAD,
+    ENGINE_TTFT_SLO,
     _chunk_carrying,
     _chunk_plain,
     _chunk_rate,
@@ -75,13 +76,13 @@ def _ttft_evaluate(x: str, c: Cells) -> dict[str, str]:
     d_mem, d_comp = _tpot_denominators(x, "prefill_gpu_s")
     return {"d_mem": d_mem, "d_comp": d_comp,
             "decode step": _tpot_from(c["d_mem"], c["d_comp"], f"*(1-{x}*prefill_gpu_s)"),
-            "TTFT": _ttft_queue(x, c["decode step"]), "f": _ratio_excess("ttft_slo_s", c["TTFT"])}
+            "TTFT": _ttft_queue(x, c["decode step"]), "f": _ratio_excess(ENGINE_TTFT_SLO, c["TTFT"])}
 
 
 def _ttft_bracket() -> tuple[tuple[str, Callable[[Cells], str]], ...]:
     """``slo._ttft_bracket``: bounds ``lo <= root <= up`` from two quadratics."""
     return (
-        ("y", lambda c: "MAX(ttft_slo_s-prefill_s,0)"),
+        ("y", lambda c: f"MAX({ENGINE_TTFT_SLO}-prefill_s,0)"),
         ("b_up", lambda c: "0.5*prefill_s*prefill_s"),
         ("up", lambda c: (f"2*{c['y']}/({c['b_up']}+SQRT({c['b_up']}*{c['b_up']}"
                           f"+4*prefill_compute_s*prefill_s*prefill_s*{c['y']}))")),
@@ -177,7 +178,7 @@ SOLVERS: list[Solver] = [
     Solver("solver_chunk_batch_goodput", "sequences", "chunked prefill: largest batch B up to the TPOT's with "
            "TTFT(B) <= D (options.chunked; f = 1 - D / TTFT(B))", CHUNK_RTOL, "solver_chunk_batch_tpot",
            lambda s: "ISBLANK(ttft_slo_s)", _CHUNK_TTFT_HELPERS,
-           _chunk_evaluate(lambda x, c: _ratio_excess("ttft_slo_s", c["ttft"])), lambda answer, s: answer),
+           _chunk_evaluate(lambda x, c: _ratio_excess(ENGINE_TTFT_SLO, c["ttft"])), lambda answer, s: answer),
     Solver("solver_chunk_batch_load", "sequences", "chunked prefill: the batch B the arrival rate holds, "
            "B = λ A T(B) (options.chunked; f = B - λ A T(B))", CHUNK_RTOL, "chunk_batch_ceiling",
            lambda s: "NOT(chunk_load_known)", _CHUNK_HELPERS,
