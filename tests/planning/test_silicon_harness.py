@@ -69,3 +69,52 @@ def test_the_shipped_silicon_overheads_are_the_harness_fit():
     for (engine,), value in fitted.items():
         assert engines.SILICON_OVERHEAD_S[engine] == pytest.approx(value, rel=1e-3, abs=1e-9), engine
     assert silicon.RULE_KEYS == ["engine"]
+
+
+def _ttft_rows(cases, **raw):
+    """Rows of ``ROW`` whose closed-loop TTFT at clustering 0 and 1 is given (``_ttft_at_shares``' cache) and whose
+    measured TTFT is ``y``: one group each."""
+    import dataclasses
+
+    rows = []
+    for i, (t0, slope, y) in enumerate(cases):
+        row = silicon.make_row({**ROW, **raw, "id": f"r{i}"})
+        row.group = f"g{i}"
+        row.ttft_obs = dataclasses.replace(row.ttft_obs, value=y)
+        row.raw["ttft_shares"] = (t0, t0 + slope)
+        rows.append(row)
+    return rows
+
+
+def test_the_ttft_rules_recover_a_share_and_a_latency_by_hand():
+    """Rows built as T_0 + 0.2 s + 50 ms exactly, with slopes that differ: the coordinate descent of weighted
+    medians finds k = 0.2 and L = 50 ms (every error 0, the unique minimum); a group left out changes nothing."""
+    cases = [(t0, s, t0 + 0.2 * s + 0.05) for t0, s in ((0.1, 0.5), (0.2, 1.0), (0.15, 2.0), (0.3, 4.0), (0.05, 0.2))]
+    rows = _ttft_rows(cases)
+    share, latency = silicon.silicon_ttft_rules(rows)
+    assert share == pytest.approx(0.2, abs=1e-12) and latency == {"vllm": pytest.approx(0.05, abs=1e-12)}
+    assert silicon.silicon_ttft_rules(rows, exclude_group="g3")[0] == pytest.approx(0.2, abs=1e-12)
+
+
+def test_rows_whose_profile_adds_no_latency_fit_none():
+    """TensorRT-LLM on Hopper keeps its published family fit, so its engine profile adds no request latency and its
+    rows fit the share alone: (y - T_0) / s is 0.3 on every row."""
+    rows = _ttft_rows([(0.1, 1.0, 0.4), (0.2, 2.0, 0.8), (0.1, 0.5, 0.25)], backend="trtllm",
+                      backend_version="1.0.0")
+    assert not silicon.latency_applies(rows[0])
+    share, latency = silicon.silicon_ttft_rules(rows)
+    assert share == pytest.approx(0.3, abs=1e-12) and latency == {}
+
+
+def test_the_shipped_ttft_rules_are_the_harness_fit():
+    """``engines.CLOSED_LOOP_CLUSTERING`` and ``engines.SILICON_REQUEST_LATENCY_S`` are what ``validation/silicon.py
+    --fit`` fits on the data set (two closed-loop evaluations of every TTFT row), to the digits shipped."""
+    from capacity.inputs import engines
+
+    rows = silicon.load()
+    silicon.screen(rows)
+    share, latency = silicon.silicon_ttft_rules(rows)
+    assert engines.CLOSED_LOOP_CLUSTERING == pytest.approx(share, abs=5e-4)
+    assert set(latency) == set(engines.SILICON_REQUEST_LATENCY_S)
+    for engine, value in latency.items():
+        assert engines.SILICON_REQUEST_LATENCY_S[engine] == pytest.approx(value, abs=5e-5), engine
