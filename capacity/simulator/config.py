@@ -226,6 +226,7 @@ FIELDS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "concurrency": (positive_int, "concurrency"),
     "client_think_time": (_time, "client_think_s"),
     "client_think": (_choice(("exponential", "fixed")), "client_think"),
+    "request_latency": (_time, "request_latency_s"),
 }
 
 

@@ -102,6 +102,10 @@ def test_the_simulator_reports_the_latency_and_a_client_waits_it():
     one = simulate(s, cost_model="teaching", arrival="instant", requests=1, decode_base="10 ms",
                    decode_per_seq="0 ms", prefill_per_token="0.01 ms").requests.iloc[0]
     assert one["ttft_s"] == pytest.approx(1000 * 0.01e-3 + L)
+    own = Scenario.from_dict({**base, "simulation": {"request_latency": "20 ms"}})  # the simulation's own figure
+    assert simulate(own, cost_model="teaching", arrival="instant", requests=1, decode_base="10 ms",
+                    decode_per_seq="0 ms", prefill_per_token="0.01 ms").requests.iloc[0]["ttft_s"] == pytest.approx(
+        1000 * 0.01e-3 + 0.02)
     loop = simulate(s, cost_model="teaching", arrival="closed", concurrency=1, requests=4, decode_base="10 ms",
                     decode_per_seq="0 ms", prefill_per_token="0.01 ms").requests.sort_values("arrival_s")
     gaps = loop["arrival_s"].to_numpy()[1:] - loop["finish_s"].to_numpy()[:-1]
