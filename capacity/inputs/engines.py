@@ -238,9 +238,10 @@ SILICON_FAMILIES: dict[str, tuple[str, ...]] = {
 #: a user's (``slo.ttft_at_step_ends_s``). Benchmarks of fixed prompt and answer lengths (``vllm bench serve
 #: --max-concurrency``, aiperf, GenAI-Perf: every row of NVIDIA's silicon sample) start their users together and
 #: equal answers keep them in step; engines' timing jitter spreads them part of the way. Fitted on the sample's
-#: closed-loop TTFT rows (``python validation/silicon.py --fit``; the weighted median of the share each row asks
-#: for, weights its TTFT's slope in the share over the TTFT: the mean absolute relative error's minimiser,
-#: ``planning.median_fit.weighted_median``), one share for every engine (per engine was worse out of group).
+#: closed-loop TTFT rows together with ``SILICON_REQUEST_LATENCY_S`` (``python validation/silicon.py --fit``,
+#: ``silicon.silicon_ttft_rules``: with the latencies held, the weighted median of the share each row asks for,
+#: weights its TTFT's slope in the share over the TTFT, the mean absolute relative error's minimiser), one share
+#: for every engine (per engine was worse out of group).
 CLOSED_LOOP_CLUSTERING = 0.096
 
 
