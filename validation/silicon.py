@@ -19,9 +19,10 @@ How each metric is predicted (``capacity.planning.calibration``, the library's o
   prefills run on other GPUs); TTFT (prefill pool + KV transfer + queue) is not expressible.
 
 Scores: MAPE of the predictions with the planner's defaults for the engine (what a user gets), and
-leave-one-group-out (``--no-fit`` skips it): the general rules (bandwidth and FLOP/s plateaus and step overhead
-per engine x GPU family, ``capacity.planning.calibration.fit_factors``) refitted without the group being predicted,
-a group being model x GPU x engine x precision. Nothing measured is changed.
+leave-one-group-out (``--no-fit`` skips it): the general rules the engine profiles ship, refitted without the group
+being predicted (a group being model x GPU x engine x precision): the step overhead per engine
+(``silicon_overheads``), and for TTFT the closed loop's clustering share and the request latency per engine
+(``silicon_ttft_rules``). ``--fit`` prints all three as the engine profiles hold them. Nothing measured is changed.
 """
 
 from __future__ import annotations
@@ -657,7 +658,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-fit", action="store_true", help="skip the leave-one-group-out fit")
     ap.add_argument("--publish", action="store_true", help="write the tables into docs/fidelity.md")
     ap.add_argument("--fit", action="store_true",
-                    help="print engines.SILICON_OVERHEAD_S fitted on every kept row, and exit")
+                    help="print engines.SILICON_OVERHEAD_S, CLOSED_LOOP_CLUSTERING and SILICON_REQUEST_LATENCY_S "
+                         "fitted on every kept row, and exit")
     ap.add_argument("--factors", default="step_overhead",
                     help="the factors the leave-one-group-out rules fit (comma-separated)")
     ap.add_argument("--rule-keys", default=",".join(RULE_KEYS),
