@@ -98,6 +98,19 @@ def what_binds(results: Results) -> str:
     return "the max_num_seqs cap" if results["batch_limit"] == "max_num_seqs" else "KV memory"
 
 
+def _ttft_floor_words(sizing: Sizing) -> str:
+    """Where a TTFT promise is below a lone request's first token on one colocated replica, that time and its
+    parts: ``: a lone request's first token takes 295 ms (273 ms outside the engine, the request latency)``."""
+    s, r = sizing.scenario, sizing.replica
+    if sizing.binding_promise != "ttft" or sizing.mode != "colocated" or s.slo.ttft_s is None:
+        return ""
+    latency, floor = s.serving.request_latency_s, s.serving.request_latency_s + float(r["prefill_s"])
+    if not floor > s.slo.ttft_s:
+        return ""
+    outside = f" ({format_time(latency)} outside the engine, the request latency)" if latency > 0 else ""
+    return f": a lone request's first token takes {format_time(floor)}{outside}"
+
+
 def binds(sizing: Sizing) -> str:
     """What sets one replica's goodput in the chosen layout, in words (the binding class named)."""
     promise = sizing.binding_promise
@@ -180,7 +193,8 @@ def answer(results: Results | Sizing) -> str:
     if r["batch_max"] <= 0:
         return f"{s.model.name} does not fit on {layout_words(z, 1)} with room for one request: {binds(z)}."
     if z.replica_goodput_rps <= 0:
-        return f"{layout_words(z, 1)} serve no load within the promises; {binds(z)} cannot be kept at any load."
+        return (f"{layout_words(z, 1)} serve no load within the promises; {binds(z)} cannot be kept at any load"
+                f"{_ttft_floor_words(z)}.")
     if z.users:
         return _users_answer(z)
     if z.load_rps:

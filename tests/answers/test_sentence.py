@@ -109,3 +109,15 @@ def test_load_curve_of_an_moe_model_matches_tpot_at_load():
     curve = load_curve(r, np.array([0.5, 3.0, 5.0]))
     assert curve["tpot_s"].iloc[1] == pytest.approx(r["tpot_at_load_s"], rel=1e-9)
     assert curve["tpot_s"].is_monotonic_increasing
+
+
+def test_a_ttft_promise_below_a_lone_request_says_what_the_first_token_takes():
+    """Essay 001 (prefill 109.7 ms by hand) with 80 ms of request latency and a 150 ms TTFT promise: a lone request's
+    first token takes 189.7 ms, so no load keeps the promise, and the answer says why; at 250 ms it is kept."""
+    text = answer(essay("essay-001-sale-day.yaml", serving={"request_latency": "80 ms"},
+                        slo={"ttft": "150 ms"}).evaluate())
+    assert text.endswith("the TTFT promise cannot be kept at any load: a lone request's first token takes 189.7 ms "
+                         "(80.0 ms outside the engine, the request latency).")
+    kept = answer(essay("essay-001-sale-day.yaml", serving={"request_latency": "80 ms"},
+                        slo={"ttft": "250 ms"}).evaluate())
+    assert "cannot be kept" not in kept
