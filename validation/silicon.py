@@ -439,9 +439,9 @@ def silicon_ttft_rules(rows: Sequence[Row], exclude_group: str | None = None, sw
     t0, slope, y = (np.array([d[i] for d in data], dtype=float) for i in (1, 2, 3))
     names = sorted({e for e in engine if e})
     share, latency = 0.0, dict.fromkeys(names, 0.0)
+    moves = slope > 0
     for _ in range(sweeps):
         extra = np.array([latency.get(e, 0.0) for e in engine])
-        moves = slope > 0
         if moves.any():
             share = min(max(weighted_median((y - t0 - extra)[moves] / slope[moves], slope[moves] / y[moves]), 0.0),
                         1.0)

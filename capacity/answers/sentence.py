@@ -104,7 +104,8 @@ def _ttft_floor_words(sizing: Sizing) -> str:
     s, r = sizing.scenario, sizing.replica
     if sizing.binding_promise != "ttft" or sizing.mode != "colocated" or s.slo.ttft_s is None:
         return ""
-    latency, floor = s.serving.request_latency_s, s.serving.request_latency_s + float(r["prefill_s"])
+    # At no load the TTFT at the goodput is a lone request's: its prefill and the request latency.
+    latency, floor = s.serving.request_latency_s, float(r["ttft_at_goodput_s"])
     if not floor > s.slo.ttft_s:
         return ""
     outside = f" ({format_time(latency)} outside the engine, the request latency)" if latency > 0 else ""

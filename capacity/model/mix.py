@@ -50,6 +50,7 @@ from capacity.inputs.specs import SLO_FIELDS, check_section, in_range, non_negat
 from capacity.model.analysis import (
     StepModel,
     complete_inputs,
+    delayed_ttft_s,
     kv_pool_bytes,
     prefill_stage,
     running_batch,
@@ -248,7 +249,7 @@ class MixModel:
         f, beta = self.work_stream()
         ttft = slo.ttft_at_rate_s(f * lam, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
                                   self.decode_step_at_s(lam), self.output_tokens / f)
-        return ttft - beta + self.prefill_s + self.request_latency_s
+        return delayed_ttft_s(ttft - beta + self.prefill_s, self.request_latency_s)
 
     def work_stream(self, gpu: bool = False) -> tuple[float, float]:
         """(count factor ``f = (Σ w t)² / Σ w t²`` [-], size ``β = Σ w t² / Σ w t`` [s]) of the prefill work per

@@ -54,7 +54,7 @@ from capacity.inputs.specs import ALL_FLEET_MODES as ALL_MODES
 from capacity.inputs.specs import FLEET_MODES as MODES
 from capacity.inputs.specs import FLEET_TENSOR_PARALLEL as TENSOR_PARALLEL
 from capacity.inputs.specs import SITE_GPU_KEYS
-from capacity.model.analysis import analyse, delayed_ttft
+from capacity.model.analysis import analyse, delayed_ttft_s
 from capacity.model.curves import latency_curve
 from capacity.model.scenario import Results, Scenario
 from capacity.model.serving_modes import decode_pool_ceiling_rps, prefill_pool_ttft_s
@@ -574,9 +574,8 @@ def _at_design(out: dict[str, np.ndarray], x: Mapping[str, np.ndarray], r: Mappi
             per_decode = design / out["decode_replicas"]
             per_prefill = design / out["prefill_replicas"]
             tpot = np.broadcast_to(at(per_decode)["disagg_tpot_at_load_s"], (n,))
-            pool_ttft = prefill_pool_ttft_s(per_prefill, r["prefill_s"], r["kv_transfer_s"])
-            ttft = np.broadcast_to(delayed_ttft({"disagg_ttft_at_load_s": pool_ttft}, x["request_latency_s"])[
-                "disagg_ttft_at_load_s"], (n,))
+            ttft = np.broadcast_to(delayed_ttft_s(prefill_pool_ttft_s(per_prefill, r["prefill_s"], r["kv_transfer_s"]),
+                                                  x["request_latency_s"]), (n,))
             f_in = out["prefill_replicas"] / out["replicas"]
             out["load_per_replica_rps"] = per_decode
         else:

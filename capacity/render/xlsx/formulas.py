@@ -205,6 +205,10 @@ def _ttft_queue(rate: str, step: str) -> str:
 ENGINE_TTFT_SLO = "(ttft_slo_s-request_latency_s)"
 
 
+#: ``options.prefill_pool_rate_rps``' slack: the engine's TTFT budget less the prefill and the KV transfer.
+_SLACK = f"{ENGINE_TTFT_SLO}-prefill_s-kv_transfer_s"
+
+
 def _delayed(ttft: str) -> str:
     """``analysis.delayed_ttft``: a TTFT composed from the engine's passes plus the request latency L."""
     return f"request_latency_s+{ttft}"
@@ -459,9 +463,8 @@ FORMULAS: dict[str, str] = {
     "disagg_decode_rps": ("MAX(MIN(disagg_decode_ceiling_rps,IF(ISNA(disagg_tpot_bound_rps),"
                           "disagg_decode_ceiling_rps,disagg_tpot_bound_rps)),0)"),
     "kv_transfer_s": "IF(ISBLANK(kv_transfer_bandwidth),0,prefill_tokens*kv_bytes_per_token/kv_transfer_bandwidth)",
-    "disagg_prefill_rps": ("IF(ISBLANK(ttft_slo_s),1/prefill_s,IF((ENGINE_D-prefill_s-kv_transfer_s)>=0,"
-                           "2*(ENGINE_D-prefill_s-kv_transfer_s)/(prefill_s*(prefill_s+2*(ENGINE_D-prefill_s"
-                           "-kv_transfer_s))),0))").replace("ENGINE_D", ENGINE_TTFT_SLO),
+    "disagg_prefill_rps": (f"IF(ISBLANK(ttft_slo_s),1/prefill_s,IF(({_SLACK})>=0,"
+                           f"2*({_SLACK})/(prefill_s*(prefill_s+2*({_SLACK}))),0))"),
     "disagg_goodput_per_gpu_rps": ("IF(AND(disagg_decode_rps>0,disagg_prefill_rps>0),"
                                    "1/(gpus_per_replica*(1/disagg_decode_rps+1/disagg_prefill_rps)),0)"),
     "disagg_prefill_share": ("IF(disagg_goodput_per_gpu_rps>0,"
