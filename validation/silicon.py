@@ -45,6 +45,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from capacity import Scenario, ScenarioError  # noqa: E402
+from capacity.formulas.memory import is_moe  # noqa: E402
 from capacity.formulas.quantisation import SCHEMES  # noqa: E402
 from capacity.inputs import catalog, engines  # noqa: E402
 from capacity.planning.calibration import Factors, Observation, fit_factors, predict  # noqa: E402
@@ -245,7 +246,7 @@ def make_row(raw: dict[str, Any]) -> Row:
     gpu = str(raw["system"])
     model = catalog_model(str(raw["model_path"]))
     entry = catalog.model(model) if model else None
-    moe = bool(entry and entry.get("experts")) or any(k in str(raw["model_path"]).lower() for k in (
+    moe = bool(entry and (entry.get("num_experts") or 0) > 1) or any(k in str(raw["model_path"]).lower() for k in (
         "deepseek", "a22b", "a17b", "oss", "kimi", "minimax", "glm"))
     row = Row(raw, group=f"{raw['model_path']} x {gpu} x {raw['backend']} x {precision}",
               engine=ENGINE_OF.get(str(raw["backend"]), str(raw["backend"])),
@@ -411,18 +412,26 @@ def latency_applies(row: Row) -> bool:
     return engines.request_latency_for(row.engine, row.family)[0] is not None
 
 
+def share_class(row: Row) -> str:
+    """The class a clustering share is fitted for (``engines.CLOSED_LOOP_CLUSTERING``): "moe" or "dense", as the
+    engine profile reads the row's model (``engines.clustering_for``)."""
+    m = row.ttft_obs.scenario.model if row.ttft_obs is not None else row.scenario.model
+    return "moe" if bool(is_moe(m.experts, m.experts_per_token)) else "dense"
+
+
 def silicon_ttft_rules(rows: Sequence[Row], exclude_group: str | None = None, sweeps: int = 60
-                       ) -> tuple[float, dict[str, float]]:
-    """(the closed loop's clustering share, ``engines.CLOSED_LOOP_CLUSTERING``; the request latency per engine
-    [s], ``engines.SILICON_REQUEST_LATENCY_S``) minimising the mean absolute relative TTFT error of the kept
-    closed-loop rows at C > 1, ``exclude_group``'s left out.
+                       ) -> tuple[dict[str, float], dict[str, float]]:
+    """(the closed loop's clustering share per model class, ``engines.CLOSED_LOOP_CLUSTERING``; the request latency
+    per engine [s], ``engines.SILICON_REQUEST_LATENCY_S``) minimising the mean absolute relative TTFT error of the
+    kept closed-loop rows at C > 1, ``exclude_group``'s left out.
 
     With ``T(k, L) ~ T_0 + k s + L`` (``_ttft_at_shares``: ``s = T_1 - T_0``), ``sum_i |T_i / y_i - 1|`` is convex
-    in (k, L per engine) and, each in turn with the others held, minimised by a weighted median
-    (``planning.median_fit.weighted_median``): k of ``(y - T_0 - L) / s`` with weights ``s / y``, L of the engine's
-    rows' ``y - T_0 - k s`` with weights ``1 / y`` (rows whose engine profile adds no latency, ``latency_applies``,
-    fit none). ``sweeps`` rounds of this coordinate descent, from k = 0 and no latency; k held in [0, 1], L at 0 or
-    above. Rows whose TTFT the share does not move (a slot wait: the response time law fixes it) do not move k.
+    in (k per class, L per engine) and, each in turn with the others held, minimised by a weighted median
+    (``planning.median_fit.weighted_median``): a class's k of its rows' ``(y - T_0 - L) / s`` with weights
+    ``s / y``, L of the engine's rows' ``y - T_0 - k s`` with weights ``1 / y`` (rows whose engine profile adds no
+    latency, ``latency_applies``, fit none). ``sweeps`` rounds of this coordinate descent, from k = 0 and no
+    latency; each k held in [0, 1], L at 0 or above. Rows whose TTFT the share does not move (a slot wait: the
+    response time law fixes it) do not move k. The class is ``share_class``'s.
     """
     data = []
     for row in kept(rows):
@@ -431,23 +440,26 @@ def silicon_ttft_rules(rows: Sequence[Row], exclude_group: str | None = None, sw
         shares = _ttft_at_shares(row)
         if shares is None:
             continue
-        data.append((row.engine if latency_applies(row) else None, shares[0], shares[1] - shares[0],
-                     float(row.ttft_obs.measured_time)))
+        data.append((row.engine if latency_applies(row) else None, share_class(row), shares[0],
+                     shares[1] - shares[0], float(row.ttft_obs.measured_time)))
     if not data:
-        return 0.0, {}
+        return {}, {}
     engine = np.array([d[0] or "" for d in data], dtype=object)
-    t0, slope, y = (np.array([d[i] for d in data], dtype=float) for i in (1, 2, 3))
-    names = sorted({e for e in engine if e})
-    share, latency = 0.0, dict.fromkeys(names, 0.0)
-    moves = slope > 0
+    kind = np.array([d[1] for d in data], dtype=object)
+    t0, slope, y = (np.array([d[i] for d in data], dtype=float) for i in (2, 3, 4))
+    names, classes = sorted({e for e in engine if e}), sorted(set(kind))
+    share, latency = dict.fromkeys(classes, 0.0), dict.fromkeys(names, 0.0)
+    mine = {name: engine == name for name in names}
+    moves = {cls: (kind == cls) & (slope > 0) for cls in classes}
     for _ in range(sweeps):
         extra = np.array([latency.get(e, 0.0) for e in engine])
-        if moves.any():
-            share = min(max(weighted_median((y - t0 - extra)[moves] / slope[moves], slope[moves] / y[moves]), 0.0),
-                        1.0)
+        for cls, m in moves.items():
+            if m.any():
+                share[cls] = min(max(weighted_median((y - t0 - extra)[m] / slope[m], slope[m] / y[m]), 0.0), 1.0)
+        k = np.array([share[c] for c in kind])
         for name in names:
-            mine = engine == name
-            latency[name] = max(weighted_median((y - t0 - share * slope)[mine], 1.0 / y[mine]), 0.0)
+            m = mine[name]
+            latency[name] = max(weighted_median((y - t0 - k * slope)[m], 1.0 / y[m]), 0.0)
     return share, latency
 
 
@@ -480,12 +492,13 @@ def leave_one_group_out(rows: Sequence[Row], fitted: Sequence[str] = ("step_over
                     factors = fit_factors(train, start=factors, fit=others).factors
                 except (ScenarioError, ValueError):
                     pass
-        share, latencies = silicon_ttft_rules(rows, exclude_group=g)  # fitted without the group
+        shares, latencies = silicon_ttft_rules(rows, exclude_group=g)  # fitted without the group
         latency = latencies.get(first.engine, 0.0) if latency_applies(first) else 0.0
         for row in inside:
             for metric, o in (("tpot", row.tpot_obs), ("ttft", row.ttft_obs)):
                 if o is not None and metric in row.predicted:
-                    at = with_ttft_rules(o, share, latency) if metric == "ttft" else o
+                    at = (with_ttft_rules(o, shares.get(share_class(row), 0.0), latency) if metric == "ttft"
+                          else o)
                     row.logo[metric] = predict(at, factors)
 
 
@@ -498,8 +511,10 @@ def fitted_overhead_table(rows: Sequence[Row]) -> str:
         families = ", ".join(sorted({r.family for r in mine}))
         lines.append(f'    "{"/".join(cls)}": {value:.3e},  # {len(mine)} rows, {len({r.group for r in mine})} groups, '
                      f"{families}")
-    share, latencies = silicon_ttft_rules(rows)
-    lines += ["}", f"CLOSED_LOOP_CLUSTERING = {share:.3f}", "SILICON_REQUEST_LATENCY_S: dict[str, float] = {"]
+    shares, latencies = silicon_ttft_rules(rows)
+    lines += ["}", "CLOSED_LOOP_CLUSTERING: dict[str, float] = {"]
+    lines += [f'    "{name}": {value:.3f},' for name, value in shares.items()]
+    lines += ["}", "SILICON_REQUEST_LATENCY_S: dict[str, float] = {"]
     lines += [f'    "{name}": {value:.4f},' for name, value in latencies.items()]
     return "\n".join(lines + ["}"])
 

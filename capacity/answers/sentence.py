@@ -100,7 +100,8 @@ def what_binds(results: Results) -> str:
 
 def _ttft_floor_words(sizing: Sizing) -> str:
     """Where a TTFT promise is below a lone request's first token on one colocated replica, that time and its
-    parts: ``: a lone request's first token takes 295 ms (273 ms outside the engine, the request latency)``."""
+    parts: ``: a lone request's first token takes 189.7 ms (80.0 ms outside the engine, the request latency)``
+    (essay 001 with 80 ms of request latency, tests/answers/test_sentence.py)."""
     s, r = sizing.scenario, sizing.replica
     if sizing.binding_promise != "ttft" or sizing.mode != "colocated" or s.slo.ttft_s is None:
         return ""

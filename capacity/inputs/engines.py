@@ -235,14 +235,26 @@ SILICON_FAMILIES: dict[str, tuple[str, ...]] = {
 
 
 #: Closed loop without think time: the share of the other users whose requests reach the engine in the same step as
-#: a user's (``slo.ttft_at_step_ends_s``). Benchmarks of fixed prompt and answer lengths (``vllm bench serve
-#: --max-concurrency``, aiperf, GenAI-Perf: every row of NVIDIA's silicon sample) start their users together and
-#: equal answers keep them in step; engines' timing jitter spreads them part of the way. Fitted on the sample's
-#: closed-loop TTFT rows together with ``SILICON_REQUEST_LATENCY_S`` (``python validation/silicon.py --fit``,
-#: ``silicon.silicon_ttft_rules``: with the latencies held, the weighted median of the share each row asks for,
-#: weights its TTFT's slope in the share over the TTFT, the mean absolute relative error's minimiser), one share
-#: for every engine (per engine was worse out of group).
-CLOSED_LOOP_CLUSTERING = 0.096
+#: a user's (``slo.ttft_at_step_ends_s``), per model class (``clustering_for``). Benchmarks of fixed prompt and answer
+#: lengths (``vllm bench serve --max-concurrency``, aiperf, GenAI-Perf: every row of NVIDIA's silicon sample) start
+#: their users together and equal answers keep them in step; engines' timing jitter spreads them part of the way.
+#: Fitted on the sample's closed-loop TTFT rows together with ``SILICON_REQUEST_LATENCY_S`` (``python
+#: validation/silicon.py --fit``, ``silicon.silicon_ttft_rules``: with the latencies held, the weighted median of the
+#: share each row of the class asks for, weights its TTFT's slope in the share over the TTFT, the mean absolute
+#: relative error's minimiser). One share per model class, not per engine: the MoE rows ask for about three times
+#: the dense rows' share on every engine (their clustered prompts cost more than the roofline's arithmetic, c, says:
+#: grouped expert matmuls and token routing; the step model does not hold that cost), and one share for both classes
+#: was 7 points worse leave-one-group-out (51.4% against 44.3% TTFT MAPE, docs/fidelity.md); per engine and class was
+#: no better than per class.
+CLOSED_LOOP_CLUSTERING: dict[str, float] = {
+    "dense": 0.068,
+    "moe": 0.232,
+}
+
+
+def clustering_for(moe: bool) -> float:
+    """The engine profiles' closed-loop clustering share for a model class (``CLOSED_LOOP_CLUSTERING``) [-]."""
+    return CLOSED_LOOP_CLUSTERING["moe" if moe else "dense"]
 
 
 #: A request's time outside the engine's passes [s] (``serving.request_latency``; ``analysis.delayed_ttft``): the
@@ -255,9 +267,9 @@ CLOSED_LOOP_CLUSTERING = 0.096
 #: (``FITTED_OVERHEAD_ENGINES``: TensorRT-LLM on Hopper, Ada and Ampere through Triton, 23 ms for Llama-3.1-8B's
 #: first token at 2 requests/s) those points measured no such path, and none is added (``request_latency_for``).
 SILICON_REQUEST_LATENCY_S: dict[str, float] = {
-    "sglang": 0.2726,
-    "tensorrt-llm": 0.0532,
-    "vllm": 0.0482,
+    "sglang": 0.2559,
+    "tensorrt-llm": 0.0437,
+    "vllm": 0.0323,
 }
 
 
@@ -426,7 +438,7 @@ def batched_prefill_s(prefill_s: Callable[[np.ndarray], np.ndarray], prompt_toke
 def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: int, gpu_memory_bytes: float,
           gpu_name: str, max_model_len: int, hidden_size: int | None, intermediate_size: int | None,
           peak_bandwidth: float | None = None, expert_parallel: int = 1,
-          closed_loop: bool = False) -> tuple[dict[str, Any], list[str]]:
+          closed_loop: bool = False, moe: bool = False) -> tuple[dict[str, Any], list[str]]:
     """Serving values the engine supplies for keys absent from ``serving``, and one line per default applied.
 
     ``expert_parallel`` > 1: the experts' all-to-all pays the collective latency too (``roofline.alltoall_fixed_s``),
@@ -435,7 +447,7 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
 
     Keys returned: memory_utilization or kv_cache_free_gpu_memory_fraction, max_num_seqs, max_batched_tokens,
     block_size, step_overhead_s, allreduce_latency_s, activation_bytes, request_latency_s
-    (``request_latency_for``), clustering (``CLOSED_LOOP_CLUSTERING``,
+    (``request_latency_for``), clustering (``clustering_for`` the model class, ``moe``: a mixture-of-experts model;
     stated where ``closed_loop``: the scenario is one without think time). The caller merges them under the
     user's keys.
     """
@@ -492,11 +504,11 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
     if latency and "request_latency" not in serving:
         put("request_latency_s", latency, f"request latency {latency * 1e3:.3g} ms on every TTFT: the serving path "
                                           f"outside the engine's passes ({why}); serving.request_latency sets it")
-    out["clustering"] = CLOSED_LOOP_CLUSTERING
+    out["clustering"] = share = clustering_for(moe)
     if closed_loop:
-        lines.append(f"{name}: closed loop without think time: {CLOSED_LOOP_CLUSTERING:.0%} of the other users' "
-                     f"requests arrive in the same step (fixed-length users fall into step; fitted on the silicon "
-                     f"sample); workload.clustering sets it")
+        lines.append(f"{name}: closed loop without think time: {share:.1%} of the other users' requests arrive in "
+                     f"the same step (fixed-length users fall into step; fitted on the silicon sample's "
+                     f"{'MoE' if moe else 'dense'} models); workload.clustering sets it")
     if (tp > 1 or expert_parallel > 1) and "allreduce_latency" not in serving:
         what = "all-reduce" if tp > 1 else "collective (the experts' all-to-all)"
         put("allreduce_latency_s", ALLREDUCE_LATENCY_S, f"{what} latency {ALLREDUCE_LATENCY_S * 1e6:g} us")

@@ -19,7 +19,7 @@ from capacity.errors import ScenarioError, show
 from capacity.fileio.yamlfile import MAX_SCENARIO_BYTES, parse_yaml, read_yaml
 from capacity.formulas._numeric import finite_or_none
 from capacity.formulas.load import peak_hour_rate_rps
-from capacity.formulas.memory import weight_bytes_read
+from capacity.formulas.memory import is_moe, weight_bytes_read
 from capacity.formulas.quantisation import SCHEME_FOR_DTYPE, SCHEMES, embedding_params
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import engines
@@ -316,7 +316,8 @@ def _engine_serving(s: Mapping[str, Any], data: Mapping[str, Any], model: Model,
                              hidden_size=model.hidden_size, intermediate_size=model.intermediate_size,
                              peak_bandwidth=gpu.bandwidth, expert_parallel=gpu.expert_parallel,
                              closed_loop=bool(w.get("concurrency")) and not w.get("think_time")
-                             and "clustering" not in w)
+                             and "clustering" not in w,
+                             moe=bool(is_moe(model.experts, model.experts_per_token)))
     if "allreduce_latency_s" in e:
         gpu = replace(gpu, allreduce_latency_s=e["allreduce_latency_s"])
     if "bandwidth_efficiency" in e:  # fitted for the GPU's family (engines.FITTED_EFFICIENCY)

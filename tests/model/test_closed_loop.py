@@ -280,7 +280,12 @@ def test_clustering_is_the_engine_profiles_and_only_without_think_time():
     assert essay001(concurrency=40).workload.clustering == 0.0
     vllm = {**ESSAY_001, "serving": {**ESSAY_001["serving"], "engine": "vllm"}}
     profile = Scenario.from_dict({**vllm, "workload": {**vllm["workload"], "concurrency": 40}})
-    assert profile.workload.clustering == engines.CLOSED_LOOP_CLUSTERING > 0
+    assert profile.workload.clustering == engines.CLOSED_LOOP_CLUSTERING["dense"] > 0
+    moe = Scenario.from_dict({"model": {"name": "gpt-oss-120b"}, "gpu": {"name": "h200", "count": 2},
+                              "serving": {"engine": "vllm"},
+                              "workload": {"prompt_tokens": 1000, "output_tokens": 500, "concurrency": 40}})
+    assert moe.workload.clustering == engines.CLOSED_LOOP_CLUSTERING["moe"] > engines.CLOSED_LOOP_CLUSTERING["dense"]
+    assert any("23.2% of the other users" in line and "MoE models" in line for line in moe.serving.engine_defaults)
     assert any("same step" in line for line in profile.serving.engine_defaults)
     mine = Scenario.from_dict({**vllm, "workload": {**vllm["workload"], "concurrency": 40, "clustering": 0}})
     assert mine.workload.clustering == 0.0

@@ -92,8 +92,23 @@ def test_the_ttft_rules_recover_a_share_and_a_latency_by_hand():
     cases = [(t0, s, t0 + 0.2 * s + 0.05) for t0, s in ((0.1, 0.5), (0.2, 1.0), (0.15, 2.0), (0.3, 4.0), (0.05, 0.2))]
     rows = _ttft_rows(cases)
     share, latency = silicon.silicon_ttft_rules(rows)
-    assert share == pytest.approx(0.2, abs=1e-12) and latency == {"vllm": pytest.approx(0.05, abs=1e-12)}
-    assert silicon.silicon_ttft_rules(rows, exclude_group="g3")[0] == pytest.approx(0.2, abs=1e-12)
+    assert share == {"dense": pytest.approx(0.2, abs=1e-12)} and latency == {"vllm": pytest.approx(0.05, abs=1e-12)}
+    assert silicon.silicon_ttft_rules(rows, exclude_group="g3")[0] == {"dense": pytest.approx(0.2, abs=1e-12)}
+
+
+def test_each_model_class_fits_its_own_share():
+    """Dense rows built with k = 0.1 and MoE rows (gpt-oss-120b, the same engine) with k = 0.3, one latency of 40 ms
+    for both: the descent recovers each class's share and the one latency (every error 0)."""
+    dense = _ttft_rows([(t0, s, t0 + 0.1 * s + 0.04) for t0, s in ((0.1, 0.5), (0.2, 1.0), (0.15, 2.0))])
+    moe = _ttft_rows([(t0, s, t0 + 0.3 * s + 0.04) for t0, s in ((0.12, 0.4), (0.3, 1.5), (0.2, 3.0))],
+                     model_path="openai/gpt-oss-120b", system="h200_sxm", precision="fp4", gemm_quant_mode="nvfp4",
+                     moe_quant_mode="nvfp4", tp_size=2.0)
+    for i, row in enumerate(moe):
+        row.group = f"m{i}"
+    assert [silicon.share_class(r) for r in dense + moe] == ["dense"] * 3 + ["moe"] * 3
+    share, latency = silicon.silicon_ttft_rules(dense + moe)
+    assert share == {"dense": pytest.approx(0.1, abs=1e-12), "moe": pytest.approx(0.3, abs=1e-12)}
+    assert latency == {"vllm": pytest.approx(0.04, abs=1e-12)}
 
 
 def test_rows_whose_profile_adds_no_latency_fit_none():
@@ -103,7 +118,7 @@ def test_rows_whose_profile_adds_no_latency_fit_none():
                       backend_version="1.0.0")
     assert not silicon.latency_applies(rows[0])
     share, latency = silicon.silicon_ttft_rules(rows)
-    assert share == pytest.approx(0.3, abs=1e-12) and latency == {}
+    assert share == {"dense": pytest.approx(0.3, abs=1e-12)} and latency == {}
 
 
 def test_the_shipped_ttft_rules_are_the_harness_fit():
@@ -114,7 +129,9 @@ def test_the_shipped_ttft_rules_are_the_harness_fit():
     rows = silicon.load()
     silicon.screen(rows)
     share, latency = silicon.silicon_ttft_rules(rows)
-    assert engines.CLOSED_LOOP_CLUSTERING == pytest.approx(share, abs=5e-4)
+    assert set(share) == set(engines.CLOSED_LOOP_CLUSTERING) == {"dense", "moe"}
+    for cls, value in share.items():
+        assert engines.CLOSED_LOOP_CLUSTERING[cls] == pytest.approx(value, abs=5e-4), cls
     assert set(latency) == set(engines.SILICON_REQUEST_LATENCY_S)
     for engine, value in latency.items():
         assert engines.SILICON_REQUEST_LATENCY_S[engine] == pytest.approx(value, abs=5e-5), engine
