@@ -170,6 +170,14 @@ class Row:
 #: 095f58a51c4ca8e61b66ec108d86f223f8d559ce. MXFP4 (gpt-oss), W4A16 and 16-bit checkpoints keep a 16-bit cache.
 FP8_KV_SCHEMES = ("fp8", "nvfp4")
 
+#: The serving path of the sample's deployments (``serving.front_end``): aiconfigurator's generated deployments start
+#: NVIDIA Dynamo's front end before the engine's workers ("python3 -m dynamo.frontend ... --http-port", then
+#: "python3 -m dynamo.vllm" / "dynamo.trtllm" / "dynamo.sglang": src/aiconfigurator/generator/config/
+#: backend_templates/{vllm,trtllm,sglang}/run.sh.j2, commit 095f58a), and its benchmark script points aiperf at that
+#: port (backend_templates/benchmark/bench_run.sh.j2). The sample does not name the path per row; this is the same
+#: reading of its deployments as the KV dtype (``FP8_KV_SCHEMES``).
+FRONT_END = "dynamo"
+
 
 def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """(scenario mapping of the row's setup, reason it cannot be built: "" when it can).
@@ -204,7 +212,7 @@ def setup_mapping(row: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         mapping["model"]["kv_dtype"] = "fp8"
     mapping["gpu"] = {**mapping["gpu"], **layout["gpu"], "name": gpu}
     mapping["serving"] = {"engine": mapping["serving"]["engine"], "engine_version": clean["backend_version"],
-                          **layout["serving"]}
+                          "front_end": FRONT_END, **layout["serving"]}
     return mapping, ""
 
 
@@ -408,8 +416,10 @@ def _ttft_at_shares(row: Row) -> tuple[float, float] | None:
 
 def latency_applies(row: Row) -> bool:
     """Whether the engine profile puts the silicon sample's request latency on the row's TTFT
-    (``engines.request_latency_for``: not where the engine's published points fitted the family)."""
-    return engines.request_latency_for(row.engine, row.family)[0] is not None
+    (``engines.request_latency_for`` behind the row's ``serving.front_end``: every row behind Dynamo, ``FRONT_END``)."""
+    obs = row.ttft_obs or row.tpot_obs
+    front_end = obs.scenario.serving.front_end if obs is not None else FRONT_END
+    return engines.request_latency_for(row.engine, row.family, front_end)[0] is not None
 
 
 def share_class(row: Row) -> str:

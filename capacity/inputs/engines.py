@@ -247,8 +247,8 @@ SILICON_FAMILIES: dict[str, tuple[str, ...]] = {
 #: was 7 points worse leave-one-group-out (51.4% against 44.3% TTFT MAPE, docs/fidelity.md); per engine and class was
 #: no better than per class.
 CLOSED_LOOP_CLUSTERING: dict[str, float] = {
-    "dense": 0.068,
-    "moe": 0.232,
+    "dense": 0.057,
+    "moe": 0.214,
 }
 
 
@@ -263,23 +263,39 @@ def clustering_for(moe: bool) -> float:
 #: ``CLOSED_LOOP_CLUSTERING`` (``python validation/silicon.py --fit``: the weighted medians of a coordinate descent on
 #: the mean absolute relative error, ``silicon.silicon_ttft_rules``). What the measured deployments' serving path
 #: adds: at 4 users the sample's first tokens come 0.1-0.3 s after one prefill on every SGLang model, 0.05-0.2 s on
-#: TensorRT-LLM and vLLM MoE models (docs/fidelity.md). Where the engine's own published points fitted the family
-#: (``FITTED_OVERHEAD_ENGINES``: TensorRT-LLM on Hopper, Ada and Ampere through Triton, 23 ms for Llama-3.1-8B's
-#: first token at 2 requests/s) those points measured no such path, and none is added (``request_latency_for``).
+#: TensorRT-LLM and vLLM MoE models (docs/fidelity.md). The sample's deployments are aiconfigurator's, behind NVIDIA
+#: Dynamo's front end (``FRONT_ENDS``; the harness states ``serving.front_end: dynamo``), so the fit is that path's,
+#: on every family. Behind
+#: the engine's own server (the default) it is added too, except where the engine's own published points fitted the
+#: family (``FITTED_OVERHEAD_ENGINES``: TensorRT-LLM on Hopper, Ada and Ampere through Triton, 23 ms for
+#: Llama-3.1-8B's first token at 2 requests/s): those points measured no such path (``request_latency_for``).
 SILICON_REQUEST_LATENCY_S: dict[str, float] = {
-    "sglang": 0.2559,
-    "tensorrt-llm": 0.0437,
-    "vllm": 0.0323,
+    "sglang": 0.2621,
+    "tensorrt-llm": 0.0617,
+    "vllm": 0.0355,
 }
 
 
-def request_latency_for(engine: str, family: str | None) -> tuple[float | None, str]:
-    """(request latency [s] or None, where it comes from) for an engine on a GPU family: none where the engine's
-    published points fitted the family's step (``overhead_rule`` "published": they measured the engine without
-    the sample's serving path), else the engine's fit on the silicon sample (``SILICON_REQUEST_LATENCY_S``; a
-    serving path does not depend on the GPU), else none (an engine the sample does not hold)."""
+#: The serving path in front of the engine's passes (``serving.front_end``), which sets the request latency an engine
+#: profile adds (``request_latency_for``): "engine", the engine's own server (the default); "dynamo", NVIDIA Dynamo's
+#: front end before the engine's workers, as aiconfigurator's generated deployments run (its generator starts
+#: ``python3 -m dynamo.frontend`` before every worker:
+#: src/aiconfigurator/generator/config/backend_templates/*/run.sh.j2, commit
+#: 095f58a51c4ca8e61b66ec108d86f223f8d559ce), which ``validation/silicon.py`` states for every row of the silicon
+#: sample; "none", in process, no server (trtllm-bench, an offline ``LLM`` object).
+FRONT_ENDS = ("engine", "dynamo", "none")
+
+
+def request_latency_for(engine: str, family: str | None, front_end: str = "engine") -> tuple[float | None, str]:
+    """(request latency [s] or None, where it comes from) for an engine on a GPU family behind ``front_end``
+    (``FRONT_ENDS``): none in process; behind Dynamo the engine's fit on the silicon sample on every family (a
+    serving path does not depend on the GPU); behind the engine's own server none where the engine's published
+    points fitted the family's step (``overhead_rule`` "published": they measured the engine without such a path),
+    else the silicon fit; none for an engine the sample does not hold."""
     key = ALIASES.get(engine, engine)
-    if overhead_rule(key, family) == "published":
+    if front_end == "none":
+        return None, "in process, no server"
+    if front_end != "dynamo" and overhead_rule(key, family) == "published":
         return None, f"{key}'s published points on {family} measured none"
     if key in SILICON_REQUEST_LATENCY_S:
         return SILICON_REQUEST_LATENCY_S[key], f"fitted on the silicon sample's {key} rows"
@@ -500,7 +516,7 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
             put("flops_half_tokens", half_tokens,
                 f"FLOP/s efficiency curve e(T) = {fitted[1]:.3f} T / (T + {half_tokens:g}), T the tokens per pass "
                 f"(H200 bf16 matmuls)")
-    latency, why = request_latency_for(p.engine, gpu_family(gpu_name))
+    latency, why = request_latency_for(p.engine, gpu_family(gpu_name), serving.get("front_end", "engine"))
     if latency and "request_latency" not in serving:
         put("request_latency_s", latency, f"request latency {latency * 1e3:.3g} ms on every TTFT: the serving path "
                                           f"outside the engine's passes ({why}); serving.request_latency sets it")

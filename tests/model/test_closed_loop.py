@@ -285,7 +285,8 @@ def test_clustering_is_the_engine_profiles_and_only_without_think_time():
                               "serving": {"engine": "vllm"},
                               "workload": {"prompt_tokens": 1000, "output_tokens": 500, "concurrency": 40}})
     assert moe.workload.clustering == engines.CLOSED_LOOP_CLUSTERING["moe"] > engines.CLOSED_LOOP_CLUSTERING["dense"]
-    assert any("23.2% of the other users" in line and "MoE models" in line for line in moe.serving.engine_defaults)
+    share = f"{engines.CLOSED_LOOP_CLUSTERING['moe']:.1%} of the other users"
+    assert any(share in line and "MoE models" in line for line in moe.serving.engine_defaults)
     assert any("same step" in line for line in profile.serving.engine_defaults)
     mine = Scenario.from_dict({**vllm, "workload": {**vllm["workload"], "concurrency": 40, "clustering": 0}})
     assert mine.workload.clustering == 0.0

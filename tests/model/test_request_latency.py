@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capacity import Scenario
+from capacity import Scenario, ScenarioError
 from capacity.inputs import engines
 from capacity.model.analysis import ENGINE_TTFT_RESULTS, closed_loop, replica_stages
 from capacity.model.mix import mix_model
@@ -125,3 +125,24 @@ def test_engine_profiles_add_the_fitted_latency_except_where_published_points_fi
     trt = Scenario.from_dict({**ESSAY_001, "serving": {"engine": "tensorrt-llm"}, "gpu": {"name": "h100-sxm"}})
     assert trt.serving.request_latency_s == 0.0
     assert Scenario.from_dict(ESSAY_001).serving.request_latency_s == 0.0  # the essays' convention: none
+
+
+def test_the_front_end_sets_where_the_fitted_latency_applies():
+    """``serving.front_end``: behind Dynamo (the silicon sample's path) the fit applies on every family, TensorRT-LLM
+    on Hopper too; in process (``none``) nothing is added; the engine's own server (the default) keeps the published
+    points' rule; a stated latency wins over every path; an unknown path is refused with the choices."""
+    trt = {**ESSAY_001, "gpu": {"name": "h100-sxm"}}
+    assert engines.request_latency_for("tensorrt-llm", "hopper", "dynamo")[0] == engines.SILICON_REQUEST_LATENCY_S[
+        "tensorrt-llm"]
+    for front_end, expected in (("dynamo", engines.SILICON_REQUEST_LATENCY_S["tensorrt-llm"]), ("none", 0.0),
+                                ("engine", 0.0)):
+        s = Scenario.from_dict({**trt, "serving": {"engine": "tensorrt-llm", "front_end": front_end}})
+        assert s.serving.request_latency_s == expected and s.serving.front_end == front_end
+    blackwell = Scenario.from_dict({**ESSAY_001, "gpu": {"name": "b200"},
+                                    "serving": {"engine": "sglang", "front_end": "none"}})
+    assert blackwell.serving.request_latency_s == 0.0
+    mine = Scenario.from_dict({**trt, "serving": {"engine": "tensorrt-llm", "front_end": "none",
+                                                  "request_latency": "7 ms"}})
+    assert mine.serving.request_latency_s == pytest.approx(0.007)
+    with pytest.raises(ScenarioError, match="serving.front_end must be one of engine, dynamo, none"):
+        Scenario.from_dict({**trt, "serving": {"engine": "vllm", "front_end": "nginx"}})

@@ -111,14 +111,25 @@ def test_each_model_class_fits_its_own_share():
     assert latency == {"vllm": pytest.approx(0.04, abs=1e-12)}
 
 
-def test_rows_whose_profile_adds_no_latency_fit_none():
-    """TensorRT-LLM on Hopper keeps its published family fit, so its engine profile adds no request latency and its
-    rows fit the share alone: (y - T_0) / s is 0.3 on every row."""
+def test_rows_behind_dynamo_fit_a_latency_and_others_none():
+    """Every row is served behind Dynamo's front end (``silicon.FRONT_END``), so TensorRT-LLM on Hopper, whose own
+    server keeps the published family fit and adds no latency, fits one too: rows built as T_0 + 0.3 s give k = 0.3
+    and L = 0 (every error 0). The same rows behind the engine's own server fit the share alone."""
+    import dataclasses
+
     rows = _ttft_rows([(0.1, 1.0, 0.4), (0.2, 2.0, 0.8), (0.1, 0.5, 0.25)], backend="trtllm",
                       backend_version="1.0.0")
-    assert not silicon.latency_applies(rows[0])
+    assert rows[0].ttft_obs.scenario.serving.front_end == silicon.FRONT_END == "dynamo"
+    assert silicon.latency_applies(rows[0])
     share, latency = silicon.silicon_ttft_rules(rows)
-    assert share == {"dense": pytest.approx(0.3, abs=1e-12)} and latency == {}
+    assert share == {"dense": pytest.approx(0.3, abs=1e-12)}
+    assert latency == {"tensorrt-llm": pytest.approx(0.0, abs=1e-12)}
+    for row in rows:
+        s = row.ttft_obs.scenario
+        row.ttft_obs = dataclasses.replace(row.ttft_obs, scenario=dataclasses.replace(
+            s, serving=dataclasses.replace(s.serving, front_end="engine")))
+    assert not silicon.latency_applies(rows[0])
+    assert silicon.silicon_ttft_rules(rows) == ({"dense": pytest.approx(0.3, abs=1e-12)}, {})
 
 
 def test_the_shipped_ttft_rules_are_the_harness_fit():
