@@ -241,7 +241,7 @@ SILICON_FAMILIES: dict[str, tuple[str, ...]] = {
 #: Fitted on the sample's closed-loop TTFT rows together with ``SILICON_REQUEST_LATENCY_S`` (``python
 #: validation/silicon.py --fit``, ``silicon.silicon_ttft_rules``: with the latencies held, the weighted median of the
 #: share each row of the class asks for, weights its TTFT's slope in the share over the TTFT, the mean absolute
-#: relative error's minimiser). One share per model class, not per engine: the MoE rows ask for about three times
+#: relative error's minimiser). One share per model class, not per engine: the MoE rows ask for three to four times
 #: the dense rows' share on every engine (their clustered prompts cost more than the roofline's arithmetic, c, says:
 #: grouped expert matmuls and token routing; the step model does not hold that cost), and one share for both classes
 #: was 7 points worse leave-one-group-out (51.4% against 44.3% TTFT MAPE, docs/fidelity.md); per engine and class was
@@ -265,10 +265,10 @@ def clustering_for(moe: bool) -> float:
 #: adds: at 4 users the sample's first tokens come 0.1-0.3 s after one prefill on every SGLang model, 0.05-0.2 s on
 #: TensorRT-LLM and vLLM MoE models (docs/fidelity.md). The sample's deployments are aiconfigurator's, behind NVIDIA
 #: Dynamo's front end (``FRONT_ENDS``; the harness states ``serving.front_end: dynamo``), so the fit is that path's,
-#: on every family. Behind
-#: the engine's own server (the default) it is added too, except where the engine's own published points fitted the
-#: family (``FITTED_OVERHEAD_ENGINES``: TensorRT-LLM on Hopper, Ada and Ampere through Triton, 23 ms for
-#: Llama-3.1-8B's first token at 2 requests/s): those points measured no such path (``request_latency_for``).
+#: on every family. Behind the engine's own server (the default) it is added too, except where the engine's own
+#: published points fitted the family (``FITTED_OVERHEAD_ENGINES``: TensorRT-LLM on Hopper, Ada and Ampere through
+#: Triton, 23 ms for Llama-3.1-8B's first token at 2 requests/s): those points measured no such path
+#: (``request_latency_for``).
 SILICON_REQUEST_LATENCY_S: dict[str, float] = {
     "sglang": 0.2621,
     "tensorrt-llm": 0.0617,
