@@ -16,7 +16,9 @@ from app_views.state import (
     BLOCK_SIZES,
     CUSTOM,
     DTYPES,
+    ENGINE_CHOICES,
     FIELDS,
+    FRONT_END_CHOICES,
     KV_DTYPES,
     SPEC_KEYS,
     SPEC_METHODS,
@@ -283,6 +285,8 @@ def _said(key: str, value: Any, unit: str) -> str:
         return UNSET[key]
     if key == "spec_method":
         return f"speculative decoding: {SPEC_WORDS.get(value, value)}"
+    if key == "front_end":
+        return f"front end: {FRONT_END_WORDS.get(value, value)}"
     return SUMMARY[key].format(value, unit=unit)
 
 
@@ -377,7 +381,7 @@ ON_DEMAND = ("layers", "kv_heads", "head_dim", "params_b", "weights_mem", "memor
              "pipeline_parallel", "replicas", "price_per_hour", "energy_price_kwh", "pue", "board_power_w",
              "bandwidth_efficiency", "flops_efficiency", "memory_utilization", "block_size", "max_model_len",
              "step_overhead_ms", "max_num_seqs", "reserve_mem", "spec_method", *SPEC_KEYS, "shared_prefix_tokens",
-             "headroom_pct", "peak_factor")
+             "headroom_pct", "peak_factor", "front_end")
 
 
 def _catalog_shown(d: dict[str, Any], key: str, unit: str) -> tuple[str, str]:
@@ -414,6 +418,11 @@ SUMMARY = {"layers": "{:,} layers", "kv_heads": "{:,} KV heads", "head_dim": "he
 UNSET = {"max_num_seqs": "max running: no cap", "energy_price_kwh": "electricity price not set",
          "board_power_w": "board power unknown"}
 #: The speculative-decoding methods in words (``serving.speculative.method``; ``capacity.inputs.speculative``).
+#: The engines and front ends in words (``serving.engine``, ``serving.front_end``).
+ENGINE_WORDS = {"vllm": "vLLM", "tensorrt-llm": "TensorRT-LLM", "sglang": "SGLang",
+                "ideal": "ideal (the essays' convention: no engine's defaults)"}
+FRONT_END_WORDS = {"engine": "the engine's own server", "dynamo": "NVIDIA Dynamo front end",
+                   "none": "in process (no server)"}
 SPEC_WORDS = {"none": "none", "draft": "a draft model", "eagle": "EAGLE head", "mtp": "MTP heads (the model's own)",
               "ngram": "n-gram lookup (no drafter)"}
 
@@ -457,6 +466,29 @@ def _power(sb: Any, d: dict[str, Any], unit: str) -> None:
             help="each GPU's power at full load, from the catalog's datasheet unless you type your own (0 = "
                  "unknown: no energy figures); every GPU is counted at it all month, an upper bound on the energy")
     _mark(sb, "board_power_w", *_catalog_shown(d, "board_power_w", unit))
+
+
+def _engine(sb: Any, d: dict[str, Any], everything: bool) -> None:
+    """The serving engine (``serving.engine``), and with every input drawn the front end before it
+    (``serving.front_end``). An engine fills every serving setting the sizing leaves out with its own default (memory
+    rule, batch cap, tokens per pass, step overhead, request latency); the answer lists each one it applied."""
+    values = widget_values(d)
+    engine, front = values["engine"], values["front_end"]
+    # A name the library does not know (from a file or a link) is shown as written; the library's message names it.
+    options = ENGINE_CHOICES if engine in ENGINE_CHOICES else [*ENGINE_CHOICES, engine]
+    sb.selectbox("serving engine", options, key="engine", format_func=lambda e: ENGINE_WORDS.get(e, e),
+                 on_change=on_field, args=("engine",),
+                 help="the engine's defaults fill every serving setting you leave out (memory rule, batch cap, "
+                      "tokens per pass, step overhead, request latency); the answer lists each one. Not chosen: "
+                      f"{ENGINE_WORDS[FIELDS['engine'].default]}'s, stated as an assumption")
+    if not everything:
+        return
+    options = FRONT_END_CHOICES if front in FRONT_END_CHOICES else [*FRONT_END_CHOICES, front]
+    sb.selectbox("front end", options, key="front_end", format_func=lambda f: FRONT_END_WORDS.get(f, f),
+                 on_change=on_field, args=("front_end",),
+                 help="what serves the requests in front of the engine; it sets the request latency added to every "
+                      "TTFT: the engine's own server, NVIDIA Dynamo's front end (the latency measured behind it on "
+                      "every GPU), or none in process")
 
 
 def _speculative(sb: Any, d: dict[str, Any]) -> None:
@@ -573,8 +605,9 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
         _on_demand(sb, d, unit, "gpu", mine)
     section_problems("gpu")
 
+    sb.subheader("Serving engine")
+    _engine(sb, d, everything)
     if everything:
-        sb.subheader("Serving engine")
         _slider(sb, "memory_utilization", 0.01)
         c1 = c2 = _row(sb)
         c1.selectbox("block size (tokens)", BLOCK_SIZES, key="block_size", on_change=on_field,

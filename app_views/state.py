@@ -33,6 +33,7 @@ import yaml
 from capacity.errors import ScenarioError, show
 from capacity.fileio.safe_load import load_shipped, parse_json
 from capacity.inputs import catalog
+from capacity.inputs.engines import ALIASES, DEFAULT_ENGINE, ENGINES, FRONT_ENDS, IDEAL
 from capacity.inputs.specs import SITE_GPU_KEYS, Gpu, Model, gpu_from_mapping, model_from_mapping
 from capacity.inputs.speculative import METHODS, check_speculative
 from capacity.inputs.units import parse_quantity
@@ -50,6 +51,10 @@ UNIT_BYTES = {"GB": 1e9, "GiB": 2.0**30}
 SPECULATIVE = ("serving", "speculative")
 #: The speculative-decoding choices: none (the section left out) or a method the library accepts.
 SPEC_METHODS = ["none", *METHODS]
+#: The serving engines a sizing can name (``serving.engine``): an engine profile, or the essays' convention.
+ENGINE_CHOICES = [*ENGINES, IDEAL]
+#: What serves the requests in front of the engine (``serving.front_end``): it sets where the request latency applies.
+FRONT_END_CHOICES = list(FRONT_ENDS)
 #: Longest scenario name kept (it names downloads and the link).
 NAME_MAX = 120
 
@@ -109,6 +114,9 @@ _FIELDS = [
     Field("block_size", ("serving", "block_size"), "block size (tokens)", "choice", default=16),
     Field("max_model_len", ("serving", "max_model_len"), "max model length (tokens)", "int", 1, 1e9,
           follows="model"),
+    # The engine profile (``serving.engine``): absent, the library takes DEFAULT_ENGINE's and says so as an assumption.
+    Field("engine", ("serving", "engine"), "serving engine", "choice", default=DEFAULT_ENGINE),
+    Field("front_end", ("serving", "front_end"), "front end", "choice", default=FRONT_ENDS[0]),
     Field("step_overhead_ms", ("serving", "step_overhead"), "overhead per step (ms)", "ms", 0.0, 1e6, default=0.0),
     Field("max_num_seqs", ("serving", "max_num_seqs"), "max running sequences (0 = no cap)", "int", 0, 1e9,
           none_at_zero=True, default=0),
@@ -850,10 +858,13 @@ def doc_from_link(params: Mapping[str, str], base: Mapping[str, Any]) -> tuple[d
                 elif section.get("name") != key:
                     choose(doc, field.key, key, keep=set())
             continue
-        if field.key in ("weight_dtype", "kv_dtype", "block_size", "spec_method"):
+        if field.key in ("weight_dtype", "kv_dtype", "block_size", "spec_method", "engine", "front_end"):
             allowed = {"weight_dtype": DTYPES, "kv_dtype": KV_DTYPES, "block_size": BLOCK_SIZES,
-                       "spec_method": SPEC_METHODS}[field.key]
+                       "spec_method": SPEC_METHODS, "engine": ENGINE_CHOICES,
+                       "front_end": FRONT_END_CHOICES}[field.key]
             value: Any = text.lower()
+            if field.key == "engine":  # the library's other names for an engine ("trtllm") name it too
+                value = ALIASES.get(value, value)
             if field.key == "block_size":
                 value = int(text) if text.isdigit() else text
             if value not in allowed:
