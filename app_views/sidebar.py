@@ -417,12 +417,12 @@ SUMMARY = {"layers": "{:,} layers", "kv_heads": "{:,} KV heads", "head_dim": "he
 #: How the caption words an input whose 0 (or "none") means it is not set.
 UNSET = {"max_num_seqs": "max running: no cap", "energy_price_kwh": "electricity price not set",
          "board_power_w": "board power unknown"}
-#: The speculative-decoding methods in words (``serving.speculative.method``; ``capacity.inputs.speculative``).
 #: The engines and front ends in words (``serving.engine``, ``serving.front_end``).
 ENGINE_WORDS = {"vllm": "vLLM", "tensorrt-llm": "TensorRT-LLM", "sglang": "SGLang",
                 "ideal": "ideal (the essays' convention: no engine's defaults)"}
 FRONT_END_WORDS = {"engine": "the engine's own server", "dynamo": "NVIDIA Dynamo front end",
                    "none": "in process (no server)"}
+#: The speculative-decoding methods in words (``serving.speculative.method``; ``capacity.inputs.speculative``).
 SPEC_WORDS = {"none": "none", "draft": "a draft model", "eagle": "EAGLE head", "mtp": "MTP heads (the model's own)",
               "ngram": "n-gram lookup (no drafter)"}
 
