@@ -33,7 +33,7 @@ import yaml
 from capacity.errors import ScenarioError, show
 from capacity.fileio.safe_load import load_shipped, parse_json
 from capacity.inputs import catalog
-from capacity.inputs.engines import ALIASES, DEFAULT_ENGINE, ENGINES, FRONT_ENDS, IDEAL
+from capacity.inputs.engines import ALIASES, DEFAULT_ENGINE, DEFAULT_FRONT_END, ENGINES, FRONT_ENDS, IDEAL
 from capacity.inputs.specs import SITE_GPU_KEYS, Gpu, Model, gpu_from_mapping, model_from_mapping
 from capacity.inputs.speculative import METHODS, check_speculative
 from capacity.inputs.units import parse_quantity
@@ -116,7 +116,7 @@ _FIELDS = [
           follows="model"),
     # The engine profile (``serving.engine``): absent, the library takes DEFAULT_ENGINE's and says so as an assumption.
     Field("engine", ("serving", "engine"), "serving engine", "choice", default=DEFAULT_ENGINE),
-    Field("front_end", ("serving", "front_end"), "front end", "choice", default=FRONT_ENDS[0]),
+    Field("front_end", ("serving", "front_end"), "front end", "choice", default=DEFAULT_FRONT_END),
     Field("step_overhead_ms", ("serving", "step_overhead"), "overhead per step (ms)", "ms", 0.0, 1e6, default=0.0),
     Field("max_num_seqs", ("serving", "max_num_seqs"), "max running sequences (0 = no cap)", "int", 0, 1e9,
           none_at_zero=True, default=0),

@@ -284,9 +284,12 @@ SILICON_REQUEST_LATENCY_S: dict[str, float] = {
 #: 095f58a51c4ca8e61b66ec108d86f223f8d559ce), which ``validation/silicon.py`` states for every row of the silicon
 #: sample; "none", in process, no server (trtllm-bench, an offline ``LLM`` object).
 FRONT_ENDS = ("engine", "dynamo", "none")
+#: The front end a scenario that names none has: the engine's own server.
+DEFAULT_FRONT_END = FRONT_ENDS[0]
 
 
-def request_latency_for(engine: str, family: str | None, front_end: str = "engine") -> tuple[float | None, str]:
+def request_latency_for(engine: str, family: str | None, front_end: str = DEFAULT_FRONT_END
+                        ) -> tuple[float | None, str]:
     """(request latency [s] or None, where it comes from) for an engine on a GPU family behind ``front_end``
     (``FRONT_ENDS``): none in process; behind Dynamo the engine's fit on the silicon sample on every family (a
     serving path does not depend on the GPU); behind the engine's own server none where the engine's published
@@ -516,7 +519,7 @@ def apply(serving: Mapping[str, Any], engine: str, version: str | None, *, tp: i
             put("flops_half_tokens", half_tokens,
                 f"FLOP/s efficiency curve e(T) = {fitted[1]:.3f} T / (T + {half_tokens:g}), T the tokens per pass "
                 f"(H200 bf16 matmuls)")
-    latency, why = request_latency_for(p.engine, gpu_family(gpu_name), serving.get("front_end", "engine"))
+    latency, why = request_latency_for(p.engine, gpu_family(gpu_name), serving.get("front_end", DEFAULT_FRONT_END))
     if latency and "request_latency" not in serving:
         put("request_latency_s", latency, f"request latency {latency * 1e3:.3g} ms on every TTFT: the serving path "
                                           f"outside the engine's passes ({why}); serving.request_latency sets it")

@@ -19,7 +19,7 @@ from capacity.formulas.quantisation import SCHEMES, embedding_params, routed_exp
 from capacity.formulas.quantisation import flops_key as scheme_flops_key
 from capacity.formulas.quantisation import weight_bytes as scheme_weight_bytes
 from capacity.inputs import catalog
-from capacity.inputs.engines import ALIASES, ENGINES, FRONT_ENDS, IDEAL
+from capacity.inputs.engines import ALIASES, DEFAULT_FRONT_END, ENGINES, FRONT_ENDS, IDEAL
 from capacity.inputs.numbers import NUMBER
 from capacity.inputs.speculative import check_speculative
 from capacity.inputs.units import BASE_UNIT, parse_quantity
@@ -144,7 +144,7 @@ class Serving:
     kv_on_demand: bool = False             # KV blocks allocated as tokens arrive (analysis._batch_running)
     speculative: dict | None = None        # serving.speculative validated (inputs.speculative); None: no speculation
     request_latency_s: float = 0.0         # a request's time outside the engine's passes, added to its TTFT [s]
-    front_end: str = "engine"              # the serving path before the engine (engines.FRONT_ENDS)
+    front_end: str = DEFAULT_FRONT_END     # the serving path before the engine (engines.FRONT_ENDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,8 +237,13 @@ class MixModel:
         return np.where(lam < self.ceiling_rps, step, np.inf)
 
     def ttft_s(self, rate_rps: Any) -> np.ndarray:
-        """Mean TTFT of an average arrival at load λ [s]: ``t_p`` plus the wait of ``slo.ttft_at_rate_s``, plus the
-        request latency L (``analysis.delayed_ttft``: a pure delay).
+        """Mean TTFT of an average arrival at load λ [s]: the engine's (``engine_ttft_s``) plus the request latency L
+        (``analysis.delayed_ttft_s``: a pure delay)."""
+        return delayed_ttft_s(self.engine_ttft_s(rate_rps), self.request_latency_s)
+
+    def engine_ttft_s(self, rate_rps: Any) -> np.ndarray:
+        """Mean TTFT of an average arrival at load λ in the engine's passes [s]: ``t_p`` plus the wait of
+        ``slo.ttft_at_rate_s``.
 
         Prefills of mixed sizes make the pass in progress longer (length-biased), so the arrivals are given to
         the TTFT model as their equivalent stream of equal prompts with the same mean and variance of work:
@@ -249,7 +254,7 @@ class MixModel:
         f, beta = self.work_stream()
         ttft = slo.ttft_at_rate_s(f * lam, beta, f * self.ceiling_rps, self.prefill_compute_s / f,
                                   self.decode_step_at_s(lam), self.output_tokens / f)
-        return delayed_ttft_s(ttft - beta + self.prefill_s, self.request_latency_s)
+        return ttft - beta + self.prefill_s
 
     def work_stream(self, gpu: bool = False) -> tuple[float, float]:
         """(count factor ``f = (Σ w t)² / Σ w t²`` [-], size ``β = Σ w t² / Σ w t`` [s]) of the prefill work per

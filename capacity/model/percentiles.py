@@ -100,7 +100,7 @@ def residual_wait(mix: MixModel, rate_rps: float) -> tuple[float, float, float, 
     s = float(mix.decode_step_at_s(rate_rps))
     rho = rate_rps * mix.prefill_compute_s
     busy = min(rate_rps * mix.prefill_s, 1.0 - 1e-12)
-    mean_wait = max(float(mix.ttft_s(rate_rps)) - mix.request_latency_s - mix.prefill_s, 0.0) / (1.0 + 2.0 * rho)
+    mean_wait = max(float(mix.engine_ttft_s(rate_rps)) - mix.prefill_s, 0.0) / (1.0 + 2.0 * rho)
     theta = max(mean_wait - (1.0 - busy) * s / 2.0, 0.0) / busy if busy > 0 else 0.0
     return busy, s, theta, rho
 

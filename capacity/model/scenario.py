@@ -152,7 +152,7 @@ class Scenario:
                           kv_on_demand=bool(e.get("kv_on_demand")),
                           engine_note=engine_note, speculative=s.get("speculative"),
                           request_latency_s=s.get("request_latency", e.get("request_latency_s", 0.0)),
-                          front_end=s.get("front_end", "engine"))
+                          front_end=s.get("front_end", engines.DEFAULT_FRONT_END))
         rate = w.get("arrival_rate")
         if w.get("daily_users"):  # users a day, converted to the busiest hour's arrival rate
             rate = float(peak_hour_rate_rps(w["daily_users"], w["requests_per_user_per_day"], w["peak_hour_share"]))

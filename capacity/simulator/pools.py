@@ -100,8 +100,10 @@ def pool_engines(scenario: Scenario, analytic: Any = None) -> tuple[tuple[Scenar
 
 
 def decode_config(config: SimulationConfig) -> SimulationConfig:
-    """The decode pool's engine settings: whole-prompt admission (a prefilled prompt takes no chunks), no split."""
-    return dataclasses.replace(config, prefill_replicas=0, chunked_prefill=False)
+    """The decode pool's engine settings: whole-prompt admission (a prefilled prompt takes no chunks), no split, and
+    no request latency: its arrivals are handoffs, not users' requests (``as_users_see`` and ``user_times`` add the
+    latency to what a user sees, once)."""
+    return dataclasses.replace(config, prefill_replicas=0, chunked_prefill=False, request_latency_s=0.0)
 
 
 def split(scenario: Scenario, config: SimulationConfig, table: RequestTable, analytic: Any, cost: CostModel,
@@ -133,8 +135,7 @@ def as_users_see(result: SimulationResult, config: SimulationConfig, table: Requ
     ids = order[df["request_id"].to_numpy()]
     arrival, handoff = table.arrival_s[ids], hand.handoff_s[ids]
     finish = df["finish_s"].to_numpy(dtype=float)
-    # The decode engine's TTFT less the request latency it adds: the wait for a slot (its prefill takes 0 s).
-    wait = df["ttft_s"].to_numpy(dtype=float) - result.config.request_latency_s
+    wait = df["ttft_s"].to_numpy(dtype=float)  # the decode engine's TTFT: the wait for a slot (its prefill takes 0 s)
     seen = user_times(arrival, handoff, df["output_tokens"].to_numpy(), finish, config.request_latency_s)
     df = df.assign(request_id=ids, arrival_s=arrival, queue_s=hand.start_s[ids] - arrival, ttft_s=seen["ttft_s"],
                    tpot_s=seen["tpot_s"], max_itl_s=df["max_itl_s"].to_numpy(dtype=float) + wait,
