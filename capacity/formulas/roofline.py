@@ -172,14 +172,37 @@ def allreduce_s(fixed_s: ArrayLike, per_token_s: ArrayLike, tokens: ArrayLike) -
 
 @scalar_out
 def prefill_s(weight_bytes: ArrayLike, prompt_tokens: ArrayLike, params: ArrayLike, bandwidth: ArrayLike,
-              flops: ArrayLike, step_overhead_s: ArrayLike) -> np.ndarray:
-    """Prefill of P uncached prompt tokens, run alone: ``max(W / BW, P * 2N / F) + o`` [s].
+              flops: ArrayLike, step_overhead_s: ArrayLike, attention_s: ArrayLike = 0.0) -> np.ndarray:
+    """Prefill of P uncached prompt tokens, run alone: ``max(W / BW, P * 2N / F + t_attn) + o`` [s].
 
-    Excel: ``=MAX(weight_bytes/bandwidth,prompt_tokens*2*params/flops)+step_overhead_s``.
+    ``attention_s``: attention's arithmetic (``attention_s``; 0 under the essays' convention).
+    Excel: ``=MAX(weight_bytes/bandwidth,prompt_tokens*2*params/flops+attention_s)+step_overhead_s``.
     Essay 001: max(8 ms, 1,000 * 16 GFLOP / 150 TFLOP/s) + 3 ms = 109.7 ms.
     """
-    return np.maximum(_f(weight_bytes) / _f(bandwidth), _f(prompt_tokens) * 2.0 * _f(params) / _f(flops)) + _f(
-        step_overhead_s)
+    return np.maximum(_f(weight_bytes) / _f(bandwidth),
+                      _f(prompt_tokens) * 2.0 * _f(params) / _f(flops) + _f(attention_s)) + _f(step_overhead_s)
+
+
+def attention_s_per_pair(attention_dim: ArrayLike, layers: ArrayLike, gpus: ArrayLike,
+                         attention_flops: ArrayLike) -> np.ndarray:
+    """Time of attention's arithmetic per query token and context token on one GPU: ``2 D L / (g F_attn)`` [s].
+
+    One query token over c context tokens multiplies QK^T (``heads x d_qk`` values per context token, 2 FLOPs each)
+    and PV (``heads x d_v``) in every KV layer: ``2 D c`` FLOPs a layer with ``D = heads x (d_qk + d_v)``; the g
+    GPUs of a stage split the heads. A causal prompt of P tokens (mean context P / 2) then does ``D L P^2`` FLOPs,
+    FlashAttention's count (``4 P^2 heads d / 2`` a layer; Dao, FlashAttention-2, 2023, sec. 4.1). Llama-3.1-8B
+    (D = 32 heads x 2 x 128, 32 layers), 8,192 tokens: 8,192 x 32 x 8,192^2 = 17.6 TFLOP beside the weights'
+    2 x 8.03e9 x 8,192 = 131.6 TFLOP (+13%); DeepSeek-R1 (MLA, D = 128 x (192 + 128), 61 layers): 168 TFLOP beside
+    2 x 37e9 x 8,192 = 606 TFLOP, and at the 16-bit peak, not the fp8 one.
+    Excel: ``=2*attention_dim*layers/(gpus*attention_flops)``.
+    """
+    return 2.0 * _f(attention_dim) * _f(layers) / (_f(gpus) * _f(attention_flops))
+
+
+def attention_s(query_tokens: ArrayLike, context_tokens: ArrayLike, per_pair_s: ArrayLike) -> np.ndarray:
+    """Attention's arithmetic of ``query_tokens`` tokens over a mean ``context_tokens`` each: ``T c a`` [s], with
+    ``a = attention_s_per_pair``. Excel: ``=query_tokens*context_tokens*per_pair_s``."""
+    return _f(query_tokens) * _f(context_tokens) * _f(per_pair_s)
 
 
 @scalar_out

@@ -99,7 +99,8 @@ def profile_from_fit(scenario: Any, fit: Any, source: str = "") -> dict[str, Any
     raw_gpu = scenario.raw.get("gpu") if scenario.raw else None
     gpu_name = raw_gpu if isinstance(raw_gpu, str) else (raw_gpu or {}).get("name", scenario.gpu.name)
     profile: dict[str, Any] = {"gpu": _gpu_key(gpu_name)}
-    profile.update({k: round(float(v), 6) for k, v in values.items() if fit.identified(k)})
+    # six significant digits: an overhead of a few ms rounded to 6 decimals (1 us) moved the fit's predictions 2e-5
+    profile.update({k: float(f"{float(v):.6g}") for k, v in values.items() if fit.identified(k)})
     profile["not_identified"] = {k: fit.held[k] for k in values if k in fit.held}
     if scenario.gpu.bandwidth_half_bytes or scenario.gpu.flops_half_tokens:
         profile["curves"] = True  # fitted under the engine profile's efficiency curves: the factors are plateaus

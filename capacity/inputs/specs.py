@@ -60,6 +60,16 @@ class Model:
     vocab_size: int | None = None           # embedding rows (16-bit embeddings of a quantised checkpoint)
     tie_word_embeddings: bool = False
     quantization: str | None = None         # a quantisation.SCHEMES key; None: the weight_dtype convention
+    attention_dim: int | None = None        # query heads x (q.k + v head dims), per KV layer; None: heads x 2 head_dim
+
+    @property
+    def attention_width(self) -> float:
+        """Values one query token's attention multiplies per context token and KV layer, over QK^T and PV:
+        ``D = heads x (d_qk + d_v)`` (``attention_dim``; a GQA model ``heads x 2 head_dim``; MLA as engines
+        prefill it, ``heads x (qk_nope + qk_rope + v_head_dim)``) [values]; 0 where the heads are unknown."""
+        if self.attention_dim:
+            return float(self.attention_dim)
+        return float(2 * self.attention_heads * self.head_dim) if self.attention_heads else 0.0
 
     @property
     def kv_bytes_per_value(self) -> float:
@@ -98,6 +108,7 @@ class Gpu:
     tdp_watts: float | None = None
     energy_price_per_kwh: float | None = None
     pue: float = 1.0
+    attention_flops: float | None = None  # peak of 16-bit matmuls, where attention runs (flops_bf16); None: flops
 
     @property
     def gpus_per_replica(self) -> int:
@@ -113,6 +124,13 @@ class Gpu:
     def effective_flops(self) -> float:
         """FLOP/s the roofline uses: peak x flops_efficiency [FLOP/s]."""
         return self.flops * self.flops_efficiency
+
+    @property
+    def effective_attention_flops(self) -> float:
+        """FLOP/s of attention's arithmetic: the 16-bit peak (``attention_flops``, else ``flops``) x flops_efficiency
+        [FLOP/s]. Engines run prefill attention in 16 bit whatever the weights' dtype (FlashAttention, FlashInfer,
+        TensorRT-LLM's context FMHA by default)."""
+        return (self.attention_flops or self.flops) * self.flops_efficiency
 
 
 #: Engine defaults where a scenario leaves a setting out (vLLM's defaults: gpu_memory_utilization 0.90,
@@ -142,6 +160,7 @@ class Serving:
     engine_defaults: tuple[str, ...] = ()  # the engine defaults applied, one line each
     batched_prefill: bool = False          # prompts share prefill passes of max_batched_tokens (engine profiles)
     kv_on_demand: bool = False             # KV blocks allocated as tokens arrive (analysis._batch_running)
+    attention_arithmetic: bool = False     # prefill counts attention's FLOPs (engine profiles; the essays do not)
     speculative: dict | None = None        # serving.speculative validated (inputs.speculative); None: no speculation
     request_latency_s: float = 0.0         # a request's time outside the engine's passes, added to its TTFT [s]
     front_end: str = DEFAULT_FRONT_END     # the serving path before the engine (engines.FRONT_ENDS)
@@ -353,6 +372,7 @@ GPU_FIELDS: dict[str, Check] = {
     "allreduce_latency": quantity("time", allow_zero=True), "pipeline_parallel": positive_int,
     "replicas": positive_int, "nvlink_domain": positive_int, "network_bandwidth": quantity("bandwidth"),
     "tdp_watts": positive, "energy_price_per_kwh": non_negative, "pue": _pue,
+    "attention_flops": quantity("flops"),
 }
 #: ``gpu`` keys that describe the site, not the GPU: the electricity price and the facility's PUE (issue 29). They stay
 #: when a layout or a pool runs on another GPU type (``split_pools.pool_mapping``, ``sizing.layout_scenarios``).
@@ -596,7 +616,10 @@ def model_from_mapping(raw: Any, problems: list[str]) -> Model | None:
         intermediate_size=_int_or_none(f.get("intermediate_size")), vocab_size=_int_or_none(f.get("vocab_size")),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", False)), quantization=scheme,
         moe_layers=(f["layers"] - int(f.get("first_dense_layers") or 0)) if experts else None,
-        transformer_layers=f["layers"] if layers != f["layers"] else None)
+        transformer_layers=f["layers"] if layers != f["layers"] else None,
+        attention_dim=(f["attention_heads"] * (f["qk_nope_head_dim"] + f["qk_rope_head_dim"] + f["v_head_dim"])
+                       if mla and f.get("attention_heads") and f.get("qk_nope_head_dim") and f.get("v_head_dim")
+                       else None))
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -649,4 +672,7 @@ def gpu_from_mapping(raw: Any, weight_dtype: str, problems: list[str]) -> Gpu | 
                allreduce_latency_s=f.get("allreduce_latency", 0.0), pipeline_parallel=f.get("pipeline_parallel", 1),
                replicas=f.get("replicas", 1), nvlink_domain=f.get("nvlink_domain"),
                network_bandwidth=f.get("network_bandwidth"), tdp_watts=f.get("tdp_watts"),
-               energy_price_per_kwh=f.get("energy_price_per_kwh"), pue=f.get("pue", 1.0))
+               energy_price_per_kwh=f.get("energy_price_per_kwh"), pue=f.get("pue", 1.0),
+               attention_flops=f.get("attention_flops") or (
+                   parse_quantity(entry["flops_bf16"], "flops", "gpu.flops_bf16")
+                   if entry.get("flops_bf16") and "flops" not in user else None))

@@ -85,6 +85,11 @@ INPUTS: dict[str, tuple[str, str]] = {
     # Efficiency curves (engine profiles, capacity.inputs.engines.EFFICIENCY_CURVES): e(x) = e_max x / (x + x_half).
     "bandwidth_half_bytes": ("B", "bytes per layer at which a pass reaches half its plateau bandwidth (0: constant)"),
     "flops_half_tokens": ("tokens", "tokens per pass at which matmuls reach half their plateau FLOP/s (0: constant)"),
+    # Attention's arithmetic in prefill (engine profiles): a causal prompt of P tokens does D x P^2 FLOPs per KV layer.
+    "attention_dim": ("values", "query heads x (q.k + v head dims): attention FLOPs per query token per context "
+                                "token and KV layer, over 2 (0: not counted, the essays)"),
+    "attention_flops": ("FLOP/s", "FLOP/s of attention's arithmetic per GPU: the 16-bit peak x efficiency "
+                                  "(nan: flops)"),
     # Closed loop (workload.concurrency): the load as users in flight instead of an arrival rate.
     "concurrency": ("users", "closed loop: users in flight per replica, each waiting for its answer (0: not set)"),
     "think_time_s": ("s", "closed loop: a user's pause between an answer and the next request"),
@@ -118,7 +123,7 @@ INPUT_DEFAULTS: dict[str, float] = {
     "nvlink_domain": np.inf, "network_bandwidth": np.inf,
     "max_batched_tokens": float(DEFAULT_MAX_BATCHED_TOKENS), "kv_transfer_bandwidth": np.inf,
     "kv_free_fraction": 0.0, "batched_prefill": 0.0, "kv_on_demand": 0.0, "bandwidth_half_bytes": 0.0,
-    "flops_half_tokens": 0.0,
+    "flops_half_tokens": 0.0, "attention_dim": 0.0, "attention_flops": np.nan,
     "concurrency": 0.0, "think_time_s": 0.0, "clustering": 0.0, "request_latency_s": 0.0,
     "spec_draft_tokens": 0.0, "spec_tokens_per_step": 1.0, "spec_verify_tokens": 1.0, "spec_draft_fraction": 0.0,
     "spec_draft_weight_bytes": 0.0, "spec_draft_params": 0.0, "spec_draft_overhead_s": 0.0,
@@ -332,6 +337,11 @@ class StepModel:
     half_tokens: np.ndarray       # FLOP/s curve: tokens per pass at half the plateau [tokens]
     replicated_bytes: np.ndarray = 0.0  # dense weights the other attention-DP ranks hold again, (dp - 1) W_d [B]
     imbalance_params: np.ndarray = 0.0  # extra expert params per token on the busiest GPU, (imbalance - 1) k p_e
+    # Prefill attention (``prefill_attention_s``): 2 D L_kv / (g F_attn) per query token and context token, and the
+    # sliding window of the local layers.
+    attention_s: np.ndarray = 0.0        # [s per token per context token]
+    sliding_window: np.ndarray = np.inf  # [tokens]
+    local_fraction: np.ndarray = 0.0     # share of KV layers that are local [-]
     # Speculative decoding (``speculative`` True where any row speculates): one iteration verifies ``verify_tokens``
     # per sequence and runs ``draft_passes`` drafter passes, and yields ``tokens_per_step`` tokens per sequence.
     draft_passes: np.ndarray = 0.0       # gamma [-]
@@ -470,18 +480,32 @@ class StepModel:
 
         return step, (*table, *terms)
 
-    def prefill_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
-        """A prompt of P tokens passes the stages in turn: ``max(W_read(P)/BW, P 2 N_a / (tp F)) + o + comm``."""
-        p = _f(prompt_tokens)
-        base = roofline.prefill_s(roofline.curve_amount(self.weights_read(p), self.half_bytes),
-                                  roofline.curve_amount(p, self.half_tokens), self.prefill_params_per_gpu,
-                                  self.bandwidth, self.flops, self.overhead)
-        return base + self.allreduce_s(p)
+    def prefill_s(self, tokens: ArrayLike, prompt_tokens: ArrayLike | None = None) -> np.ndarray:
+        """A pass over T prompt tokens passes the stages in turn:
+        ``max(W_read(T)/BW, T 2 N_a / (tp F) + t_attn) + o + comm``, ``t_attn`` the attention of prompts of
+        ``prompt_tokens`` P each (``prefill_attention_s``; None: one prompt, P = T)."""
+        t = _f(tokens)
+        base = roofline.prefill_s(roofline.curve_amount(self.weights_read(t), self.half_bytes),
+                                  roofline.curve_amount(t, self.half_tokens), self.prefill_params_per_gpu,
+                                  self.bandwidth, self.flops, self.overhead, self.prefill_attention_s(t, prompt_tokens))
+        return base + self.allreduce_s(t)
 
-    def mixed_s(self, batch: ArrayLike, prefill_tokens: ArrayLike) -> np.ndarray:
+    def prefill_attention_s(self, tokens: ArrayLike, prompt_tokens: ArrayLike | None = None) -> np.ndarray:
+        """Attention's arithmetic of T prompt tokens in causal prefills of prompts of P tokens (``prompt_tokens``;
+        None: P = T) [s]: ``roofline.attention_s`` of T query tokens over a mean context of P / 2 (windowed on the
+        local layers); T / P prompts of ``D L P^2`` FLOPs each. 0 under the essays' convention."""
+        t = _f(tokens)
+        p = t if prompt_tokens is None else _f(prompt_tokens)
+        return roofline.attention_s(t, memory.windowed_tokens(p / 2.0, self.sliding_window, self.local_fraction),
+                                    self.attention_s)
+
+    def mixed_s(self, batch: ArrayLike, prefill_tokens: ArrayLike, prompt_tokens: ArrayLike | None = None
+                ) -> np.ndarray:
         """One engine step that decodes ``batch`` sequences and prefills ``prefill_tokens`` prompt tokens in the same
         pass (chunked prefill / in-flight batching) [s]:
-        ``max(t_mem(W_read(B + x), B), t_comp(B) + x 2 N_a / (tp F)) + all-reduce(B + x) + o``.
+        ``max(t_mem(W_read(B + x), B), t_comp(B) + x 2 N_a / (tp F) + t_attn) + all-reduce(B + x) + o``, the chunk's
+        attention ``t_attn`` that of x tokens of prompts of ``prompt_tokens`` P (``prefill_attention_s`` per token;
+        None: one prompt of x tokens).
 
         The chunk's compute overlaps the step's weight and KV reads: the step costs the larger of the two, not a
         separate prefill pass (Agrawal et al., Sarathi-Serve, OSDI 2024; the simulator's ``RooflineCost.step_s``
@@ -489,12 +513,14 @@ class StepModel:
         """
         b, x = _f(batch), _f(prefill_tokens)
         t_mem, t_comp = self.terms(self.weights_read(b + x), b)
-        t_comp = t_comp + roofline.decode_compute_s(x, self.prefill_params_per_gpu, self.flops)
+        t_comp = (t_comp + roofline.decode_compute_s(x, self.prefill_params_per_gpu, self.flops)
+                  + self.prefill_attention_s(x, prompt_tokens))
         return roofline.pass_s(t_mem, t_comp, self.allreduce_s(b + x), self.overhead)
 
     def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
         """GPU time a prompt adds to a batched prefill pass: ``P (2 N_a / (tp F) + comm per token)`` [s]."""
-        return slo.prefill_compute_s(prompt_tokens, self.prefill_params_per_gpu, self.flops, self.comm_per_token)
+        return (slo.prefill_compute_s(prompt_tokens, self.prefill_params_per_gpu, self.flops, self.comm_per_token)
+                + self.prefill_attention_s(prompt_tokens))
 
     def pieces(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """Intercept [s] and slope [s per sequence] of the two linear pieces of a dense model's step time.
@@ -594,6 +620,10 @@ def step_model(x: Mapping[str, np.ndarray], context_tokens: ArrayLike) -> tuple[
         half_bytes=every * x["bandwidth_half_bytes"], half_tokens=x["flops_half_tokens"],
         replicated_bytes=(dp - 1.0) * dense_bytes(x),
         imbalance_params=(x["expert_load_imbalance"] - 1.0) * routed_active,
+        attention_s=roofline.attention_s_per_pair(x["attention_dim"], x["layers"], g,
+                                                  select(np.isnan(x["attention_flops"]), x["flops"],
+                                                         x["attention_flops"])),
+        sliding_window=x["sliding_window"], local_fraction=x["local_layer_fraction"],
         all_dense=not np.any(memory.is_moe(x["experts"], x["experts_per_token"])),
         **speculative_fields(x))
     return model, kv_gpu
@@ -728,7 +758,7 @@ def prefill_stage(model: StepModel, x: Mapping[str, np.ndarray], prompt_tokens: 
     t_gpu = t_prefill
     if np.any(x["batched_prefill"] > 0):
         t_gpu = select(x["batched_prefill"] > 0, engines.batched_prefill_s(
-            model.prefill_s, tokens, x["max_batched_tokens"]), t_prefill)
+            lambda pass_tokens: model.prefill_s(pass_tokens, tokens), tokens, x["max_batched_tokens"]), t_prefill)
     return PrefillStage(tokens, t_prefill, t_gpu, model.prefill_compute_s(tokens))
 
 
@@ -912,7 +942,7 @@ def closed_loop_lockstep(model: StepModel, prefill_tokens: ArrayLike, output_tok
     per_pass = np.maximum(np.floor(_f(max_batched_tokens) / p), 1.0)
     passes = np.ceil(c / per_pass)
     last = c - (passes - 1.0) * per_pass
-    full_s, last_s = model.prefill_s(per_pass * p), model.prefill_s(last * p)
+    full_s, last_s = model.prefill_s(per_pass * p, p), model.prefill_s(last * p, p)
     step = model.step_s(c)
     with np.errstate(invalid="ignore", divide="ignore"):
         prefill_all = (passes - 1.0) * full_s + last_s

@@ -150,6 +150,7 @@ class Scenario:
                                                  e.get("kv_cache_free_gpu_memory_fraction", 0.0)),
                           engine_defaults=tuple(engine_lines), batched_prefill=bool(e.get("batched_prefill")),
                           kv_on_demand=bool(e.get("kv_on_demand")),
+                          attention_arithmetic=bool(e.get("attention_arithmetic")),
                           engine_note=engine_note, speculative=s.get("speculative"),
                           request_latency_s=s.get("request_latency", e.get("request_latency_s", 0.0)),
                           front_end=s.get("front_end", engines.DEFAULT_FRONT_END))
@@ -223,6 +224,8 @@ class Scenario:
             "board_power_watts": g.tdp_watts if g.tdp_watts else math.nan,
             "energy_price_per_kwh": g.energy_price_per_kwh if g.energy_price_per_kwh is not None else math.nan,
             "pue": g.pue,
+            "attention_dim": m.attention_width if s.attention_arithmetic else 0.0,
+            "attention_flops": g.effective_attention_flops,
         }
 
     def evaluate(self) -> Results:

@@ -187,7 +187,7 @@ class _Probe:
 
     def mixed(self, batch: float, tokens: float) -> Terms:
         """One step decoding ``batch`` sequences with ``tokens`` prompt tokens fused in (``StepModel.mixed_s``)."""
-        return self._terms(self.model.mixed_s(batch, tokens))
+        return self._terms(self.model.mixed_s(batch, tokens, self.prompt_tokens))
 
     def closed_loop_tpot(self, batch: float) -> Terms:
         """Mean time between my tokens with ``batch`` users in a closed loop, the others' prompts fused into the
@@ -205,7 +205,8 @@ class _Probe:
         ``prefill_budget`` tokens (engines.batched_prefill_s), or its own pass."""
         if self.prefill_budget <= 0:
             return self.prefill(tokens)
-        return self._terms(engines.batched_prefill_s(self.model.prefill_s, tokens, self.prefill_budget))
+        return self._terms(engines.batched_prefill_s(lambda pass_tokens: self.model.prefill_s(pass_tokens, tokens),
+                                                     tokens, self.prefill_budget))
 
 
 _PROBES: dict[int, tuple[Scenario, _Probe]] = {}
@@ -219,6 +220,7 @@ def _probe(scenario: Scenario) -> _Probe:
     inf = np.inf
     x["bandwidth"] = np.array([scenario.gpu.bandwidth, inf, inf, inf])
     x["flops"] = np.array([inf, scenario.gpu.flops, inf, inf])
+    x["attention_flops"] = np.array([inf, scenario.gpu.attention_flops or scenario.gpu.flops, inf, inf])
     x["step_overhead_s"] = np.array([0.0, 0.0, 0.0, 1.0])
     w = scenario.workload
     model, _ = step_model(x, np.asarray(w.prompt_tokens + w.output_tokens / 2.0))

@@ -139,7 +139,9 @@ class RooflineCost:
     layers (a share ``local_fraction`` keeps ``sliding_window`` tokens) read ``S_w = (1 - f) S + f min(S, B w)``,
     the window applied to the average context as the analytic model does. Essay 001: 8 ms, 65.5 ns,
     0.107 ms, 0.107 ms, 3 ms, 0. Efficiency curves (engine profiles): ``weights_s`` includes the bandwidth
-    curve's fixed bytes and ``compute_fixed_s`` the FLOP/s curve's ``T_half`` tokens (``roofline.curve_amount``).
+    curve's fixed bytes and ``compute_fixed_s`` the FLOP/s curve's ``T_half`` tokens (``roofline.curve_amount``);
+    ``prefill_compute_s`` includes attention's arithmetic per prompt token at the scenario's prompt length
+    (``StepModel.prefill_attention_s``, the analytic model's mean; 0 under the essays' convention).
     """
 
     weights_s: float
@@ -173,7 +175,8 @@ class RooflineCost:
                    compute_fixed_s=float(roofline.decode_compute_s(half_tokens, active / (tp * pp), flops)),
                    kv_s_per_token=float(roofline.decode_memory_s(0, 1, 1, kv_gpu, bw)),
                    decode_compute_s=float(roofline.decode_compute_s(1, active / (tp * pp), flops)),
-                   prefill_compute_s=float(roofline.decode_compute_s(1, active / tp, flops)),
+                   prefill_compute_s=float(roofline.decode_compute_s(1, active / tp, flops)
+                                           + model.prefill_attention_s(1.0, x["prompt_tokens"])),
                    fixed_s=float(model.overhead + model.comm_fixed), comm_s_per_token=float(model.comm_per_token),
                    sliding_window=window, local_fraction=float(x["local_layer_fraction"]) if window < math.inf
                    else 0.0, moe_weights_s=moe)

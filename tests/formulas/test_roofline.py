@@ -67,3 +67,19 @@ def test_ceiling_share_and_tpot():
 def test_single_stream_and_critical_batch():
     assert single_stream_tokens_per_s(BW, W) == 125.0  # 2e12 / 16e9
     assert critical_batch(W, N, BW, F) == pytest.approx(75.0, rel=1e-15)  # 16e9 x 150e12 / (16e9 x 2e12)
+
+
+def test_attention_arithmetic_is_flash_attentions_count():
+    # A causal prompt of P tokens does 4 P^2 heads d / 2 FLOPs a layer (FlashAttention-2, Dao 2023, sec. 4.1: the
+    # forward pass's 4 s^2 h d, halved by the causal mask). Llama-3.1-8B: 32 heads of 128 (D = 32 x 2 x 128), 32
+    # layers, 8,192 tokens, on 2 GPUs of 1 PFLOP/s: 2 P^2 h d L / (2 x 1e15) seconds.
+    from capacity.formulas.roofline import attention_s, attention_s_per_pair
+
+    p, heads, d, layers, gpus, f = 8192.0, 32, 128, 32, 2, 1e15
+    hand = 4.0 * p * p * heads * d / 2.0 * layers / (gpus * f)
+    per_pair = attention_s_per_pair(heads * 2 * d, layers, gpus, f)
+    assert float(attention_s(p, p / 2.0, per_pair)) == pytest.approx(hand, rel=1e-15)
+    assert hand * gpus * f == pytest.approx(17.59e12, rel=1e-3)  # 17.6 TFLOP, the docstring's figure
+    # a prefill pass adds it to the weights' arithmetic before the memory term is compared
+    assert float(prefill_s(16e9, 1000, 8e9, 2e12, 150e12, 3e-3, 0.01)) == pytest.approx(
+        1000 * 16e9 / 150e12 + 0.01 + 3e-3, rel=1e-15)

@@ -131,7 +131,7 @@ def test_a_saved_profile_reproduces_its_own_fit(tmp_path):
     used = Scenario.from_dict(resolve_profile({**raw, "gpu": {"name": "h100-sxm", "profile": "bench"}}, path))
     assert used.gpu.flops_half_tokens == base.gpu.flops_half_tokens > 0  # the curves stay
     again = [predict(Observation(used, "tpot_s", 1.0, concurrency=o.concurrency), Factors.of(used)) for o in points]
-    # the profile stores the factors rounded to 6 digits
+    # the profile stores the factors to 6 significant digits
     assert again == pytest.approx(printed, rel=1e-5)
 
 

@@ -155,7 +155,7 @@ def test_engine_formulas_are_generated_from_the_library_docstrings():
     assert FORMULAS["prefill_gpu_s"].endswith(f")*prefill_tokens/{budget},prefill_s)")
     assert FORMULAS["prefill_gpu_s"].count(f"{budget}+flops_half_tokens") == 1
     assert xlsx_formulas.excel_of(roofline.prefill_s, prompt_tokens="P+1", params="n") == (
-        "MAX(weight_bytes/bandwidth,(P+1)*2*n/flops)+step_overhead_s")
+        "MAX(weight_bytes/bandwidth,(P+1)*2*n/flops+attention_s)+step_overhead_s")
     with pytest.raises(ValueError, match="no Excel formula"):
         xlsx_formulas.excel_text(engines.activation_peak_bytes)
 

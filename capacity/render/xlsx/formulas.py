@@ -145,12 +145,23 @@ def _decode_compute(b: str) -> str:
     return f"({b}+flops_half_tokens)*2*params_per_gpu/flops"
 
 
-def _prefill(tokens: str) -> str:
-    """``StepModel.prefill_s``: a pass over ``tokens`` tokens, the stages in turn (``roofline.prefill_s`` on the
-    efficiency curves' amounts, then the all-reduce of the pass) [s]."""
+def _prefill_attention(tokens: str, prompt: str | None = None) -> str:
+    """``StepModel.prefill_attention_s``: attention's arithmetic of ``tokens`` tokens in causal prefills of prompts
+    of ``prompt`` tokens (None: one prompt of ``tokens``): ``roofline.attention_s`` at the windowed mean context
+    ``prompt / 2``, ``roofline.attention_s_per_pair`` [s]."""
+    per_pair = excel_of(roofline.attention_s_per_pair, gpus="gpu_count",
+                        attention_flops="IF(ISBLANK(attention_flops),flops,attention_flops)")
+    return excel_of(roofline.attention_s, query_tokens=tokens,
+                    context_tokens=_windowed_tokens(f"({prompt or tokens})/2"), per_pair_s=per_pair)
+
+
+def _prefill(tokens: str, prompt: str | None = None) -> str:
+    """``StepModel.prefill_s``: a pass over ``tokens`` tokens of prompts of ``prompt`` tokens, the stages in turn
+    (``roofline.prefill_s`` on the efficiency curves' amounts and attention's arithmetic, then the all-reduce of
+    the pass) [s]."""
     return (excel_of(roofline.prefill_s, weight_bytes=f"{_weights_read(tokens)}+{_HALF_BYTES}",
                      prompt_tokens=f"{tokens}+flops_half_tokens", params="active_params/gpu_count",
-                     step_overhead_s="step_overhead_total_s")
+                     step_overhead_s="step_overhead_total_s", attention_s=_prefill_attention(tokens, prompt))
             + f"+(step_comm_fixed_s+{tokens}*step_comm_per_token_s)")
 
 
@@ -309,7 +320,8 @@ _LOAD_AT_CEILING = "AND(arrival_rate>=ceiling_rps*(1-1E-12),arrival_rate<=ceilin
 _TPOT_FIXED_LOAD = f"IF(moe_model,solver_tpot_at_load_s,{_tpot_closed('arrival_rate', 'prefill_gpu_s')})"
 _POOL_USED = "weight_bytes_per_gpu+reserved_bytes"  # what the pool rules subtract [B]
 #: ``engines.batched_prefill_s``: a prompt's share of a pass of ``T = max(budget, P)`` tokens [s].
-_BATCHED_PREFILL = excel_of(engines.batched_prefill_s, prefill_s=_prefill, prompt_tokens="prefill_tokens",
+_BATCHED_PREFILL = excel_of(engines.batched_prefill_s, prefill_s=lambda t: _prefill(t, "prefill_tokens"),
+                            prompt_tokens="prefill_tokens",
                             budget_tokens="max_batched_tokens")
 _LOAD = "N(arrival_rate)"                   # the arrival rate, 0 when blank
 
@@ -368,7 +380,8 @@ FORMULAS: dict[str, str] = {
     "weight_bytes_read_per_step": f"{_weights_read('batch_max')}*gpu_count",
     "prefill_s": _prefill("prefill_tokens"),
     "prefill_gpu_s": f"IF(N(batched_prefill)>0,{_BATCHED_PREFILL},prefill_s)",
-    "prefill_compute_s": "prefill_tokens*(2*(active_params/gpu_count)/flops+step_comm_per_token_s)",
+    "prefill_compute_s": ("prefill_tokens*(2*(active_params/gpu_count)/flops+step_comm_per_token_s)+"
+                          + _prefill_attention("prefill_tokens")),
     "critical_batch": "weight_bytes/gpu_count*flops/(2*params_per_gpu*bandwidth)",
     "single_stream_tokens_per_s": f"bandwidth/({_weights_read('1')}+{_HALF_BYTES})",
     # Ceiling
