@@ -35,6 +35,7 @@ from app_views.state import (
     named_by_user,
     origin_phrase,
     overridden,
+    pool_of_free,
     preset_documents,
     presets,
     relevant,
@@ -361,8 +362,8 @@ def _mark(where: Any, key: str, shown: str, source: str = "the catalog's is", la
     ``label`` names the input when it is not drawn above the mark (the inputs shown on demand are hidden)."""
     if key in overridden(doc()):
         where.caption(f"✎ {plain(label) + ': ' if label else ''}your value; {source} {plain(shown)}")
-        where.button("Use the catalog value", key=f"reset_{key}", on_click=on_reset, args=(key,),
-                     width="stretch")
+        where.button("Use the engine's default" if FIELDS[key].follows == "engine" else "Use the catalog value",
+                     key=f"reset_{key}", on_click=on_reset, args=(key,), width="stretch")
 
 
 def _show_messages(where: Any, *keys: str) -> None:
@@ -379,9 +380,9 @@ MORE = "more_inputs"
 #: lost; one caption lists them. Fewer widgets per rerun: the browser redraws every drawn element on each rerun.
 ON_DEMAND = ("layers", "kv_heads", "head_dim", "params_b", "weights_mem", "memory_mem", "bandwidth_tbs", "tflops",
              "pipeline_parallel", "replicas", "price_per_hour", "energy_price_kwh", "pue", "board_power_w",
-             "bandwidth_efficiency", "flops_efficiency", "memory_utilization", "block_size", "max_model_len",
-             "step_overhead_ms", "max_num_seqs", "reserve_mem", "spec_method", *SPEC_KEYS, "shared_prefix_tokens",
-             "headroom_pct", "peak_factor", "front_end")
+             "bandwidth_efficiency", "flops_efficiency", "memory_utilization", "kv_free_fraction", "block_size",
+             "max_model_len", "step_overhead_ms", "request_latency_ms", "clustering", "max_num_seqs", "reserve_mem",
+             "spec_method", *SPEC_KEYS, "shared_prefix_tokens", "headroom_pct", "peak_factor", "front_end")
 
 
 def _catalog_shown(d: dict[str, Any], key: str, unit: str) -> tuple[str, str]:
@@ -395,6 +396,12 @@ def _catalog_shown(d: dict[str, Any], key: str, unit: str) -> tuple[str, str]:
         return f"{value:,} tokens (the context window)", "the catalog's is"
     if key == "board_power_w":
         return (f"{value:,.0f} W" if value else "unknown"), "the catalog's is"
+    if FIELDS[key].follows == "engine":
+        if key == "memory_utilization" and pool_of_free(d):  # TensorRT-LLM: its rule is a share of free memory
+            return f"{value:.2f} of the memory the weights leave free", "the engine's default is"
+        if FIELDS[key].kind == "ms":
+            return f"{value:,.4g} ms", "the engine's default is"
+        return f"{value:.3g}" if key == "clustering" else f"{value:.2f}", "the engine's default is"
     return f"{value:.2f}", "the catalog's is"
 
 
@@ -405,8 +412,10 @@ SUMMARY = {"layers": "{:,} layers", "kv_heads": "{:,} KV heads", "head_dim": "he
            "tflops": "{:,.4g} TFLOP/s peak", "pipeline_parallel": "pipeline stages {:,}", "replicas": "replicas {:,}",
            "price_per_hour": "${:,.2f} per GPU-hour", "bandwidth_efficiency": "bandwidth efficiency {:.2f}",
            "flops_efficiency": "FLOP/s efficiency {:.2f}", "memory_utilization": "memory utilisation {:.2f}",
+           "kv_free_fraction": "KV pool {:.2f} of the memory left free",
            "block_size": "blocks of {:,} tokens", "max_model_len": "max model length {:,} tokens",
-           "step_overhead_ms": "step overhead {:,.4g} ms", "max_num_seqs": "max running {:,}",
+           "step_overhead_ms": "step overhead {:,.4g} ms", "request_latency_ms": "request latency {:,.4g} ms",
+           "clustering": "users in step {:.3g}", "max_num_seqs": "max running {:,}",
            "reserve_mem": "engine reserve {:,.2f} {unit} per GPU", "shared_prefix_tokens": "shared prefix {:,} tokens",
            "headroom_pct": "headroom {:g}%", "peak_factor": "peak factor {:g}",
            "energy_price_kwh": "electricity ${:,.3f} per kWh", "pue": "PUE {:.2f}",
@@ -489,6 +498,19 @@ def _engine(sb: Any, d: dict[str, Any], everything: bool) -> None:
                  help="what serves the requests in front of the engine; it sets the request latency added to every "
                       "TTFT: the engine's own server, NVIDIA Dynamo's front end (the latency measured behind it on "
                       "every GPU), or none in process")
+
+
+def _memory_share(sb: Any, d: dict[str, Any], unit: str) -> None:
+    """The KV pool's share of memory by the engine's rule: of all memory (vLLM's gpu_memory_utilization, SGLang's
+    mem_fraction_static) or of the memory the weights leave free (TensorRT-LLM's free_gpu_memory_fraction). It shows
+    the engine's default until the user moves it, marked then with the way back."""
+    key = "kv_free_fraction" if relevant(d, "kv_free_fraction") else "memory_utilization"
+    help_text = ("TensorRT-LLM's free_gpu_memory_fraction: the KV pool is this share of the memory the weights and "
+                 "runtime buffers leave free" if key == "kv_free_fraction" else
+                 "the share of GPU memory the engine may use (weights, reserves and the KV pool): vLLM's "
+                 "gpu_memory_utilization, SGLang's mem_fraction_static")
+    _slider(sb, key, 0.01, help=help_text)
+    _mark(sb, key, *_catalog_shown(d, key, unit))
 
 
 def _speculative(sb: Any, d: dict[str, Any]) -> None:
@@ -608,15 +630,23 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
     sb.subheader("Serving engine")
     _engine(sb, d, everything)
     if everything:
-        _slider(sb, "memory_utilization", 0.01)
+        _memory_share(sb, d, unit)
         c1 = c2 = _row(sb)
         c1.selectbox("block size (tokens)", BLOCK_SIZES, key="block_size", on_change=on_field,
                      args=("block_size",))
         _number(c2, "max_model_len", label="max model length")
         _mark(sb, "max_model_len", *_catalog_shown(d, "max_model_len", unit))
         c1 = c2 = _row(sb)
-        _number(c1, "step_overhead_ms", label="step overhead (ms)")
+        _number(c1, "step_overhead_ms", label="step overhead (ms)", format="%.3f",
+                help="fixed time of each forward pass (scheduling, kernel launches); the engine's fitted default "
+                     "until you type your own")
         _number(c2, "max_num_seqs", label="max running (0 = no cap)")
+        _mark(sb, "step_overhead_ms", *_catalog_shown(d, "step_overhead_ms", unit))
+        _number(sb, "request_latency_ms", label="request latency (ms)", format="%.1f",
+                help="a request's time outside the engine's passes (front end, tokenisation, streaming the first "
+                     "token), added to every TTFT; the engine's fitted default behind the front end chosen until you "
+                     "type your own")
+        _mark(sb, "request_latency_ms", *_catalog_shown(d, "request_latency_ms", unit))
         _number(sb, "reserve_mem", label=f"engine reserve per GPU ({unit})", format="%.2f",
                 help="memory the engine holds outside the KV pool: activations, CUDA graphs (vLLM logs it at "
                      "start-up)")
@@ -639,6 +669,12 @@ def draw(problems: dict[str, list[str]] | None = None) -> None:
                 "(a closed loop, as vllm bench --max-concurrency); replaces the requests/s; 0 = not set")
         _number(c2, "think_time_s", label="think time (s)", format="%.1f",
                 help="each user's pause between an answer and the next request (with concurrent users)")
+        if relevant(d, "clustering"):
+            _slider(sb, "clustering", 0.0, label="users in step (share of the others)",
+                    help="with concurrent users and no think time, the share of the other users whose requests reach "
+                         "the engine in the same step as a user's (fixed-length benchmarks fall into step; 0: their "
+                         "phases spread); the engine's fitted default for the model's class until moved")
+            _mark(sb, "clustering", *_catalog_shown(d, "clustering", unit))
         c1, c2, c3 = sb.columns(3)
         help_daily = ("or the load as daily users: users x requests a day x the peak hour's share / 3,600 s is the "
                       "arrival rate sized for (replaces the requests/s and concurrent users)")

@@ -32,12 +32,19 @@ import yaml
 
 from capacity.errors import ScenarioError, show
 from capacity.fileio.safe_load import load_shipped, parse_json
-from capacity.inputs import catalog
+from capacity.inputs import catalog, engines
 from capacity.inputs.engines import ALIASES, DEFAULT_ENGINE, DEFAULT_FRONT_END, ENGINES, FRONT_ENDS, IDEAL
-from capacity.inputs.specs import SITE_GPU_KEYS, Gpu, Model, gpu_from_mapping, model_from_mapping
+from capacity.inputs.specs import (
+    DEFAULT_MEMORY_UTILIZATION,
+    SITE_GPU_KEYS,
+    Gpu,
+    Model,
+    gpu_from_mapping,
+    model_from_mapping,
+)
 from capacity.inputs.speculative import METHODS, check_speculative
 from capacity.inputs.units import parse_quantity
-from capacity.model.scenario import RESERVES, parse_yaml
+from capacity.model.scenario import RESERVES, Scenario, parse_yaml
 from capacity.render.glossary import in_words
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -70,7 +77,7 @@ class Field:
     kind: str                    # int, float, choice, text, bytes, ms, tbs, tflops, billions, percent
     lo: float | None = None
     hi: float | None = None
-    follows: str | None = None   # "model" / "gpu": absent from the mapping = the catalog value
+    follows: str | None = None   # "model" / "gpu" / "engine": absent from the mapping = the catalog's (engine's) value
     only: str | None = None      # "model" / "gpu": a widget of a custom model / GPU only
     none_at_zero: bool = False   # 0 means "not set"
     default: Any = None          # shown when the mapping leaves it out (the library's default)
@@ -109,15 +116,22 @@ _FIELDS = [
     Field("bandwidth_efficiency", ("gpu", "bandwidth_efficiency"), "bandwidth efficiency", "float", 0.01, 1.0,
           follows="gpu"),
     Field("flops_efficiency", ("gpu", "flops_efficiency"), "FLOP/s efficiency", "float", 0.01, 1.0, follows="gpu"),
+    # The KV pool's share of memory follows the engine: vLLM's gpu_memory_utilization, SGLang's mem_fraction_static
+    # (by tensor-parallel size), or TensorRT-LLM's free_gpu_memory_fraction of the memory the weights leave free.
     Field("memory_utilization", ("serving", "memory_utilization"), "memory utilisation", "float", 0.01, 1.0,
-          default=0.90),
+          follows="engine"),
+    Field("kv_free_fraction", ("serving", "kv_cache_free_gpu_memory_fraction"), "KV share of free memory", "float",
+          0.01, 1.0, follows="engine"),
     Field("block_size", ("serving", "block_size"), "block size (tokens)", "choice", default=16),
     Field("max_model_len", ("serving", "max_model_len"), "max model length (tokens)", "int", 1, 1e9,
           follows="model"),
     # The engine profile (``serving.engine``): absent, the library takes DEFAULT_ENGINE's and says so as an assumption.
     Field("engine", ("serving", "engine"), "serving engine", "choice", default=DEFAULT_ENGINE),
     Field("front_end", ("serving", "front_end"), "front end", "choice", default=DEFAULT_FRONT_END),
-    Field("step_overhead_ms", ("serving", "step_overhead"), "overhead per step (ms)", "ms", 0.0, 1e6, default=0.0),
+    Field("step_overhead_ms", ("serving", "step_overhead"), "overhead per step (ms)", "ms", 0.0, 1e6,
+          follows="engine"),
+    Field("request_latency_ms", ("serving", "request_latency"), "request latency (ms)", "ms", 0.0, 1e6,
+          follows="engine"),
     Field("max_num_seqs", ("serving", "max_num_seqs"), "max running sequences (0 = no cap)", "int", 0, 1e9,
           none_at_zero=True, default=0),
     Field("reserve_mem", ("serving", "activation_memory"), "engine reserve per GPU", "bytes", 0.0, 1e6, default=0.0),
@@ -141,6 +155,9 @@ _FIELDS = [
           none_at_zero=True, default=0),
     Field("think_time_s", ("workload", "think_time"), "think time between a user's requests (s)", "float", 0.0, 1e6,
           none_at_zero=True, default=0.0),
+    # Users of fixed-length requests without think time fall into step (engine profiles: fitted per model class).
+    Field("clustering", ("workload", "clustering"), "users in step (share of the others)", "float", 0.0, 1.0,
+          follows="engine"),
     Field("daily_users", ("workload", "daily_users"), "daily active users (0 = not set)", "float", 0.0, 1e12,
           none_at_zero=True, default=0.0),
     Field("requests_per_user_per_day", ("workload", "requests_per_user_per_day"), "requests per user per day",
@@ -333,6 +350,8 @@ def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu
             w = doc.get("workload")
             w = w if isinstance(w, Mapping) else {}  # a link's extra may hold anything: the library names it
             return _tokens(w.get("prompt_tokens")) + _tokens(w.get("output_tokens"))
+    if field.follows == "engine":
+        return engine_default(doc, field.key, model, gpu)
     if gpu is not None:
         value = {"memory_mem": gpu.memory_bytes / UNIT_BYTES[units], "bandwidth_tbs": gpu.bandwidth / 1e12,
                  "tflops": gpu.flops / 1e12, "price_per_hour": gpu.price_per_hour or 0.0,
@@ -341,6 +360,71 @@ def _derived(field: Field, doc: Mapping[str, Any], model: Model | None, gpu: Gpu
         if value is not None:
             return value
     return field.default if field.default is not None else (0 if field.kind == "int" else 0.0)
+
+
+def memory_engine(doc: Mapping[str, Any]) -> str | None:
+    """The engine whose memory rule the sizing takes (``engines.engine_choice``; its other names read as it): None
+    for ``ideal`` or a name the library does not know (the library names it)."""
+    serving = doc.get("serving")
+    named = serving.get("engine") if isinstance(serving, Mapping) else None
+    engine, _ = engines.engine_choice(ALIASES.get(named, named) if isinstance(named, str) else None)
+    return engine if engine in ENGINES else None
+
+
+def pool_of_free(doc: Mapping[str, Any]) -> bool:
+    """Whether the engine sizes its KV pool from the memory the weights leave free (TensorRT-LLM's
+    ``free_gpu_memory_fraction``) rather than as a share of all memory (vLLM, SGLang, ideal)."""
+    engine = memory_engine(doc)
+    return engine is not None and engines.profile(engine, None, 1, 80e9, "", 4096).pool_rule == "of_free"
+
+
+def free_share_in_effect(doc: Mapping[str, Any]) -> bool:
+    """Whether the KV pool is a share of the memory the weights leave free: the sizing states
+    ``kv_cache_free_gpu_memory_fraction``, or its engine's rule is so (TensorRT-LLM) and it states no
+    ``memory_utilization`` (which, stated, replaces that rule: ``engines.apply``)."""
+    serving = doc.get("serving")
+    serving = serving if isinstance(serving, Mapping) else {}
+    if serving.get("kv_cache_free_gpu_memory_fraction") is not None:
+        return True
+    return pool_of_free(doc) and serving.get("memory_utilization") is None
+
+
+def engine_default(doc: Mapping[str, Any], key: str, model: Model | None, gpu: Gpu | None) -> float:
+    """What the library takes for an engine-following input the mapping leaves out, read from the scenario the
+    mapping makes (``Scenario.from_dict``: the engine profile's rules, one place): the memory share, the step overhead
+    and the request latency [ms], the clustering share; where the mapping makes no scenario yet, the engine's memory
+    share (``engine_memory_fraction``) or 0."""
+    try:
+        s = _scenario_of(_key(doc))
+    except (ScenarioError, ValueError, TypeError):
+        s = None
+    if s is None:
+        return engine_memory_fraction(doc, model, gpu) if key in ("memory_utilization", "kv_free_fraction") else 0.0
+    free = s.serving.kv_free_fraction
+    return {"memory_utilization": free if free > 0 else s.serving.memory_utilization,
+            "kv_free_fraction": free if free > 0 else engine_memory_fraction(doc, model, gpu),
+            "step_overhead_ms": s.serving.step_overhead_s * 1e3,
+            "request_latency_ms": s.serving.request_latency_s * 1e3,
+            "clustering": s.workload.clustering}[key]
+
+
+@functools.lru_cache(maxsize=256)
+def _scenario_of(text: str) -> Scenario:
+    return Scenario.from_dict(json.loads(text))
+
+
+def engine_memory_fraction(doc: Mapping[str, Any], model: Model | None, gpu: Gpu | None) -> float:
+    """The KV pool's share the engine takes when the sizing leaves it out (``engines.profile``): vLLM 0.90, SGLang
+    by tensor-parallel size, TensorRT-LLM 0.90 of the free memory; ``ideal`` the essays' 0.90."""
+    engine = memory_engine(doc)
+    if engine is None or gpu is None:
+        return DEFAULT_MEMORY_UTILIZATION
+    serving = doc.get("serving")
+    version = serving.get("engine_version") if isinstance(serving, Mapping) else None
+    context = (model.max_position_embeddings if model is not None else None) or 4096
+    p = engines.profile(engine, str(version) if version else None, int(gpu.count), gpu.memory_bytes, gpu.name,
+                        int(context))
+    return float(p.memory_fraction)
 
 
 def _acceptance(doc: Mapping[str, Any], key: str) -> float:
@@ -369,9 +453,16 @@ def speculation(doc: Mapping[str, Any]) -> str:
 
 def relevant(doc: Mapping[str, Any], key: str) -> bool:
     """Whether ``key``'s widget means anything for this sizing: the speculation details only with a method chosen,
-    the drafter's size only for a draft model."""
+    the drafter's size only for a draft model, the memory share by the engine's pool rule (of all memory, or of the
+    memory the weights leave free)."""
     if key == "spec_draft_params_b":
         return speculation(doc) == "draft"
+    if key in ("memory_utilization", "kv_free_fraction"):
+        return free_share_in_effect(doc) == (key == "kv_free_fraction")
+    if key == "clustering":  # a closed loop without think time (workload.clustering applies there only)
+        w = doc.get("workload")
+        w = w if isinstance(w, Mapping) else {}
+        return bool(w.get("concurrency")) and not w.get("think_time")
     return key not in SPEC_KEYS or speculation(doc) != "none"
 
 

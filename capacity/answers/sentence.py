@@ -53,14 +53,21 @@ def cost_per_million_output_tokens(per_hour: float | None | np.ndarray, load_rps
 
 
 def memory_split(results: Results) -> dict[str, float]:
-    """Where one GPU's memory goes [B]: weights, engine reserve, KV pool, and ``memory x (1 - utilisation)`` left free.
+    """Where one GPU's memory goes [B]: weights, engine reserve, KV pool, and what the engine leaves free.
 
-    The four parts add up to the GPU's memory when the weights fit (the KV pool is ``memory x utilisation -
-    weights - reserve``, essay 000).
+    The four parts add up to the GPU's memory when the weights fit: the KV pool is ``memory x utilisation -
+    weights - reserve`` (essay 000), leaving ``memory x (1 - utilisation)`` free; or, where the engine sizes it from
+    the memory the weights leave (TensorRT-LLM's ``free_gpu_memory_fraction`` f), ``f x (memory - weights -
+    reserve)``, leaving ``(1 - f)`` of that free.
     """
     s = results.scenario
-    return {"weights": results["weight_bytes_per_gpu"], "engine reserve": s.serving.reserved_bytes,
-            "KV pool": max(results["pool_bytes"], 0.0),
+    weights, reserve = results["weight_bytes_per_gpu"], s.serving.reserved_bytes
+    pool = max(results["pool_bytes"], 0.0)
+    if s.serving.kv_free_fraction > 0:
+        free = max(s.gpu.memory_bytes - weights - reserve - pool, 0.0)
+        return {"weights": weights, "engine reserve": reserve, "KV pool": pool,
+                "left free (1 - free fraction)": free}
+    return {"weights": weights, "engine reserve": reserve, "KV pool": pool,
             "left free (1 - utilisation)": s.gpu.memory_bytes * (1.0 - s.serving.memory_utilization)}
 
 

@@ -121,3 +121,18 @@ def test_a_ttft_promise_below_a_lone_request_says_what_the_first_token_takes():
     kept = answer(essay("essay-001-sale-day.yaml", serving={"request_latency": "80 ms"},
                         slo={"ttft": "250 ms"}).evaluate())
     assert "cannot be kept" not in kept
+
+
+def test_memory_split_under_tensorrt_llms_rule_adds_up_to_the_gpu():
+    # TensorRT-LLM: the pool is free_gpu_memory_fraction (0.9) of what the weights and reserves leave, and the rest
+    # of that is what stays free; the four parts are the GPU's memory (not memory x (1 - utilisation) on top)
+    from capacity import Scenario
+
+    r = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": "h100-sxm", "serving": {"engine": "tensorrt-llm"},
+                            "workload": {"prompt_tokens": 1000, "output_tokens": 200}}).evaluate()
+    parts = memory_split(r)
+    memory = r.scenario.gpu.memory_bytes
+    left = memory - parts["weights"] - parts["engine reserve"]
+    assert parts["KV pool"] == pytest.approx(0.9 * left, rel=1e-12)
+    assert parts["left free (1 - free fraction)"] == pytest.approx(0.1 * left, rel=1e-9)
+    assert sum(parts.values()) == pytest.approx(memory, rel=1e-12)

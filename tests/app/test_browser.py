@@ -278,6 +278,20 @@ def test_engine_and_front_end_chosen_on_screen_are_the_saved_scenarios_and_the_l
     assert headline(page) == expected(results)
     latency = engines.SILICON_REQUEST_LATENCY_S["tensorrt-llm"]
     assert float(results["ttft_at_load_s"]) == pytest.approx(float(own["ttft_at_load_s"]) + latency, rel=1e-12)
+    # The preset states vLLM's memory utilisation, which replaces TensorRT-LLM's rule; the way back to the engine's
+    # rule draws its own slider (the KV pool a share of the memory the weights leave free) at its default
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert sidebar.get_by_text("memory utilisation", exact=True).count() == 1
+    back = sidebar.get_by_role("button", name="Use the engine's default").first  # under memory utilisation
+    back.scroll_into_view_if_needed()
+    back.click()
+    settle(page)
+    share = sidebar.get_by_text("KV share of free memory", exact=True)
+    share.scroll_into_view_if_needed()
+    assert share.is_visible() and sidebar.get_by_text("memory utilisation", exact=True).count() == 0
+    data = yaml.safe_load(save(page, tmp_path).read_text())
+    assert "memory_utilization" not in data["serving"]
+    assert headline(page) == expected(Scenario.from_dict(data).evaluate())
     shoot(page, "app-engine.png")
     with opened_share_link(browser, page) as other:
         show_all_inputs(other)
