@@ -15,7 +15,8 @@ How each measured metric is predicted (B the decode batch, P prompt and A output
     static batch B            step/TPOT = t_step(B);  TTFT = t_prefill(B P);  latency = t_prefill(B P) + A t_step(B)
                               output tokens/s = B A / latency
     concurrency C (closed)    B = min(C, B_run);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
-                              output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p;
+                              output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p
+                              + L (the request latency, ``serving.request_latency``);
                               TTFT (C > 1) = the library's ``closed_loop_ttft_s`` (``analysis.closed_loop``: the
                               prefill queue, and the wait for a slot where C exceeds what runs at once);
                               B_run the running batch (``batch_running``: B_max, or where blocks are allocated
@@ -339,7 +340,8 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
             raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at a finite concurrency, a static "
                                 f"batch or a request rate, not offline (all requests at once: the wait depends on "
                                 f"how many there are)")
-        return prefill
+        # one user: the prefill and the request's time outside the engine's passes (``closed_loop`` at C = 1)
+        return prefill + Terms(np.zeros(0), np.zeros(0), fixed=obs.scenario.serving.request_latency_s)
     if m == "latency_s":
         return prefill + step.scaled(a)
     return share.scaled(1.0 / a) + step.scaled(1.0 / b)

@@ -286,3 +286,17 @@ def test_ttft_at_any_concurrency_is_the_closed_loop_and_fits_back():
     assert fit.converged and fit.mape < 1e-4
     assert fit.factors.bandwidth_efficiency == pytest.approx(0.72, rel=1e-4)
     assert fit.factors.step_overhead_s == pytest.approx(0.004, rel=1e-3)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "ideal"])
+def test_one_users_ttft_carries_the_request_latency_as_the_library_does(engine):
+    # At one user in flight the library's TTFT is the prefill plus the request latency L (closed_loop at C = 1:
+    # no other user's prompt to wait for); the calibration's prediction is the same number, so a profile fitted
+    # on one-user TTFTs does not fold L into the efficiencies or the overhead (vLLM's fitted L is 40 ms, ideal 0).
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "serving": {"engine": engine}}
+    plain = Scenario.from_dict({**base, "workload": {"prompt_tokens": 2000, "output_tokens": 200}})
+    one = Scenario.from_dict({**base, "workload": {"prompt_tokens": 2000, "output_tokens": 200, "concurrency": 1}})
+    r = one.evaluate()
+    assert predict(Observation(plain, "ttft_s", 1.0, concurrency=1), Factors.of(plain)) == pytest.approx(
+        r["closed_loop_ttft_s"], rel=1e-12)
+    assert r["closed_loop_ttft_s"] == pytest.approx(r["prefill_s"] + plain.serving.request_latency_s, rel=1e-12)
