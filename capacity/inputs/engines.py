@@ -195,11 +195,11 @@ def gpu_family(name: str) -> str | None:
 #: it is the "all" row's (validate.fit_families). A family without points takes the "all" row, fitted on
 #: every point pooled.
 FITTED_EFFICIENCY: dict[str, tuple[float, float, float]] = {
-    "ada": (0.632, 0.354, 5.07e-04),  # 6 points, 1 sources, in-sample MAPE 28.4%
-    "ampere": (0.762, 0.591, 2.86e-03),  # 11 points, 2 sources, in-sample MAPE 14.4%
-    "cdna3": (1.000, 0.185, 1.08e-02),  # 12 points, 2 sources, in-sample MAPE 11.0%
-    "hopper": (0.788, 0.431, 6.47e-04),  # 54 points, 4 sources, in-sample MAPE 16.1%
-    "all": (0.736, 0.402, 5.07e-04),  # 83 points, 6 sources, in-sample MAPE 28.2%
+    "ada": (0.633, 0.354, 5.27e-04),  # 6 points, 1 sources, in-sample MAPE 28.4%
+    "ampere": (0.763, 0.591, 2.89e-03),  # 11 points, 2 sources, in-sample MAPE 14.4%
+    "cdna3": (1.000, 0.180, 1.06e-02),  # 12 points, 2 sources, in-sample MAPE 9.7%
+    "hopper": (0.788, 0.431, 6.46e-04),  # 54 points, 4 sources, in-sample MAPE 16.1%
+    "all": (0.735, 0.401, 5.27e-04),  # 83 points, 6 sources, in-sample MAPE 28.6%
 }
 
 
@@ -223,7 +223,7 @@ FITTED_OVERHEAD_ENGINES: dict[str, tuple[str, ...]] = {
 #: families the sample holds the engine on (``SILICON_FAMILIES``) and where no published point of the engine
 #: fitted the family's own (TensorRT-LLM on Hopper keeps its 0.436 ms).
 SILICON_OVERHEAD_S: dict[str, float] = {
-    "sglang": 2.550e-03,  # 773 rows, 20 groups, Hopper and Blackwell
+    "sglang": 2.534e-03,  # 773 rows, 20 groups, Hopper and Blackwell
     "tensorrt-llm": 0.000e+00,  # 1171 rows, 20 groups, Hopper and Blackwell (at its bound: the rows ask for less)
     "vllm": 9.759e-04,  # 757 rows, 15 groups, Hopper and Blackwell
 }
@@ -271,7 +271,7 @@ def clustering_for(moe: bool) -> float:
 #: Triton, 23 ms for Llama-3.1-8B's first token at 2 requests/s): those points measured no such path
 #: (``request_latency_for``).
 SILICON_REQUEST_LATENCY_S: dict[str, float] = {
-    "sglang": 0.2639,
+    "sglang": 0.2637,
     "tensorrt-llm": 0.0642,
     "vllm": 0.0403,
 }

@@ -480,32 +480,38 @@ class StepModel:
 
         return step, (*table, *terms)
 
-    def prefill_s(self, tokens: ArrayLike, prompt_tokens: ArrayLike | None = None) -> np.ndarray:
+    def prefill_s(self, tokens: ArrayLike, prompt_tokens: ArrayLike | None = None,
+                  cached_tokens: ArrayLike = 0.0) -> np.ndarray:
         """A pass over T prompt tokens passes the stages in turn:
         ``max(W_read(T)/BW, T 2 N_a / (tp F) + t_attn) + o + comm``, ``t_attn`` the attention of prompts of
-        ``prompt_tokens`` P each (``prefill_attention_s``; None: one prompt, P = T)."""
+        ``prompt_tokens`` P uncached tokens each after ``cached_tokens`` (``prefill_attention_s``; None: one prompt,
+        P = T)."""
         t = _f(tokens)
         base = roofline.prefill_s(roofline.curve_amount(self.weights_read(t), self.half_bytes),
                                   roofline.curve_amount(t, self.half_tokens), self.prefill_params_per_gpu,
-                                  self.bandwidth, self.flops, self.overhead, self.prefill_attention_s(t, prompt_tokens))
+                                  self.bandwidth, self.flops, self.overhead,
+                                  self.prefill_attention_s(t, prompt_tokens, cached_tokens))
         return base + self.allreduce_s(t)
 
-    def prefill_attention_s(self, tokens: ArrayLike, prompt_tokens: ArrayLike | None = None) -> np.ndarray:
-        """Attention's arithmetic of T prompt tokens in causal prefills of prompts of P tokens (``prompt_tokens``;
-        None: P = T) [s]: ``roofline.attention_s`` of T query tokens over a mean context of P / 2 (windowed on the
-        local layers); T / P prompts of ``D L P^2`` FLOPs each. 0 under the essays' convention."""
+    def prefill_attention_s(self, tokens: ArrayLike, prompt_tokens: ArrayLike | None = None,
+                            cached_tokens: ArrayLike = 0.0) -> np.ndarray:
+        """Attention's arithmetic of T prompt tokens in causal prefills of prompts of P uncached tokens
+        (``prompt_tokens``; None: P = T) after a cached prefix of c tokens (``cached_tokens``) [s]:
+        ``roofline.attention_s`` of T query tokens over a mean context of c + P / 2 (windowed on the local layers);
+        T / P prompts of ``D L (P^2 + 2 P c)`` FLOPs each. 0 under the essays' convention."""
         t = _f(tokens)
         p = t if prompt_tokens is None else _f(prompt_tokens)
-        return roofline.attention_s(t, memory.windowed_tokens(p / 2.0, self.sliding_window, self.local_fraction),
+        context = _f(cached_tokens) + p / 2.0
+        return roofline.attention_s(t, memory.windowed_tokens(context, self.sliding_window, self.local_fraction),
                                     self.attention_s)
 
-    def mixed_s(self, batch: ArrayLike, prefill_tokens: ArrayLike, prompt_tokens: ArrayLike | None = None
-                ) -> np.ndarray:
+    def mixed_s(self, batch: ArrayLike, prefill_tokens: ArrayLike, prompt_tokens: ArrayLike | None = None,
+                cached_tokens: ArrayLike = 0.0) -> np.ndarray:
         """One engine step that decodes ``batch`` sequences and prefills ``prefill_tokens`` prompt tokens in the same
         pass (chunked prefill / in-flight batching) [s]:
         ``max(t_mem(W_read(B + x), B), t_comp(B) + x 2 N_a / (tp F) + t_attn) + all-reduce(B + x) + o``, the chunk's
-        attention ``t_attn`` that of x tokens of prompts of ``prompt_tokens`` P (``prefill_attention_s`` per token;
-        None: one prompt of x tokens).
+        attention ``t_attn`` that of x tokens of prompts of ``prompt_tokens`` P uncached tokens after
+        ``cached_tokens`` (``prefill_attention_s``; None: one prompt of x tokens).
 
         The chunk's compute overlaps the step's weight and KV reads: the step costs the larger of the two, not a
         separate prefill pass (Agrawal et al., Sarathi-Serve, OSDI 2024; the simulator's ``RooflineCost.step_s``
@@ -514,13 +520,14 @@ class StepModel:
         b, x = _f(batch), _f(prefill_tokens)
         t_mem, t_comp = self.terms(self.weights_read(b + x), b)
         t_comp = (t_comp + roofline.decode_compute_s(x, self.prefill_params_per_gpu, self.flops)
-                  + self.prefill_attention_s(x, prompt_tokens))
+                  + self.prefill_attention_s(x, prompt_tokens, cached_tokens))
         return roofline.pass_s(t_mem, t_comp, self.allreduce_s(b + x), self.overhead)
 
-    def prefill_compute_s(self, prompt_tokens: ArrayLike) -> np.ndarray:
-        """GPU time a prompt adds to a batched prefill pass: ``P (2 N_a / (tp F) + comm per token)`` [s]."""
+    def prefill_compute_s(self, prompt_tokens: ArrayLike, cached_tokens: ArrayLike = 0.0) -> np.ndarray:
+        """GPU time a prompt of P uncached tokens after ``cached_tokens`` adds to a batched prefill pass:
+        ``P (2 N_a / (tp F) + comm per token) + t_attn`` (``prefill_attention_s``) [s]."""
         return (slo.prefill_compute_s(prompt_tokens, self.prefill_params_per_gpu, self.flops, self.comm_per_token)
-                + self.prefill_attention_s(prompt_tokens))
+                + self.prefill_attention_s(prompt_tokens, None, cached_tokens))
 
     def pieces(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """Intercept [s] and slope [s per sequence] of the two linear pieces of a dense model's step time.
@@ -754,12 +761,14 @@ def prefill_stage(model: StepModel, x: Mapping[str, np.ndarray], prompt_tokens: 
     ``c = StepModel.prefill_compute_s(P)``. With no batched prefill ``gpu_s`` is ``ttft_s`` itself.
     """
     tokens = np.maximum(_f(prompt_tokens) - _f(shared_blocks) * x["block_size"], 1.0)
-    t_prefill = model.prefill_s(tokens)
+    cached = np.maximum(_f(prompt_tokens) - tokens, 0.0)  # the prefix's keys the prompt's tokens attend to
+    t_prefill = model.prefill_s(tokens, None, cached)
     t_gpu = t_prefill
     if np.any(x["batched_prefill"] > 0):
         t_gpu = select(x["batched_prefill"] > 0, engines.batched_prefill_s(
-            lambda pass_tokens: model.prefill_s(pass_tokens, tokens), tokens, x["max_batched_tokens"]), t_prefill)
-    return PrefillStage(tokens, t_prefill, t_gpu, model.prefill_compute_s(tokens))
+            lambda pass_tokens: model.prefill_s(pass_tokens, tokens, cached), tokens, x["max_batched_tokens"]),
+            t_prefill)
+    return PrefillStage(tokens, t_prefill, t_gpu, model.prefill_compute_s(tokens, cached))
 
 
 def ceiling_limit(rates: ArrayLike, ceiling_rps: ArrayLike) -> np.ndarray:
@@ -812,7 +821,7 @@ def latencies_at_rates(model: StepModel, prefill: PrefillStage, output_tokens: A
     one_row = int(np.prod(np.broadcast_shapes(*(np.shape(getattr(model, f)) for f in _ARRAY_FIELDS)))) <= 1
     per_rate = model.rows(np.zeros(lam.size, dtype=np.intp)) if moe and lam.ndim == 1 and one_row else model
     tpot = tpot_at_rates_s(per_rate, pieces, prefill.gpu_s, a_tokens, batch, lam)
-    ttft, step = ttft_at_rates_s(model, prefill.tokens, prefill.ttft_s, ceiling_rps, a_tokens, lam, pieces,
+    ttft, step = ttft_at_rates_s(model, prefill.compute_s, prefill.ttft_s, ceiling_rps, a_tokens, lam, pieces,
                                  None if moe else tpot, with_step=True, prefill_gpu_s=prefill.gpu_s)
     t_step = model.decode_terms(batch)[2]
     tpot_ceiling = roofline.tpot_at_ceiling_s(t_step, roofline.decode_share(prefill.gpu_s, t_step, batch, a_tokens))
@@ -1025,7 +1034,7 @@ def users_keeping_promises(inputs: Mapping[str, ArrayLike]) -> tuple[np.ndarray,
     return users, ClosedLoopPoint(*(np.reshape(getattr(point, f.name), shape) for f in fields(ClosedLoopPoint)))
 
 
-def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
+def ttft_at_rates_s(model: StepModel, prefill_compute_s: ArrayLike, prefill_s: ArrayLike, ceiling_rps: ArrayLike,
                     output_tokens: ArrayLike, rates: ArrayLike, pieces: tuple | None = None,
                     dense_tpot_s: ArrayLike | None = None, with_step: bool = False,
                     prefill_gpu_s: ArrayLike | None = None):
@@ -1035,7 +1044,8 @@ def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: Arra
     (``slo.max_rate_for_ttft_rps``), the mix and the load curves share: the prompt waits for its own pass
     (``prefill_s``) while the decode step is the one at the load's batch, ``s = TPOT(λ) (1 - λ t_gpu) =
     t_step(λ A TPOT)``, TPOT with the GPU time a prompt costs the others (``prefill_gpu_s``, default
-    ``prefill_s``: the same without batched prefill). ``pieces`` and ``dense_tpot_s`` (the pieces' TPOT at
+    ``prefill_s``: the same without batched prefill), ``prefill_compute_s`` the arithmetic c a prompt adds to a
+    batched pass (``PrefillStage.compute_s``). ``pieces`` and ``dense_tpot_s`` (the pieces' TPOT at
     ``rates`` with ``prefill_gpu_s``), when given, save computing them again.
     ``with_step``: return ``(TTFT, decode step at each load)`` [s, s].
     """
@@ -1045,8 +1055,7 @@ def ttft_at_rates_s(model: StepModel, prefill_tokens: ArrayLike, prefill_s: Arra
         step = slo.decode_step_at_rate_s(lam, gpu_s, output_tokens, pieces or model.pieces())
     else:
         step = slo.decode_step_from_tpot_s(lam, gpu_s, dense_tpot_s)
-    ttft = slo.ttft_at_rate_s(lam, prefill_s, ceiling_rps, model.prefill_compute_s(prefill_tokens), step,
-                              output_tokens)
+    ttft = slo.ttft_at_rate_s(lam, prefill_s, ceiling_rps, prefill_compute_s, step, output_tokens)
     return (ttft, step) if with_step else ttft
 
 
@@ -1165,7 +1174,7 @@ def _analyse(x: dict[str, np.ndarray], moe: bool | np.ndarray, intermediates: bo
         return tpot_at_rates_s(model, pieces, t_prefill_gpu, a_tokens, batch, lam, True, traces.get(name))
 
     def ttft_at(lam: np.ndarray, tpot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return ttft_at_rates_s(model, prefill_tokens, t_prefill, ceiling, a_tokens, lam, pieces,
+        return ttft_at_rates_s(model, c_prefill, t_prefill, ceiling, a_tokens, lam, pieces,
                                None if every else tpot, with_step=True, prefill_gpu_s=t_prefill_gpu)
 
     rows_goodput = tpot_rows(goodput, "solver_tpot_at_goodput_s") if rows else None

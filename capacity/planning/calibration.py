@@ -173,6 +173,7 @@ class _Probe:
     fits: float = math.inf     # sequences of this shape the KV pool holds (max_num_seqs aside)
     prefill_budget: float = 0.0  # tokens per batched prefill pass (engine profiles); 0: one pass per prompt
     batch_running: float = math.inf  # what a closed loop of spread phases runs (``batch_running``)
+    cached_tokens: float = 0.0  # the cached prefix each prompt's tokens attend to (prompt - prefill tokens)
 
     def _terms(self, times: np.ndarray) -> Terms:
         base = float(times[2])
@@ -183,12 +184,12 @@ class _Probe:
         return self._terms(self.model.step_s(batch))
 
     def prefill(self, tokens: float) -> Terms:
-        """One prefill pass over ``tokens`` prompt tokens."""
-        return self._terms(self.model.prefill_s(tokens))
+        """One prefill pass over ``tokens`` prompt tokens (prompts of ``prompt_tokens`` each)."""
+        return self._terms(self.model.prefill_s(tokens, self.prompt_tokens, self.cached_tokens))
 
     def mixed(self, batch: float, tokens: float) -> Terms:
         """One step decoding ``batch`` sequences with ``tokens`` prompt tokens fused in (``StepModel.mixed_s``)."""
-        return self._terms(self.model.mixed_s(batch, tokens, self.prompt_tokens))
+        return self._terms(self.model.mixed_s(batch, tokens, self.prompt_tokens, self.cached_tokens))
 
     def closed_loop_tpot(self, batch: float) -> Terms:
         """Mean time between my tokens with ``batch`` users in a closed loop, the others' prompts fused into the
@@ -206,8 +207,9 @@ class _Probe:
         ``prefill_budget`` tokens (engines.batched_prefill_s), or its own pass."""
         if self.prefill_budget <= 0:
             return self.prefill(tokens)
-        return self._terms(engines.batched_prefill_s(lambda pass_tokens: self.model.prefill_s(pass_tokens, tokens),
-                                                     tokens, self.prefill_budget))
+        return self._terms(engines.batched_prefill_s(
+            lambda pass_tokens: self.model.prefill_s(pass_tokens, tokens, self.cached_tokens), tokens,
+            self.prefill_budget))
 
 
 _PROBES: dict[int, tuple[Scenario, _Probe]] = {}
@@ -229,7 +231,8 @@ def _probe(scenario: Scenario) -> _Probe:
     probe = _Probe(model, float(results["batch_max"]), float(results["prefill_tokens"]), float(w.output_tokens),
                    float(results["max_requests_shared_prefix"]),
                    float(x["max_batched_tokens"]) if float(x["batched_prefill"]) > 0 else 0.0,
-                   float(results["batch_running"]))
+                   float(results["batch_running"]),
+                   max(float(w.prompt_tokens) - float(results["prefill_tokens"]), 0.0))
     _PROBES[id(scenario)] = (scenario, probe)
     if len(_PROBES) > 4096:
         _PROBES.clear()

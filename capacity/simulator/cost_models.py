@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from capacity.formulas import roofline
+from capacity.formulas import memory, roofline
 from capacity.model.analysis import complete_inputs, step_model
 from capacity.model.scenario import Scenario
 from capacity.simulator.config import SimulationConfig
@@ -140,8 +140,8 @@ class RooflineCost:
     the window applied to the average context as the analytic model does. Essay 001: 8 ms, 65.5 ns,
     0.107 ms, 0.107 ms, 3 ms, 0. Efficiency curves (engine profiles): ``weights_s`` includes the bandwidth
     curve's fixed bytes and ``compute_fixed_s`` the FLOP/s curve's ``T_half`` tokens (``roofline.curve_amount``);
-    ``prefill_compute_s`` includes attention's arithmetic per prompt token at the scenario's prompt length
-    (``StepModel.prefill_attention_s``, the analytic model's mean; 0 under the essays' convention).
+    ``prefill_compute_s`` includes attention's arithmetic per prompt token at the scenario's prompt length and
+    cached prefix (``StepModel.prefill_attention_s``, the analytic model's mean; 0 under the essays' convention).
     """
 
     weights_s: float
@@ -170,13 +170,17 @@ class RooflineCost:
             moe = functools.lru_cache(maxsize=4096)(
                 lambda tokens: float(roofline.curve_amount(model.weights_read(tokens), half_bytes)) / bw)
         window = float(x["sliding_window"])
+        # a prompt's uncached tokens and the cached prefix they attend to, as ``analysis.prefill_stage`` counts them
+        uncached = max(float(x["prompt_tokens"] - memory.shared_blocks(x["shared_prefix_tokens"], x["block_size"])
+                             * x["block_size"]), 1.0)
+        cached = max(float(x["prompt_tokens"]) - uncached, 0.0)
         return cls(weights_s=float(roofline.decode_memory_s(roofline.curve_amount(model.weights_read(1.0), half_bytes),
                                                             0, 0, 0, bw)),
                    compute_fixed_s=float(roofline.decode_compute_s(half_tokens, active / (tp * pp), flops)),
                    kv_s_per_token=float(roofline.decode_memory_s(0, 1, 1, kv_gpu, bw)),
                    decode_compute_s=float(roofline.decode_compute_s(1, active / (tp * pp), flops)),
                    prefill_compute_s=float(roofline.decode_compute_s(1, active / tp, flops)
-                                           + model.prefill_attention_s(1.0, x["prompt_tokens"])),
+                                           + model.prefill_attention_s(1.0, uncached, cached)),
                    fixed_s=float(model.overhead + model.comm_fixed), comm_s_per_token=float(model.comm_per_token),
                    sliding_window=window, local_fraction=float(x["local_layer_fraction"]) if window < math.inf
                    else 0.0, moe_weights_s=moe)

@@ -68,7 +68,10 @@ def _samples() -> list[dict[str, float]]:
             "output_tokens": 300, "decode_share": share, "ceiling_rps": ceiling, "max_rate_for_tpot_rps": 0.8 * ceiling,
             "max_rate_for_ttft_rps": 0.9 * ceiling, "arrival_rate": 0.6 * ceiling, "tpot_s": 0.05, "tpot_slo_s": 0.05,
             "a_mem": float(a_mem), "m_mem": float(m_mem), "a_comp": float(a_comp), "m_comp": float(m_comp),
-            "prefill_compute_s": uncached * 2 * 8e9 / 150e12, "price_per_hour": 2.0, "gpus": 4, "rate_rps": 5.9})
+            "prefill_compute_s": uncached * 2 * 8e9 / 150e12, "price_per_hour": 2.0, "gpus": 4, "rate_rps": 5.9,
+            # attention's arithmetic (engine profiles): llama-3.1-8b's 32 heads x 2 x 128 at the FLOP/s above
+            "attention_s": 0.01, "attention_dim": 8192, "attention_flops": 150e12, "query_tokens": uncached,
+            "per_pair_s": 2 * 8192 * 32 / (4 * 150e12)})
     out[1]["x"] = 3.0 - 2.0**-51  # one ulp short of 3: the tolerant floor gives 3, FLOOR would give 2
     return out
 

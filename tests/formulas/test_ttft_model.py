@@ -84,7 +84,8 @@ def test_ttft_never_falls_as_load_rises(prompt, output, overhead, bandwidth, flo
         return
     model, _ = step_model(complete_inputs(scenario.inputs()), np.asarray(r["context_tokens"]))
     rates = np.linspace(0, r["ceiling_rps"] * (1 - 1e-9), 2001)
-    ttft = ttft_at_rates_s(model, r["prefill_tokens"], r["prefill_s"], r["ceiling_rps"], output, rates)
+    ttft = ttft_at_rates_s(model, model.prefill_compute_s(r["prefill_tokens"]), r["prefill_s"], r["ceiling_rps"],
+                           output, rates)
     assert np.all(np.diff(ttft) >= -1e-12 * ttft[1:])
 
 

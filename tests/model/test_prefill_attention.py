@@ -77,3 +77,21 @@ def test_the_ttft_and_the_simulator_charge_the_same_attention():
     cost = RooflineCost.from_scenario(s)
     assert cost.prefill_compute_s * 4096 == pytest.approx(
         4096 * 2 * float(model.prefill_params_per_gpu) / float(model.flops) + attention, rel=1e-12)
+
+
+def test_a_cached_prefix_is_attended_to_not_recomputed():
+    # 4,096-token prompts whose first 3,072 tokens are a cached shared prefix (block 16: 192 blocks): 1,024 tokens
+    # are prefilled, each attending to the 3,072 cached keys and to the new ones before it, a mean context of
+    # 3,072 + 512: D L (P^2 + 2 P c) FLOPs for P = 1,024, c = 3,072
+    s = Scenario.from_dict({"model": "llama-3.1-8b", "gpu": "h100-sxm", "serving": {"engine": "vllm"},
+                            "workload": {"prompt_tokens": 4096, "output_tokens": 256, "shared_prefix_tokens": 3072}})
+    model, _, prefill, _ = replica_stages(s.inputs())
+    assert float(prefill.tokens) == 1024
+    p, c = 1024.0, 3072.0
+    hand = 8192 * 32 * (p * p + 2 * p * c) / s.gpu.effective_attention_flops
+    weights_only = p * (2 * float(model.prefill_params_per_gpu) / float(model.flops) + float(model.comm_per_token))
+    assert float(prefill.compute_s) - weights_only == pytest.approx(hand, rel=1e-12)
+    # the simulator charges the same per prompt token
+    cost = RooflineCost.from_scenario(s)
+    assert cost.prefill_compute_s * p == pytest.approx(
+        p * 2 * float(model.prefill_params_per_gpu) / float(model.flops) + hand, rel=1e-12)

@@ -145,20 +145,24 @@ def _decode_compute(b: str) -> str:
     return f"({b}+flops_half_tokens)*2*params_per_gpu/flops"
 
 
+#: The cached prefix a prompt's uncached tokens attend to (``analysis.prefill_stage``) [tokens].
+_CACHED = "MAX(prompt_tokens-prefill_tokens,0)"
+
+
 def _prefill_attention(tokens: str, prompt: str | None = None) -> str:
     """``StepModel.prefill_attention_s``: attention's arithmetic of ``tokens`` tokens in causal prefills of prompts
-    of ``prompt`` tokens (None: one prompt of ``tokens``): ``roofline.attention_s`` at the windowed mean context
-    ``prompt / 2``, ``roofline.attention_s_per_pair`` [s]."""
+    of ``prompt`` uncached tokens (None: one prompt of ``tokens``) after the cached prefix: ``roofline.attention_s``
+    at the windowed mean context ``cached + prompt / 2``, ``roofline.attention_s_per_pair`` [s]."""
     per_pair = excel_of(roofline.attention_s_per_pair, gpus="gpu_count",
                         attention_flops="IF(ISBLANK(attention_flops),flops,attention_flops)")
     return excel_of(roofline.attention_s, query_tokens=tokens,
-                    context_tokens=_windowed_tokens(f"({prompt or tokens})/2"), per_pair_s=per_pair)
+                    context_tokens=_windowed_tokens(f"({_CACHED}+({prompt or tokens})/2)"), per_pair_s=per_pair)
 
 
 def _prefill(tokens: str, prompt: str | None = None) -> str:
-    """``StepModel.prefill_s``: a pass over ``tokens`` tokens of prompts of ``prompt`` tokens, the stages in turn
-    (``roofline.prefill_s`` on the efficiency curves' amounts and attention's arithmetic, then the all-reduce of
-    the pass) [s]."""
+    """``StepModel.prefill_s``: a pass over ``tokens`` tokens of prompts of ``prompt`` uncached tokens after the
+    cached prefix, the stages in turn (``roofline.prefill_s`` on the efficiency curves' amounts and attention's
+    arithmetic, then the all-reduce of the pass) [s]."""
     return (excel_of(roofline.prefill_s, weight_bytes=f"{_weights_read(tokens)}+{_HALF_BYTES}",
                      prompt_tokens=f"{tokens}+flops_half_tokens", params="active_params/gpu_count",
                      step_overhead_s="step_overhead_total_s", attention_s=_prefill_attention(tokens, prompt))

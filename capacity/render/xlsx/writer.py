@@ -40,9 +40,10 @@ def workbook_intermediates(inputs: dict[str, float], values: dict[str, np.ndarra
     if not x["batched_prefill"] > 0:
         return {"prefill_gpu_s": values["prefill_s"]}
     model, _ = step_model(x, x["prompt_tokens"] + x["output_tokens"] / 2.0)
-    return {"prefill_gpu_s": engines.batched_prefill_s(
-        lambda pass_tokens: model.prefill_s(pass_tokens, values["prefill_tokens"]), values["prefill_tokens"],
-        x["max_batched_tokens"])}
+    tokens = values["prefill_tokens"]
+    cached = max(float(x["prompt_tokens"]) - float(tokens), 0.0)  # as analysis.prefill_stage counts it
+    return {"prefill_gpu_s": engines.batched_prefill_s(lambda pass_tokens: model.prefill_s(pass_tokens, tokens, cached),
+                                                       tokens, x["max_batched_tokens"])}
 
 
 def intermediate_values(report: Report) -> dict[str, Value | bool]:
