@@ -748,6 +748,7 @@ class PrefillStage:
     ttft_s: np.ndarray      # its own pass, what its TTFT waits for [s]
     gpu_s: np.ndarray       # GPU time it costs the others: its pass, or its share of a batched pass [s]
     compute_s: np.ndarray   # arithmetic it adds to a batched pass, c [s]
+    cached_tokens: np.ndarray | float = 0.0  # the cached prefix its tokens attend to [tokens]
 
 
 def prefill_stage(model: StepModel, x: Mapping[str, np.ndarray], prompt_tokens: ArrayLike,
@@ -768,7 +769,7 @@ def prefill_stage(model: StepModel, x: Mapping[str, np.ndarray], prompt_tokens: 
         t_gpu = select(x["batched_prefill"] > 0, engines.batched_prefill_s(
             lambda pass_tokens: model.prefill_s(pass_tokens, tokens, cached), tokens, x["max_batched_tokens"]),
             t_prefill)
-    return PrefillStage(tokens, t_prefill, t_gpu, model.prefill_compute_s(tokens, cached))
+    return PrefillStage(tokens, t_prefill, t_gpu, model.prefill_compute_s(tokens, cached), cached)
 
 
 def ceiling_limit(rates: ArrayLike, ceiling_rps: ArrayLike) -> np.ndarray:

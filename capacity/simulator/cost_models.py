@@ -25,8 +25,8 @@ from typing import Protocol
 
 import numpy as np
 
-from capacity.formulas import memory, roofline
-from capacity.model.analysis import complete_inputs, step_model
+from capacity.formulas import roofline
+from capacity.model.analysis import complete_inputs, replica_stages, step_model
 from capacity.model.scenario import Scenario
 from capacity.simulator.config import SimulationConfig
 
@@ -170,17 +170,14 @@ class RooflineCost:
             moe = functools.lru_cache(maxsize=4096)(
                 lambda tokens: float(roofline.curve_amount(model.weights_read(tokens), half_bytes)) / bw)
         window = float(x["sliding_window"])
-        # a prompt's uncached tokens and the cached prefix they attend to, as ``analysis.prefill_stage`` counts them
-        uncached = max(float(x["prompt_tokens"] - memory.shared_blocks(x["shared_prefix_tokens"], x["block_size"])
-                             * x["block_size"]), 1.0)
-        cached = max(float(x["prompt_tokens"]) - uncached, 0.0)
+        prompt = replica_stages(x)[2]  # a prompt's uncached tokens and the cached prefix they attend to
         return cls(weights_s=float(roofline.decode_memory_s(roofline.curve_amount(model.weights_read(1.0), half_bytes),
                                                             0, 0, 0, bw)),
                    compute_fixed_s=float(roofline.decode_compute_s(half_tokens, active / (tp * pp), flops)),
                    kv_s_per_token=float(roofline.decode_memory_s(0, 1, 1, kv_gpu, bw)),
                    decode_compute_s=float(roofline.decode_compute_s(1, active / (tp * pp), flops)),
                    prefill_compute_s=float(roofline.decode_compute_s(1, active / tp, flops)
-                                           + model.prefill_attention_s(1.0, uncached, cached)),
+                                           + model.prefill_attention_s(1.0, prompt.tokens, prompt.cached_tokens)),
                    fixed_s=float(model.overhead + model.comm_fixed), comm_s_per_token=float(model.comm_per_token),
                    sliding_window=window, local_fraction=float(x["local_layer_fraction"]) if window < math.inf
                    else 0.0, moe_weights_s=moe)

@@ -12,8 +12,7 @@ import xlsxwriter
 from capacity.fileio.files import write_atomic
 from capacity.formulas._numeric import finite_or_none
 from capacity.formulas.solve import SolveTrace
-from capacity.inputs import engines
-from capacity.model.analysis import INTERMEDIATES, RESULTS, analyse, complete_inputs, step_model
+from capacity.model.analysis import INTERMEDIATES, RESULTS, analyse, complete_inputs, replica_stages
 from capacity.render.formatting import SECTIONS, human_unit_of
 from capacity.render.report import Report, Value, flat_inputs, unset_inputs
 from capacity.render.xlsx.cells import Exact, Formats, Worksheet, cached, header, is_count
@@ -28,22 +27,15 @@ def library_run(report: Report) -> tuple[dict[str, Value | bool], dict[str, Solv
     traces: dict[str, SolveTrace] = {}
     inputs = flat_inputs(report.scenario)
     values = analyse(inputs, intermediates=True, trace=traces)
-    values.update(workbook_intermediates(inputs, values))
+    values.update(workbook_intermediates(inputs))
     return {key: _plain(values[key]) for key in (*INTERMEDIATES, *WORKBOOK_INTERMEDIATES)}, traces
 
 
-def workbook_intermediates(inputs: dict[str, float], values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def workbook_intermediates(inputs: dict[str, float]) -> dict[str, np.ndarray]:
     """The ``WORKBOOK_INTERMEDIATES`` the library computes inside ``analysis._analyse`` without returning them, from
-    the same functions: ``prefill_gpu_s``, the GPU time a prompt costs the others (``engines.batched_prefill_s`` on
-    ``StepModel.prefill_s`` where prompts are batched, else the prefill)."""
-    x = complete_inputs(inputs)
-    if not x["batched_prefill"] > 0:
-        return {"prefill_gpu_s": values["prefill_s"]}
-    model, _ = step_model(x, x["prompt_tokens"] + x["output_tokens"] / 2.0)
-    tokens = values["prefill_tokens"]
-    cached = max(float(x["prompt_tokens"]) - float(tokens), 0.0)  # as analysis.prefill_stage counts it
-    return {"prefill_gpu_s": engines.batched_prefill_s(lambda pass_tokens: model.prefill_s(pass_tokens, tokens, cached),
-                                                       tokens, x["max_batched_tokens"])}
+    the same stage: ``prefill_gpu_s``, the GPU time a prompt costs the others (``analysis.prefill_stage``'s
+    ``gpu_s``: its share of a batched pass where prompts are batched, else the prefill)."""
+    return {"prefill_gpu_s": replica_stages(inputs)[2].gpu_s}
 
 
 def intermediate_values(report: Report) -> dict[str, Value | bool]:
