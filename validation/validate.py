@@ -451,7 +451,7 @@ def implied_factor(case: Case) -> str:
     even the datasheet peak falls short (the error is then not an efficiency)."""
     start = Factors.of(case.scenario)
     terms = terms_for(case.observation, start)
-    u, v, _ = start.theta()
+    u, v = start.theta()[:2]
     memory_bound = terms.memory * u >= terms.compute * v
     mostly_memory = np.sum(terms.memory[memory_bound] * u) >= np.sum(terms.compute[~memory_bound] * v)
     name, short = ("bandwidth_efficiency", "bw") if mostly_memory else ("flops_efficiency", "fl")

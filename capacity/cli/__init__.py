@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
               "capacity.cli.sweep_command", "add_sweep_command", "run_sweep_command"),
     "simulate": ("simulate the scenario's serving engine request by request",
                  "capacity.cli.simulate_command", "add_simulate_command", "run_simulate"),
-    "calibrate": ("fit the efficiency factors and step overhead to benchmark points",
+    "calibrate": ("fit the efficiency factors, step overhead and request latency to benchmark points",
                   "capacity.cli.calibrate_command", "add_calibrate_command", "run_calibrate"),
     "fleet": ("GPUs, replicas and cost for a target load, per GPU type and layout",
               "capacity.cli.fleet_command", "add_fleet_command", "run_fleet"),

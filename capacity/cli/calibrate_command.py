@@ -13,7 +13,9 @@ from capacity.errors import ScenarioError, clean_line
 from capacity.inputs.profiles import profile_from_fit, save_profile
 from capacity.model.scenario import read_scenario_mapping
 from capacity.planning.calibration import (
+    ALL_FACTORS,
     FACTORS,
+    LATENCY,
     calibrate_rows,
     describe,
     format_report,
@@ -23,7 +25,8 @@ from capacity.planning.calibration import (
 
 def add_calibrate_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``capacity calibrate SCENARIO.yaml BENCH.csv [--fit ...] [--save NAME] [--profiles FILE]``."""
-    p = subparsers.add_parser("calibrate", help="fit the efficiency factors and step overhead to benchmark points")
+    p = subparsers.add_parser("calibrate", help="fit the efficiency factors, step overhead and request latency to "
+                                                "benchmark points")
     p.add_argument("scenario", type=options.path,
                    help="scenario YAML naming the model, the catalog GPU and the serving settings")
     p.add_argument("benchmark", nargs="+", type=options.path,
@@ -31,8 +34,10 @@ def add_calibrate_command(subparsers: Any) -> argparse.ArgumentParser:
                         "/metrics (told apart by content; see docs/fidelity.md)")
     p.add_argument("--since", metavar="SCRAPE", type=options.path,
                    help="an earlier /metrics scrape: only what changed since it counts (the benchmark window)")
-    p.add_argument("--fit", type=options.choice_list(FACTORS), default=",".join(FACTORS),
-                   help=f"comma-separated factors to fit (default all: {','.join(FACTORS)})")
+    p.add_argument("--fit", type=options.choice_list(ALL_FACTORS), default=None,
+                   help=f"comma-separated factors to fit, of {','.join(ALL_FACTORS)} (default {','.join(FACTORS)}, "
+                        f"and {LATENCY} where a point is a TTFT behind a load: the time outside the engine's "
+                        f"passes)")
     p.add_argument("--save", metavar="NAME", type=options.name,
                    help="save the identified factors as a profile of this name")
     p.add_argument("--profiles", metavar="FILE", type=options.path,
@@ -47,7 +52,7 @@ def run_calibrate(args: argparse.Namespace) -> str:
     mapping = read_scenario_mapping(args.scenario)
     if not isinstance(mapping, Mapping):
         raise ScenarioError(f"{args.scenario} must hold a scenario mapping")
-    wanted = tuple(args.fit)  # a non-empty list of FACTORS (options.choice_list)
+    wanted = None if args.fit is None else tuple(args.fit)  # None: calibration.default_fit of the points
     paths = [args.benchmark] if isinstance(args.benchmark, str) else list(args.benchmark)
     since = getattr(args, "since", None)
     rows, notes = read_measurements(paths, since)

@@ -11,11 +11,13 @@ Profiles live in one YAML file, by default ``$CAPACITY_PROFILES``, else
         bandwidth_efficiency: 0.71     # only the factors the points identified
         flops_efficiency: 0.48
         step_overhead: 0.0021          # [s]
+        request_latency: 0.045         # [s], where the points held TTFTs behind a load (calibrate fits it then)
         fit: {points: 12, mape_percent: 3.1, source: bench.csv, model: llama-3.1-8b, weight_dtype: fp8, ...}
 
 A scenario uses one with ``gpu: {name: h100-sxm, profile: my-h100-vllm}`` once ``resolve_profile`` has run
 (or ``apply_profile(mapping, profile)`` directly): the profile fills ``gpu.bandwidth_efficiency``,
-``gpu.flops_efficiency`` and ``serving.step_overhead`` where the scenario does not set them itself.
+``gpu.flops_efficiency``, ``serving.step_overhead`` and ``serving.request_latency`` where the scenario does not set
+them itself.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from capacity.inputs import catalog
 
 #: Profile keys that set scenario values: profile key -> (scenario section, key).
 APPLIED = {"bandwidth_efficiency": ("gpu", "bandwidth_efficiency"), "flops_efficiency": ("gpu", "flops_efficiency"),
-           "step_overhead": ("serving", "step_overhead")}
+           "step_overhead": ("serving", "step_overhead"), "request_latency": ("serving", "request_latency")}
 
 
 #: ``gpu.efficiency_source`` that apply_profile writes for a profile fitted under an engine's efficiency curves:
@@ -96,6 +98,8 @@ def profile_from_fit(scenario: Any, fit: Any, source: str = "") -> dict[str, Any
     """A profile mapping from a calibration ``Fit`` on ``scenario``: identified factors only, plus provenance."""
     values = {"bandwidth_efficiency": fit.factors.bandwidth_efficiency,
               "flops_efficiency": fit.factors.flops_efficiency, "step_overhead": fit.factors.step_overhead_s}
+    if fit.factors.request_latency_s is not None and "request_latency" in fit.fitted:
+        values["request_latency"] = fit.factors.request_latency_s
     raw_gpu = scenario.raw.get("gpu") if scenario.raw else None
     gpu_name = raw_gpu if isinstance(raw_gpu, str) else (raw_gpu or {}).get("name", scenario.gpu.name)
     profile: dict[str, Any] = {"gpu": _gpu_key(gpu_name)}

@@ -1,12 +1,16 @@
-"""Calibration: fit bandwidth_efficiency, flops_efficiency and step_overhead to measured points.
+"""Calibration: fit bandwidth_efficiency, flops_efficiency, step_overhead and request_latency to measured points.
 
-Every time the roofline predicts is max-affine in the three factors. With ``u = 1 / e_bw``,
-``v = 1 / e_fl`` and ``o`` the step overhead [s], a measured time is predicted as
+Every time the roofline predicts is max-affine in the four factors. With ``u = 1 / e_bw``,
+``v = 1 / e_fl``, ``o`` the step overhead [s] and ``L`` the request latency [s] (``serving.request_latency``:
+the time outside the engine's passes on every TTFT), a measured time is predicted as
 
-    t = sum_k max(m_k u, c_k v) + f + d o        [s]
+    t = sum_k max(m_k u, c_k v) + f + d o + n L        [s]
 
 where ``m_k`` [s] is piece k's memory time at the GPU's peak bandwidth, ``c_k`` [s] its compute time at
-peak FLOP/s, ``f`` [s] the tensor-parallel all-reduce time and ``d`` [-] the number of step overheads paid.
+peak FLOP/s, ``f`` [s] the tensor-parallel all-reduce time, ``d`` [-] the number of step overheads paid and
+``n`` [-] the request latencies (1 in a TTFT, 0 elsewhere). The latency is fitted only where asked
+(``ALL_FACTORS``; the CLI's default where the points hold a TTFT): a TTFT's latency otherwise lowers the
+fitted FLOP/s efficiency to pay for a delay that is not arithmetic.
 The pieces are the library's own decode step and prefill (``analysis.StepModel``), probed at peak figures,
 so a calibrated profile predicts exactly what ``Scenario.evaluate`` predicts with those factors.
 
@@ -60,23 +64,31 @@ from capacity.inputs import engines
 from capacity.model.analysis import StepModel, step_model
 from capacity.model.scenario import Scenario
 
-#: The three factors, in the order of the parameter vector (u = 1/e_bw, v = 1/e_fl, o).
+#: The three step factors, in the order of the parameter vector (u = 1/e_bw, v = 1/e_fl, o).
 FACTORS = ("bandwidth_efficiency", "flops_efficiency", "step_overhead")
+
+#: The request latency (``serving.request_latency``), the fourth parameter L: a delay on every TTFT.
+LATENCY = "request_latency"
+
+#: Every factor a fit can take, in the order of the parameter vector (u, v, o, L).
+ALL_FACTORS = (*FACTORS, LATENCY)
 
 #: Measured metrics and their base unit. ITL is fitted as TPOT (both are the mean gap between tokens).
 METRICS = {"step_time_s": "s", "tpot_s": "s", "ttft_s": "s", "latency_s": "s", "output_tokens_per_s": "tokens/s"}
 
-#: Search box: efficiencies in [1%, 100%] of peak, overhead in [0, 1 s].
-EFFICIENCY_MIN, OVERHEAD_MAX_S = 0.01, 1.0
+#: Search box: efficiencies in [1%, 100%] of peak, overhead in [0, 1 s], request latency in [0, 10 s].
+EFFICIENCY_MIN, OVERHEAD_MAX_S, LATENCY_MAX_S = 0.01, 1.0, 10.0
 
 
 @dataclass(frozen=True, slots=True)
 class Factors:
-    """Achieved fractions of peak bandwidth and FLOP/s [-], and the fixed time per forward pass [s]."""
+    """Achieved fractions of peak bandwidth and FLOP/s [-], the fixed time per forward pass [s] and the request
+    latency [s] (None: each scenario's own ``serving.request_latency``, what a fit that does not take it keeps)."""
 
     bandwidth_efficiency: float
     flops_efficiency: float
     step_overhead_s: float
+    request_latency_s: float | None = None
 
     @classmethod
     def of(cls, scenario: Scenario) -> Factors:
@@ -84,39 +96,58 @@ class Factors:
         return cls(g.bandwidth_efficiency, g.flops_efficiency, scenario.serving.step_overhead_s)
 
     def theta(self) -> np.ndarray:
-        """(u, v, o) = (1 / e_bw, 1 / e_fl, o)."""
-        return np.array([1.0 / self.bandwidth_efficiency, 1.0 / self.flops_efficiency, self.step_overhead_s])
+        """(u, v, o, L) = (1 / e_bw, 1 / e_fl, o, L); L 0 where the factors leave each scenario its own."""
+        return np.array([1.0 / self.bandwidth_efficiency, 1.0 / self.flops_efficiency, self.step_overhead_s,
+                         self.request_latency_s or 0.0])
 
     @classmethod
-    def from_theta(cls, theta: Sequence[float]) -> Factors:
-        return cls(1.0 / float(theta[0]), 1.0 / float(theta[1]), float(theta[2]))
+    def from_theta(cls, theta: Sequence[float], latency: bool = False) -> Factors:
+        """The factors of (u, v, o[, L]); the latency only where ``latency`` (a fit that takes it)."""
+        return cls(1.0 / float(theta[0]), 1.0 / float(theta[1]), float(theta[2]),
+                   float(theta[3]) if latency else None)
 
     def apply(self, scenario: Scenario) -> Scenario:
-        """The scenario with these factors on its GPU's peak figures and its serving overhead."""
+        """The scenario with these factors on its GPU's peak figures and its serving overhead (and request latency,
+        where set)."""
         gpu = replace(scenario.gpu, bandwidth_efficiency=self.bandwidth_efficiency,
                       flops_efficiency=self.flops_efficiency)
-        return replace(scenario, gpu=gpu, serving=replace(scenario.serving, step_overhead_s=self.step_overhead_s))
+        serving = replace(scenario.serving, step_overhead_s=self.step_overhead_s)
+        if self.request_latency_s is not None:
+            serving = replace(serving, request_latency_s=self.request_latency_s)
+        return replace(scenario, gpu=gpu, serving=serving)
 
 
 @dataclass(frozen=True, slots=True)
 class Terms:
-    """A predicted time ``sum_k max(memory_k u, compute_k v) + fixed + overhead o`` [s]."""
+    """A predicted time ``sum_k max(memory_k u, compute_k v) + fixed + overhead o + latency L`` [s].
+
+    ``fixed`` holds the scenario's own request latency ``own_latency`` [s] for each of the ``latency`` latencies
+    paid; factors that set a latency replace it (``latency_fixed``)."""
 
     memory: np.ndarray      # [s] at peak bandwidth
     compute: np.ndarray     # [s] at peak FLOP/s
-    fixed: float = 0.0      # [s] all-reduce time, independent of the factors
+    fixed: float = 0.0      # [s] all-reduce time and the own request latencies, independent of the factors
     overhead: float = 0.0   # [-] step overheads paid
+    latency: float = 0.0    # [-] request latencies paid (1 in a TTFT)
+    own_latency: float = 0.0  # [s] the scenario's request latency, in ``fixed`` once per latency paid
 
     def __add__(self, other: Terms) -> Terms:
         return Terms(np.concatenate([self.memory, other.memory]), np.concatenate([self.compute, other.compute]),
-                     self.fixed + other.fixed, self.overhead + other.overhead)
+                     self.fixed + other.fixed, self.overhead + other.overhead, self.latency + other.latency,
+                     max(self.own_latency, other.own_latency))
 
     def scaled(self, k: float) -> Terms:
-        return Terms(self.memory * k, self.compute * k, self.fixed * k, self.overhead * k)
+        return Terms(self.memory * k, self.compute * k, self.fixed * k, self.overhead * k, self.latency * k,
+                     self.own_latency)
+
+    def latency_fixed(self) -> float:
+        """``fixed`` without the own request latencies [s]: what a fitted latency is added to."""
+        return self.fixed - self.latency * self.own_latency
 
     def time(self, factors: Factors) -> float:
-        u, v, o = factors.theta()
-        return float(np.sum(np.maximum(self.memory * u, self.compute * v)) + self.fixed + self.overhead * o)
+        u, v, o, latency = factors.theta()
+        base = self.fixed if factors.request_latency_s is None else self.latency_fixed() + self.latency * latency
+        return float(np.sum(np.maximum(self.memory * u, self.compute * v)) + base + self.overhead * o)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,8 +343,11 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
             if not math.isfinite(value):
                 raise ScenarioError(f"{obs.label or 'observation'}: the library predicts no finite {key}")
             # The library's value as a multiple of the piece that dominates it: the decode step at the load's
-            # batch (Little's law, B = λ A TPOT) for TPOT, the prefill for TTFT; exact at ``factors``.
-            piece = prefill if m == "ttft_s" else p.decode(lam * a * float(r["tpot_at_load_s"]))
+            # batch (Little's law, B = λ A TPOT) for TPOT, the prefill for TTFT (its request latency apart); exact
+            # at ``factors``.
+            if m == "ttft_s":
+                return _queued_ttft(obs, prefill, value, factors)
+            piece = p.decode(lam * a * float(r["tpot_at_load_s"]))
             return piece.scaled(value / piece.time(factors))
         if m == "ttft_s":
             raise ScenarioError(f"{obs.label or 'observation'}: the rate {lam:g}/s exceeds the ceiling "
@@ -338,21 +372,36 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
             if not math.isfinite(value):
                 raise ScenarioError(f"{obs.label or 'observation'}: the library predicts no finite TTFT at "
                                     f"{concurrency:g} users in flight")
-            return prefill.scaled(value / prefill.time(factors))
+            return _queued_ttft(obs, prefill, value, factors)
         if concurrency != 1:
             raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at a finite concurrency, a static "
                                 f"batch or a request rate, not offline (all requests at once: the wait depends on "
                                 f"how many there are)")
         # one user: the prefill and the request's time outside the engine's passes (``closed_loop`` at C = 1)
-        return prefill + Terms(np.zeros(0), np.zeros(0), fixed=obs.scenario.serving.request_latency_s)
+        return prefill + _latency_terms(obs)
     if m == "latency_s":
         return prefill + step.scaled(a)
     return share.scaled(1.0 / a) + step.scaled(1.0 / b)
 
 
+def _latency_terms(obs: Observation) -> Terms:
+    """One request latency: the scenario's own ``serving.request_latency``, or the factors' where they set one."""
+    own = float(obs.scenario.serving.request_latency_s)
+    return Terms(np.zeros(0), np.zeros(0), fixed=own, latency=1.0, own_latency=own)
+
+
+def _queued_ttft(obs: Observation, prefill: Terms, value: float, factors: Factors) -> Terms:
+    """A TTFT the library predicts with a queue (``value`` [s] at ``factors``, its request latency included): the
+    engine's part as a multiple of the prefill, plus the request latency (``_latency_terms``)."""
+    latency = _latency_terms(obs)
+    own = latency.time(factors)
+    return prefill.scaled((value - own) / prefill.time(factors)) + latency
+
+
 def _predictions(observations: Sequence[Observation], factors: Factors, measured_times: np.ndarray) -> np.ndarray:
     """``predict`` of every observation, in one vectorised pass over their terms."""
-    times = _Problem.build([terms_for(o, factors) for o in observations], measured_times).times(factors.theta())
+    times = _Problem.build([terms_for(o, factors) for o in observations], measured_times,
+                           factors.request_latency_s is not None).times(factors.theta())
     rate = np.array([o.is_rate for o in observations])
     replicas = np.array([o.replicas for o in observations], dtype=float)
     return np.where(rate, replicas / times, times)
@@ -412,13 +461,17 @@ class Fit:
 @dataclass(frozen=True, slots=True)
 class _Problem:
     """Flattened terms of n observations (term arrays with their owner; per-observation columns) and the
-    weighted linear least-squares target: minimise ``sum_i (weight_i (t_i(theta) - goal_i))^2``."""
+    weighted linear least-squares target: minimise ``sum_i (weight_i (t_i(theta) - goal_i))^2``.
+
+    ``latency`` is each observation's request latencies paid where the fit takes the latency (then ``fixed`` is
+    without the scenarios' own, ``Terms.latency_fixed``), else 0 (``fixed`` holds the own latencies)."""
 
     memory: np.ndarray
     compute: np.ndarray
     owner: np.ndarray
     fixed: np.ndarray
     overhead: np.ndarray
+    latency: np.ndarray
     measured: np.ndarray   # measured times y [s]
     weight: np.ndarray
     goal: np.ndarray
@@ -428,25 +481,27 @@ class _Problem:
         return len(self.measured)
 
     @classmethod
-    def build(cls, terms: Sequence[Terms], measured: np.ndarray) -> _Problem:
-        """The relative-error problem: weight 1 / y, goal y."""
+    def build(cls, terms: Sequence[Terms], measured: np.ndarray, latency: bool = False) -> _Problem:
+        """The relative-error problem: weight 1 / y, goal y; ``latency``: the request latency is a parameter."""
         owner = np.concatenate([np.full(len(t.memory), i) for i, t in enumerate(terms)]).astype(int)
+        fixed = np.array([t.latency_fixed() if latency else t.fixed for t in terms])
+        paid = np.array([t.latency if latency else 0.0 for t in terms])
         return cls(np.concatenate([t.memory for t in terms]), np.concatenate([t.compute for t in terms]), owner,
-                   np.array([t.fixed for t in terms]), np.array([t.overhead for t in terms]), measured,
-                   1.0 / measured, measured)
+                   fixed, np.array([t.overhead for t in terms]), paid, measured, 1.0 / measured, measured)
 
     def design(self, memory_side: np.ndarray) -> np.ndarray:
-        """Columns (d t / d u, d t / d v, d t / d o) when each term binds on the given side."""
+        """Columns (d t / d u, d t / d v, d t / d o, d t / d L) when each term binds on the given side."""
         a = np.bincount(self.owner, weights=self.memory * memory_side, minlength=self.n)
         b = np.bincount(self.owner, weights=self.compute * ~memory_side, minlength=self.n)
-        return np.column_stack([a, b, self.overhead])
+        return np.column_stack([a, b, self.overhead, self.latency])
 
     def sides(self, theta: np.ndarray) -> np.ndarray:
         return self.memory * theta[0] >= self.compute * theta[1]
 
     def times(self, theta: np.ndarray) -> np.ndarray:
         binding = np.maximum(self.memory * theta[0], self.compute * theta[1])
-        return np.bincount(self.owner, weights=binding, minlength=self.n) + self.fixed + self.overhead * theta[2]
+        return (np.bincount(self.owner, weights=binding, minlength=self.n) + self.fixed + self.overhead * theta[2]
+                + self.latency * theta[3])
 
     def log_loss(self, theta: np.ndarray) -> float:
         """``sum_i ln(t_i / y_i)^2``: a 2x over- and a 2x under-prediction cost the same."""
@@ -459,16 +514,17 @@ class _Problem:
         return replace(self, weight=1.0 / t, goal=t * (1.0 - np.log(t / self.measured)))
 
 
-#: Box of the parameters (u, v, o): efficiencies in [EFFICIENCY_MIN, 1], overhead in [0, OVERHEAD_MAX_S].
-_LOWER = np.array([1.0, 1.0, 0.0])
-_UPPER = np.array([1.0 / EFFICIENCY_MIN, 1.0 / EFFICIENCY_MIN, OVERHEAD_MAX_S])
+#: Box of the parameters (u, v, o, L): efficiencies in [EFFICIENCY_MIN, 1], overhead in [0, OVERHEAD_MAX_S],
+#: request latency in [0, LATENCY_MAX_S].
+_LOWER = np.array([1.0, 1.0, 0.0, 0.0])
+_UPPER = np.array([1.0 / EFFICIENCY_MIN, 1.0 / EFFICIENCY_MIN, OVERHEAD_MAX_S, LATENCY_MAX_S])
 
 
 def _box_qp(gram: np.ndarray, h: np.ndarray, c: np.ndarray, lo: np.ndarray,
             hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """min ``theta' G theta - 2 h' theta + c`` subject to ``lo <= theta <= hi``, for a stack of problems at once.
 
-    ``gram`` (L, p, p), ``h`` (L, p), ``c`` (L,), ``lo``/``hi`` (L, p) or (p,), with p <= 3 parameters (a
+    ``gram`` (L, p, p), ``h`` (L, p), ``c`` (L,), ``lo``/``hi`` (L, p) or (p,), with p <= 4 parameters (a
     parameter with ``lo == hi`` is fixed). This is ``min ||x theta - t||^2`` given only its normal equations
     (``G = x'x``, ``h = x't``, ``c = t't``), so its cost does not depend on the rows of x. Each parameter is tried
     free, at its lower or at its upper bound (fewest bounds first); the first feasible state whose gradient
@@ -534,7 +590,7 @@ def _sweep(prob: _Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     to memory ratios c_k / m_k). Moving from one interval to the next flips only the terms whose ratio is the
     edge between them from the compute to the memory side, which changes one row of the design each; so the
     Gram matrix ``G = x'x`` and ``h = x't`` of every interval are the first interval's plus cumulative sums of
-    per-flip rank-two updates. Returns (edges, G (L, 3, 3), h (L, 3), ratio per term, c = t't).
+    per-flip rank-two updates. Returns (edges, G (L, 4, 4), h (L, 4), ratio per term, c = t't).
     """
     w = prob.weight
     target = (prob.goal - prob.fixed) * w
@@ -556,12 +612,15 @@ def _sweep(prob: _Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     first = np.r_[True, owner[1:] != owner[:-1]]
     base = np.maximum.accumulate(np.where(first, np.arange(len(k)), 0))
     da, db = da - (da - prob.memory[k])[base], db - (db + prob.compute[k])[base]
-    after = np.column_stack([rows0[owner, 0] + w[owner] * da, rows0[owner, 1] + w[owner] * db, rows0[owner, 2]])
-    before = after - np.column_stack([w[owner] * prob.memory[k], -w[owner] * prob.compute[k], np.zeros(len(k))])
+    after = np.column_stack([rows0[owner, 0] + w[owner] * da, rows0[owner, 1] + w[owner] * db, rows0[owner, 2],
+                             rows0[owner, 3]])
+    zero = np.zeros(len(k))
+    before = after - np.column_stack([w[owner] * prob.memory[k], -w[owner] * prob.compute[k], zero, zero])
     d_gram = np.einsum("ei,ej->eij", after, after) - np.einsum("ei,ej->eij", before, before)
     d_h = (after - before) * target[owner][:, None]
-    gram = np.zeros((intervals, 3, 3))
-    h = np.zeros((intervals, 3))
+    width = rows0.shape[1]
+    gram = np.zeros((intervals, width, width))
+    h = np.zeros((intervals, width))
     np.add.at(gram, at, d_gram)
     np.add.at(h, at, d_h)
     gram = gram0 + np.cumsum(gram, axis=0)
@@ -612,7 +671,7 @@ def _solve(prob: _Problem, free: np.ndarray, theta0: np.ndarray) -> tuple[np.nda
         m = len(ray)
         shift = np.tile(theta0, (m, 1))
         if free[0] and free[1]:
-            cols = [np.stack([ray, np.ones(m), np.zeros(m)], axis=1)]
+            cols = [np.stack([ray, np.ones(m), np.zeros(m), np.zeros(m)], axis=1)]
             low = [np.maximum(_LOWER[1], _LOWER[0] / ray)]
             high = [np.minimum(_UPPER[1], _UPPER[0] / ray)]
             shift[:, :2] = 0.0
@@ -622,13 +681,14 @@ def _solve(prob: _Problem, free: np.ndarray, theta0: np.ndarray) -> tuple[np.nda
             shift[:, j] = ray * theta0[1] if j == 0 else theta0[0] / ray
             cols, low, high = [], [], []
             valid = (shift[:, j] >= _LOWER[j] - 1e-12) & (shift[:, j] <= _UPPER[j] * (1 + 1e-12))
-        if free[2]:
-            cols.append(np.tile([0.0, 0.0, 1.0], (m, 1)))
-            low.append(np.full(m, _LOWER[2]))
-            high.append(np.full(m, _UPPER[2]))
-            shift[:, 2] = 0.0
+        for j in (2, 3):  # the overhead and the request latency, where free
+            if free[j]:
+                cols.append(np.tile(np.eye(4)[j], (m, 1)))
+                low.append(np.full(m, _LOWER[j]))
+                high.append(np.full(m, _UPPER[j]))
+                shift[:, j] = 0.0
         if cols:
-            t_map = np.stack(cols, axis=2)  # (m, 3, q): theta = T phi + shift
+            t_map = np.stack(cols, axis=2)  # (m, 4, q): theta = T phi + shift
             g_phi = np.einsum("lia,lij,ljb->lab", t_map, g, t_map)
             gs = np.einsum("lij,lj->li", g, shift)
             h_phi = np.einsum("lia,li->la", t_map, hv - gs)
@@ -642,7 +702,8 @@ def _solve(prob: _Problem, free: np.ndarray, theta0: np.ndarray) -> tuple[np.nda
         for i in np.flatnonzero(valid & ok_r):
             candidates += [(float(cost_r[i]), theta_r[i], int(i)), (float(cost_r[i]), theta_r[i], int(i) + 1)]
     if not candidates:
-        raise ScenarioError("calibration found no factors within the bounds (efficiency 1%..100%, overhead 0..1 s)")
+        raise ScenarioError("calibration found no factors within the bounds (efficiency 1%..100%, overhead 0..1 s, "
+                            "request latency 0..10 s)")
     best = min(candidates, key=lambda cand: cand[0])
     if free[0] and free[1]:
         ends = [cand for cand in candidates if cand[2] in (0, last)]
@@ -681,23 +742,26 @@ def _identify(prob: _Problem, theta: np.ndarray, side: np.ndarray, free: np.ndar
         if j == 2:
             out[j] = ("not identifiable: no point pays a step overhead", theta0[j], [])
             continue
+        if j == 3:
+            out[j] = ("not identifiable: no point is a TTFT, so none pays a request latency", theta0[j], [])
+            continue
         other, what = (0, "memory-bound, so FLOP/s") if j == 1 else (1, "compute-bound, so bandwidth")
         mine, theirs = (prob.compute, prob.memory) if j == 1 else (prob.memory, prob.compute)
         use = (mine > 0) & (theirs > 0)
         limit = float(np.min(theta[other] * theirs[use] / mine[use])) if np.any(use) else np.inf  # largest 1/e
         value = min(theta0[j], max(limit, 1.0))
         out[j] = (f"not identifiable: every point is {what} never sets a time; the points only say "
-                  f"{FACTORS[j]} >= {1.0 / limit if np.isfinite(limit) else 0.0:.3g}", value, [])
+                  f"{ALL_FACTORS[j]} >= {1.0 / limit if np.isfinite(limit) else 0.0:.3g}", value, [])
     rest = [j for j in np.flatnonzero(free) if j not in out]
     if len(rest) >= 2:
-        # vt must be square (k x k, k <= 3 factors); U is never needed, and full_matrices=True would build it as
+        # vt must be square (k x k, k <= 4 factors); U is never needed, and full_matrices=True would build it as
         # an n x n array (429 GiB for a 4 MB CSV), so ask for the full form only with fewer points than factors.
         _, s, vt = np.linalg.svd(x[:, rest] / norms[rest], full_matrices=len(x) < len(rest))
         s = np.concatenate([s, np.zeros(len(rest) - len(s))])  # fewer points than parameters: rank deficient
         if s[-1] <= 1e-6 * s[0]:
             group = [rest[i] for i in np.flatnonzero(np.abs(vt[-1]) > 0.1)]
-            j = next(k for k in (2, 1, 0) if k in group)
-            names = " and ".join(FACTORS[k] for k in group)
+            j = next(k for k in (3, 2, 1, 0) if k in group)
+            names = " and ".join(ALL_FACTORS[k] for k in group)
             out[j] = (f"not identifiable: {names} change the predictions in the same proportion at these points "
                       f"(vary the batch size, prompt or output length to separate them)", theta0[j],
                       [k for k in group if k != j])
@@ -707,9 +771,9 @@ def _identify(prob: _Problem, theta: np.ndarray, side: np.ndarray, free: np.ndar
 def _stderr(prob: _Problem, theta: np.ndarray, free: np.ndarray) -> dict[str, float | None]:
     """Standard errors of the free factors not on a bound, from the Jacobian of the log residuals (delta method
     for e = 1/u); None where the points leave no degrees of freedom."""
-    at_bound = np.array([abs(theta[0] - 1) < 1e-9, abs(theta[1] - 1) < 1e-9, theta[2] < 1e-12])
+    at_bound = np.array([abs(theta[0] - 1) < 1e-9, abs(theta[1] - 1) < 1e-9, theta[2] < 1e-12, theta[3] < 1e-12])
     interior = free & ~at_bound
-    out: dict[str, float | None] = {name: None for name in FACTORS}
+    out: dict[str, float | None] = {name: None for name in ALL_FACTORS}
     k = int(interior.sum())
     dof = prob.n - k
     if k == 0 or dof <= 0:
@@ -723,7 +787,7 @@ def _stderr(prob: _Problem, theta: np.ndarray, free: np.ndarray) -> dict[str, fl
         return out
     for i, j in enumerate(np.flatnonzero(interior)):
         se = math.sqrt(max(cov[i, i], 0.0))
-        out[FACTORS[j]] = se / theta[j] ** 2 if j < 2 else se
+        out[ALL_FACTORS[j]] = se / theta[j] ** 2 if j < 2 else se
     return out
 
 
@@ -739,9 +803,9 @@ def _fit_once(prob: _Problem, free0: np.ndarray, start: np.ndarray) -> tuple[np.
             break
         for j, (reason, value, partners) in missing.items():
             free[j], theta0[j] = False, value
-            held[FACTORS[j]] = reason
+            held[ALL_FACTORS[j]] = reason
             for k in partners:
-                notes[FACTORS[k]] = f"conditional: fitted with {FACTORS[j]} held at its start value"
+                notes[ALL_FACTORS[k]] = f"conditional: fitted with {ALL_FACTORS[j]} held at its start value"
         theta, side = _solve(prob, free, theta0)
     return theta, held, notes
 
@@ -762,10 +826,10 @@ PLAUSIBLE_EFFICIENCY_MIN = 0.05
 def fit_factors(observations: Sequence[Observation], start: Factors | None = None,
                 fit: Sequence[str] = FACTORS, max_iterations: int = 100) -> Fit:
     """``fit_unguarded``, refusing what the points cannot pin: of the factors the points identify, at most
-    ``n - MIN_SPARE_POINTS`` are freed (bandwidth, FLOP/s, overhead, in that order); a fitted efficiency
-    under ``PLAUSIBLE_EFFICIENCY_MIN`` is held at its start value and the rest refitted. Each refusal is a
+    ``n - MIN_SPARE_POINTS`` are freed (bandwidth, FLOP/s, overhead, request latency, in that order); a fitted
+    efficiency under ``PLAUSIBLE_EFFICIENCY_MIN`` is held at its start value and the rest refitted. Each refusal is a
     ``Fit.held`` reason, so the report says so."""
-    wanted = [f for f in FACTORS if f in fit]
+    wanted = [f for f in ALL_FACTORS if f in fit]
     n = len(observations)
     result = fit_unguarded(observations, start, fit, max_iterations)  # checks the names and the points
     first_held = {f: why for f, why in result.held.items() if f in wanted}
@@ -801,28 +865,33 @@ def fit_unguarded(observations: Sequence[Observation], start: Factors | None = N
     The relative-error problem is solved globally first (``_solve``); Gauss-Newton steps on the log loss
     (each again solved exactly, halved if the loss would rise) follow, re-linearising open-loop points at
     each estimate, until the factors stop changing (``Fit.converged``). ``fit`` names the factors to fit
-    (a subset of ``FACTORS``); the others keep their ``start`` value, as do those the points cannot
-    determine (``Fit.held``, with the reason).
+    (a subset of ``ALL_FACTORS``); the others keep their ``start`` value, as do those the points cannot
+    determine (``Fit.held``, with the reason). Where the latency is fitted its start is ``start``'s, else the first
+    observation's scenario's ``serving.request_latency``.
     """
     if not observations:
         raise ScenarioError("calibration needs at least one measured point")
-    unknown = [f for f in fit if f not in FACTORS]
+    unknown = [f for f in fit if f not in ALL_FACTORS]
     if unknown:
-        raise ScenarioError(f"cannot fit {', '.join(unknown)}; choose from {', '.join(FACTORS)}")
+        raise ScenarioError(f"cannot fit {', '.join(unknown)}; choose from {', '.join(ALL_FACTORS)}")
     start = start or Factors.of(observations[0].scenario)
+    with_latency = LATENCY in fit
+    if with_latency and start.request_latency_s is None:
+        start = replace(start, request_latency_s=float(observations[0].scenario.serving.request_latency_s))
     measured = np.array([o.measured_time for o in observations])
     if np.any(~np.isfinite(measured)) or np.any(measured <= 0):
         raise ScenarioError("every measured value must be a positive finite number")
-    free0 = np.array([f in fit for f in FACTORS])
+    free0 = np.array([f in fit for f in ALL_FACTORS])
     open_loop = any(o.linearised for o in observations)
-    prob = _Problem.build([terms_for(o, start) for o in observations], measured)
+    prob = _Problem.build([terms_for(o, start) for o in observations], measured, with_latency)
     theta, held, notes = _fit_once(prob, free0, start.theta())
     converged, iteration = not np.any(free0), 0
     for iteration in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
         if converged:
             break
         if open_loop:
-            prob = _Problem.build([terms_for(o, Factors.from_theta(theta)) for o in observations], measured)
+            at = Factors.from_theta(theta, with_latency)
+            prob = _Problem.build([terms_for(o, at) for o in observations], measured, with_latency)
         candidate, held_c, notes_c = _fit_once(prob.gauss_newton(theta), free0, start.theta())
         loss, step = prob.log_loss(theta), 1.0
         while prob.log_loss(theta + step * (candidate - theta)) > loss * (1 + 1e-12) and step > 1e-3:
@@ -835,20 +904,21 @@ def fit_unguarded(observations: Sequence[Observation], start: Factors | None = N
                       "efficiency (a structural miss: a batch too small, bytes over-counted)"),
              1: (1.0, "at its bound 1.0 (peak): some points are faster than the model allows at any FLOP/s "
                       "efficiency"),
-             2: (0.0, "at its bound 0: the points ask for a negative overhead")}
+             2: (0.0, "at its bound 0: the points ask for a negative overhead"),
+             3: (0.0, "at its bound 0: the points ask for a negative request latency")}
     for j, (edge, text) in edges.items():
-        if free0[j] and FACTORS[j] not in held and abs(theta[j] - edge) < 1e-9:
-            notes[FACTORS[j]] = text
+        if free0[j] and ALL_FACTORS[j] not in held and abs(theta[j] - edge) < 1e-9:
+            notes[ALL_FACTORS[j]] = text
     notes.update(held)
-    for name in FACTORS:
-        if name not in fit:
+    for name in ALL_FACTORS:
+        if name not in fit and (name != LATENCY or start.request_latency_s is not None):
             held.setdefault(name, "not fitted (held at its start value)")
-    exact, found = start.theta(), Factors.from_theta(theta)
-    names = ("bandwidth_efficiency", "flops_efficiency", "step_overhead_s")
+    exact, found = start.theta(), Factors.from_theta(theta, with_latency)
+    names = ("bandwidth_efficiency", "flops_efficiency", "step_overhead_s", "request_latency_s")
     factors = Factors(**{n: getattr(start if theta[j] == exact[j] else found, n)  # held: the start value itself
                          for j, n in enumerate(names)})
-    return Fit(factors=factors, fitted=tuple(f for f in FACTORS if f in fit), held=held, notes=notes,
-               stderr=_stderr(prob, theta, np.array([f in fit and f not in held for f in FACTORS])),
+    return Fit(factors=factors, fitted=tuple(f for f in ALL_FACTORS if f in fit), held=held, notes=notes,
+               stderr=_stderr(prob, theta, np.array([f in fit and f not in held for f in ALL_FACTORS])),
                predicted=_predictions(observations, factors, measured),
                measured=np.array([o.value for o in observations]), converged=converged, iterations=iteration)
 
@@ -1040,6 +1110,8 @@ def describe(fit: Fit) -> dict[str, Any]:
     f = fit.factors
     values = {"bandwidth_efficiency": f.bandwidth_efficiency, "flops_efficiency": f.flops_efficiency,
               "step_overhead": f.step_overhead_s}
+    if LATENCY in fit.fitted:
+        values[LATENCY] = f.request_latency_s
     return {
         "factors": {k: (v if fit.identified(k) else None) for k, v in values.items()},
         "used": values, "stderr": fit.stderr, "held": fit.held, "notes": fit.notes,
@@ -1056,12 +1128,12 @@ def format_report(observations: Sequence[Observation], before: Fit, after: Fit) 
     """Plain-text report: the fitted factors, then each point with the default and calibrated predictions."""
     lines = ["factor                 fitted        +/- (1 s.e.)   note"]
     d = describe(after)
-    for name in FACTORS:
+    for name in d["factors"]:
         value = d["factors"][name]
-        shown = "not identified" if value is None else (f"{value * 1e3:.3f} ms" if name == "step_overhead"
-                                                        else f"{value:.4f}")
+        in_ms = name in ("step_overhead", LATENCY)
+        shown = "not identified" if value is None else (f"{value * 1e3:.3f} ms" if in_ms else f"{value:.4f}")
         se = after.stderr.get(name)
-        se_text = "" if se is None else (f"{se * 1e3:.3f} ms" if name == "step_overhead" else f"{se:.4f}")
+        se_text = "" if se is None else (f"{se * 1e3:.3f} ms" if in_ms else f"{se:.4f}")
         lines.append(f"{name:<22} {shown:<13} {se_text:<14} {after.notes.get(name, '')}")
     lines.append("")
     lines.append(f"{'point':<28} {'measured':>16} {'default':>16} {'err %':>7} {'calibrated':>16} {'err %':>7}")
@@ -1116,20 +1188,29 @@ def read_measurements(paths: str | Path | Sequence[str | Path],
     return rows, notes
 
 
+def default_fit(observations: Sequence[Observation]) -> tuple[str, ...]:
+    """The factors a calibration fits unless told: the three step factors, and the request latency where some
+    point is a TTFT at one user, a request rate or users in flight (static-batch TTFTs, offline benchmarks,
+    pay none)."""
+    pays = any(o.metric == "ttft_s" and o.batch_size is None for o in observations)
+    return ALL_FACTORS if pays else FACTORS
+
+
 def calibrate(scenario_mapping: Mapping[str, Any], paths: str | Path | Sequence[str | Path],
-              fit: Sequence[str] = FACTORS,
+              fit: Sequence[str] | None = None,
               since: str | Path | None = None) -> tuple[list[Observation], Fit, Fit]:
-    """Read benchmark files (``read_measurements``), fit ``fit`` factors; returns (observations, default fit,
-    calibrated fit)."""
+    """Read benchmark files (``read_measurements``), fit ``fit`` factors (None: ``default_fit``); returns
+    (observations, default fit, calibrated fit)."""
     rows, _ = read_measurements(paths, since)
     origin = str(paths) if isinstance(paths, (str, Path)) else ", ".join(map(str, paths))
     return calibrate_rows(scenario_mapping, rows, origin, fit)
 
 
 def calibrate_rows(scenario_mapping: Mapping[str, Any], rows: Sequence[BenchmarkRow], origin: str,
-                   fit: Sequence[str] = FACTORS) -> tuple[list[Observation], Fit, Fit]:
-    """``calibrate`` of rows already read."""
+                   fit: Sequence[str] | None = None) -> tuple[list[Observation], Fit, Fit]:
+    """``calibrate`` of rows already read; ``fit`` None: ``default_fit`` of the points."""
     observations = observations_from_rows(scenario_mapping, rows, origin=origin)
     start = Factors.of(observations[0].scenario)
     before = fit_factors(observations, start, fit=())
-    return observations, before, fit_factors(observations, start, fit=fit)
+    return observations, before, fit_factors(observations, start, fit=default_fit(observations) if fit is None
+                                             else fit)
