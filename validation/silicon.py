@@ -12,9 +12,9 @@ becomes expressible by itself once the planner takes its layout.
 
 How each metric is predicted (``capacity.planning.calibration``, the library's own step model):
 
-* aggregated row at concurrency C: TPOT at the closed-loop batch ``b = min(C, B_max)`` with the others' prompt
-  chunks fused into the steps (``calibration._terms_for``; ``--tpot-model library``: the analytic closed loop's
-  ``closed_loop_tpot_s``), TTFT one prefill at C = 1 and the closed loop's ``closed_loop_ttft_s`` above.
+* aggregated row at concurrency C: the library's closed loop at ``workload.concurrency = C``, what ``capacity
+  evaluate`` answers (``closed_loop_tpot_s``, ``closed_loop_ttft_s``: ``calibration._terms_for``); one user's TTFT is
+  one prefill and the request latency.
 * disaggregated row: TPOT is the decode pool's step at ``decode_batch_size`` on ``decode_tp_size`` GPUs (the
   prefills run on other GPUs); TTFT (prefill pool + KV transfer + queue) is not expressible.
 
@@ -336,29 +336,14 @@ def kept(rows: Sequence[Row]) -> list[Row]:
     return [r for r in rows if r.scenario is not None and not r.screened]
 
 
-#: How a closed-loop row's TPOT is predicted: "steps" (calibration's closed-loop terms: the running batch
-#: min(C, B_max) with the others' prompt chunks fused in) or "library" (the analytic closed loop's
-#: ``closed_loop_tpot_s`` at ``workload.concurrency = C``).
-TPOT_MODEL = ["steps"]
-
-
-def _library_closed_loop(obs: Observation) -> float:
-    s = obs.scenario
-    at = replace(s, workload=replace(s.workload, concurrency=int(obs.concurrency), arrival_rate=None))
-    return float(at.evaluate()["closed_loop_tpot_s"])
-
-
 def predict_defaults(rows: Sequence[Row]) -> None:
     """Each kept row with the planner's defaults for its engine (what a user gets)."""
     for row in kept(rows):
         for metric, obs in (("tpot", row.tpot_obs), ("ttft", row.ttft_obs)):
             if obs is None:
                 continue
-            try:
-                if metric == "tpot" and TPOT_MODEL[0] == "library" and obs.concurrency:
-                    row.predicted[metric] = _library_closed_loop(obs)
-                else:
-                    row.predicted[metric] = predict(obs, Factors.of(obs.scenario))
+            try:  # users in flight: the library's closed loop (``calibration.predict``)
+                row.predicted[metric] = predict(obs, Factors.of(obs.scenario))
             except ScenarioError as exc:
                 row.ttft_reason = row.ttft_reason or str(exc)
             if not math.isfinite(row.predicted.get(metric, 0.0)):
@@ -689,10 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="the factors the leave-one-group-out rules fit (comma-separated)")
     ap.add_argument("--rule-keys", default=",".join(RULE_KEYS),
                     help="what the general rules are fitted per (engine, family, model_class)")
-    ap.add_argument("--tpot-model", choices=("steps", "library"), default=TPOT_MODEL[0],
-                    help="closed-loop TPOT: calibration's step terms or the library's closed_loop_tpot_s")
     args = ap.parse_args(argv)
-    TPOT_MODEL[0] = args.tpot_model
     RULE_KEYS[:] = args.rule_keys.split(",") if isinstance(RULE_KEYS, list) else RULE_KEYS
     if args.fit:
         rows = load(args.file)

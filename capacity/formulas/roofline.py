@@ -85,21 +85,6 @@ def pass_s(memory_s: ArrayLike, compute_s: ArrayLike, allreduce_s: ArrayLike, ov
     return np.maximum(memory_s, compute_s) + allreduce_s + overhead_s
 
 
-def mixed_steps(others: ArrayLike, prompt_tokens: ArrayLike, output_tokens: ArrayLike,
-                chunk_tokens: ArrayLike) -> np.ndarray:
-    """Decode steps of one request's answer that also carry the other users' prompt chunks [steps]:
-    ``n_m = min(A, (b - 1) ceil(P / K))``.
-
-    In a closed loop of b users each answer of A tokens overlaps the prefills of the b - 1 others' next prompts
-    (one each, in steady state); an engine with chunked prefill splits each prompt into chunks of at most
-    K tokens (its token budget per step), one chunk per step. The (b - 1) P prompt tokens are spread over those
-    n_m steps (``(b - 1) P / n_m`` tokens each); the other A - n_m steps decode only. 8 users, 1,000-token prompts,
-    K = 8,192, A = 300: 7 mixed steps of 1,000 tokens.
-    """
-    b1, p, a, k = _f(others), _f(prompt_tokens), _f(output_tokens), _f(chunk_tokens)
-    return np.minimum(a, b1 * np.ceil(p / np.maximum(k, 1.0)))
-
-
 def ring_factor(tensor_parallel: ArrayLike, hidden_size: ArrayLike) -> np.ndarray:
     """Traffic factor of a ring all-reduce over tp GPUs: ``2 (tp - 1) / tp`` [-]; 0 where nothing is counted
     (one GPU, or no hidden size given). Each GPU sends and receives (tp - 1)/tp of the data twice (reduce-scatter,

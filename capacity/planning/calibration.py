@@ -18,22 +18,24 @@ How each measured metric is predicted (B the decode batch, P prompt and A output
 
     static batch B            step/TPOT = t_step(B);  TTFT = t_prefill(B P);  latency = t_prefill(B P) + A t_step(B)
                               output tokens/s = B A / latency
-    concurrency C (closed)    B = min(C, B_run);  TPOT/ITL = t_step(B) + (B - 1) t_p / A   (others' prefills)
-                              output tokens/s = A / (t_p + A t_step(B) / B) = A x ceiling at B;  TTFT (C = 1) = t_p
-                              + L (the request latency, ``serving.request_latency``);
-                              TTFT (C > 1) = the library's ``closed_loop_ttft_s`` (``analysis.closed_loop``: the
-                              prefill queue, and the wait for a slot where C exceeds what runs at once);
-                              B_run the running batch (``batch_running``: B_max, or where blocks are allocated
-                              as tokens arrive the pool at the mean context P + A / 2, the users' phases spread)
+    concurrency C (closed)    TPOT/ITL, TTFT, output tokens/s = the library's ``closed_loop_tpot_s``,
+                              ``closed_loop_ttft_s``, ``closed_loop_tokens_per_s`` (``analysis.closed_loop``: the
+                              response time law with the others' prompts in the decode steps, the prefill queue, the
+                              wait for a slot where C exceeds what runs at once; every TTFT carries the request
+                              latency L, ``serving.request_latency``); TTFT (C = 1) = t_p + L exactly
     offline / rate INF        concurrency C = infinity, i.e. B = B_max (the ceiling: a wave in step ends together)
     request rate λ (open)     TPOT, TTFT = the library's ``tpot_at_load_s``, ``ttft_at_load_s`` (TPOT = t_step(B) /
                               (1 - λ t_p) with B = λ A TPOT; TTFT = prefill plus the queue for it)
                               output tokens/s = A min(λ, ceiling); above the ceiling as concurrency = infinity
 
-Throughputs are multiplied by the data-parallel replicas. The open-loop values depend on the factors through
-the operating batch and the queue (so does a closed loop's TTFT); each is linearised at the current estimate as
-(library value / piece) x piece, with the piece the decode step at the load's batch (TPOT) or the prefill (TTFT),
-and the fit is repeated until it is self-consistent, where the prediction is the library's own value.
+Throughputs are multiplied by the data-parallel replicas. The values at a load (open or closed loop) depend on the
+factors through the operating batch and the queue; each is linearised at the current estimate as
+(library value / piece) x piece, with the piece the decode step at the load's batch (open-loop TPOT),
+``t_step(B) + (B - 1) c_p / A`` with B = min(C, B_run) and c_p a prompt's share of a batched prefill pass
+(closed-loop TPOT, throughput; B_run the running batch, ``batch_running``) or the prefill (TTFT, its request
+latency apart), and the fit is
+repeated until it is self-consistent, where the prediction is the library's own value: one composition of a
+closed loop, the library's, for ``capacity evaluate``, the fit and the validation harnesses alike.
 
 The fit minimises the squared log errors ``sum_i ln(t_i / y_i)^2`` of the times (a rate is fitted as its
 reciprocal, time per output token, so a 2x over- and a 2x under-prediction cost the same) with efficiencies
@@ -59,7 +61,6 @@ import numpy as np
 
 from capacity.errors import ScenarioError, clean_line
 from capacity.fileio.files import read_text_limited
-from capacity.formulas import roofline
 from capacity.inputs import engines
 from capacity.model.analysis import StepModel, step_model
 from capacity.model.scenario import Scenario
@@ -183,9 +184,16 @@ class Observation:
                 and self.concurrency is not None and 1 < self.concurrency < math.inf)
 
     @property
+    def closed_loop(self) -> bool:
+        """A TPOT, TTFT or throughput of users in flight (a finite concurrency, no static batch, no rate): the
+        library's closed loop predicts it (``analysis.closed_loop``)."""
+        return (self.metric in ("tpot_s", "ttft_s", "output_tokens_per_s") and self.batch_size is None
+                and not self.open_loop and self.concurrency is not None and 1 <= self.concurrency < math.inf)
+
+    @property
     def linearised(self) -> bool:
         """Whether its prediction depends on the factors through a load (re-linearised at each fit iteration)."""
-        return self.open_loop or self.queued_ttft
+        return self.open_loop or self.closed_loop
 
     @property
     def measured_time(self) -> float:
@@ -217,21 +225,6 @@ class _Probe:
     def prefill(self, tokens: float) -> Terms:
         """One prefill pass over ``tokens`` prompt tokens (prompts of ``prompt_tokens`` each)."""
         return self._terms(self.model.prefill_s(tokens, self.prompt_tokens, self.cached_tokens))
-
-    def mixed(self, batch: float, tokens: float) -> Terms:
-        """One step decoding ``batch`` sequences with ``tokens`` prompt tokens fused in (``StepModel.mixed_s``)."""
-        return self._terms(self.model.mixed_s(batch, tokens, self.prompt_tokens, self.cached_tokens))
-
-    def closed_loop_tpot(self, batch: float) -> Terms:
-        """Mean time between my tokens with ``batch`` users in a closed loop, the others' prompts fused into the
-        decode steps in chunks of at most ``prefill_budget`` tokens: ``((A - n_m) t_step(b) + n_m t_mixed(b,
-        (b - 1) P / n_m)) / A`` with ``n_m = roofline.mixed_steps(b - 1, P, A, K)``."""
-        a, p = self.output_tokens, self.prompt_tokens
-        n_m = float(roofline.mixed_steps(batch - 1.0, p, a, self.prefill_budget))
-        plain = self.decode(batch)
-        if n_m <= 0:
-            return plain
-        return plain.scaled((a - n_m) / a) + self.mixed(batch, (batch - 1.0) * p / n_m).scaled(n_m / a)
 
     def prefill_share(self, tokens: float) -> Terms:
         """The GPU time a prompt of ``tokens`` costs the other requests: its share of a batched pass of
@@ -274,10 +267,10 @@ _AT_LOAD: dict[tuple, tuple[Scenario, dict[str, float | str]]] = {}
 
 
 def _at_load(obs: Observation, factors: Factors) -> dict[str, float | str]:
-    """Library results with ``factors`` at the observation's arrival rate, or its users in flight for a queued TTFT
+    """Library results with ``factors`` at the observation's arrival rate, or its users in flight (a closed loop)
     (shared by the observations of one scenario and load: the TPOT and TTFT of one benchmark run cost one
     evaluation)."""
-    closed = obs.queued_ttft
+    closed = obs.closed_loop
     key = (id(obs.scenario), obs.concurrency if closed else obs.request_rate, closed, factors)
     cached = _AT_LOAD.get(key)
     if cached is not None and cached[0] is obs.scenario:
@@ -292,24 +285,22 @@ def _at_load(obs: Observation, factors: Factors) -> dict[str, float | str]:
     return values
 
 
-_TERMS: dict[int, tuple[Observation, Terms]] = {}
+_TERMS: dict[tuple, tuple[Observation, Terms]] = {}
 
 
 def terms_for(obs: Observation, factors: Factors) -> Terms:
-    """The observation's predicted time [s] as Terms; open-loop loads are linearised at ``factors``.
+    """The observation's predicted time [s] as Terms; loads (a rate, users in flight) are linearised at ``factors``.
 
-    A closed-loop observation's terms do not depend on the factors (but a queued TTFT's): they are computed once
-    per observation.
+    Computed once per observation (and, for a load, per ``factors``): a fit's median or a harness asks again.
     """
-    if obs.linearised:
-        return _terms_for(obs, factors)
-    cached = _TERMS.get(id(obs))
+    key = (id(obs), factors if obs.linearised else None)
+    cached = _TERMS.get(key)
     if cached is not None and cached[0] is obs:
         return cached[1]
     terms = _terms_for(obs, factors)
     if len(_TERMS) > 4 * MAX_CSV_ROWS:
         _TERMS.clear()
-    _TERMS[id(obs)] = (obs, terms)
+    _TERMS[key] = (obs, terms)
     return terms
 
 
@@ -362,17 +353,23 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
         raise ScenarioError(f"{obs.label or 'observation'}: no request fits in the KV pool")
     step = p.decode(b)
     share = p.prefill_share(p.prompt_tokens)  # what the others' prompts cost this request's steps
-    if m == "tpot_s" and p.prefill_budget > 0:  # engines fuse the others' prompt chunks into the decode steps
-        return p.closed_loop_tpot(b)
-    if m in ("step_time_s", "tpot_s"):
-        return step + share.scaled((b - 1.0) / a)
-    if m == "ttft_s":
-        if obs.queued_ttft:  # the closed loop's TTFT, as a multiple of the prefill (exact at ``factors``)
-            value = float(_at_load(obs, factors)["closed_loop_ttft_s"])
-            if not math.isfinite(value):
-                raise ScenarioError(f"{obs.label or 'observation'}: the library predicts no finite TTFT at "
-                                    f"{concurrency:g} users in flight")
+    tpot = step + share.scaled((b - 1.0) / a)
+    if obs.closed_loop and (m != "ttft_s" or obs.queued_ttft):
+        # Users in flight: the library's closed loop (``analysis.closed_loop``) predicts the value; the terms are the
+        # piece that dominates it (the TPOT of B users, the prefill) scaled to it, exact at ``factors``.
+        key = {"tpot_s": "closed_loop_tpot_s", "ttft_s": "closed_loop_ttft_s",
+               "output_tokens_per_s": "closed_loop_tokens_per_s"}[m]
+        value = float(_at_load(obs, factors)[key])
+        if not math.isfinite(value) or value <= 0:
+            raise ScenarioError(f"{obs.label or 'observation'}: the library predicts no finite {key} at "
+                                f"{concurrency:g} users in flight")
+        if m == "ttft_s":
             return _queued_ttft(obs, prefill, value, factors)
+        piece = tpot if m == "tpot_s" else share.scaled(1.0 / a) + step.scaled(1.0 / b)
+        return piece.scaled((value if m == "tpot_s" else 1.0 / value) / piece.time(factors))
+    if m in ("step_time_s", "tpot_s"):
+        return tpot
+    if m == "ttft_s":
         if concurrency != 1:
             raise ScenarioError(f"{obs.label or 'observation'}: TTFT is predicted at a finite concurrency, a static "
                                 f"batch or a request rate, not offline (all requests at once: the wait depends on "

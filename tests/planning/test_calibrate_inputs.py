@@ -6,17 +6,22 @@ per token, 3.35 TB/s and 989.5 TFLOP/s peak (gpu_catalog.yaml). At batch B and a
 step reads (2N + B c 131,072) B, memory-bound here, and a prefill of P tokens does P 2N FLOPs, compute-bound:
 
     t_step(B) = (2N + B c kv) / (BW e_bw) + o          t_prefill(P) = P 2N / (F e_fl) + o
-    closed loop at concurrency C:  TPOT = t_step(C) + (C - 1) t_prefill(P) / A,   tokens/s = A / (t_prefill + A t_step)
+    closed loop at concurrency C, about:  TPOT = t_step(C) + (C - 1) t_prefill(P) / A,
+                                          tokens/s = A / (t_prefill + (A - 1) TPOT) at C = 1
 
 with c = P + A / 2. The "measured" values use e_bw = 0.8, e_fl = 0.5, o = 2 ms; the fit starts from the
-catalog defaults and must find those three numbers.
+catalog defaults and must find those three numbers. Users in flight are measured as the library's closed loop
+predicts them at those factors (``looped``: ``analysis.closed_loop``, the one composition calibration fits through),
+which the hand formulas match to 0.1% at one user and 1% at eight (``test_the_hand_roofline_is_the_closed_loop``).
 """
 
 import argparse
+import functools
 import json
 import math
 
 import pytest
+import yaml
 
 from capacity import ScenarioError
 from capacity.cli.calibrate_command import add_calibrate_command, run_calibrate
@@ -41,16 +46,43 @@ def tpot_s(concurrency, prompt, output):
     return step_s(concurrency, prompt, output) + (concurrency - 1) * prefill_s(prompt) / output
 
 
+@functools.cache
+def looped(concurrency, prompt, output):
+    """(TPOT [s], TTFT [s], output tokens/s) of ``concurrency`` users in flight: the library's closed loop on the
+    scenario at the true factors."""
+    from capacity import Scenario
+
+    data = yaml.safe_load(SCENARIO)
+    data["gpu"] = {"name": "h100-sxm", "bandwidth_efficiency": E_BW, "flops_efficiency": E_FL}
+    data["serving"]["step_overhead"] = OVERHEAD
+    data["workload"] = {"prompt_tokens": prompt, "output_tokens": output, "concurrency": concurrency}
+    r = Scenario.from_dict(data).evaluate()
+    return float(r["closed_loop_tpot_s"]), float(r["closed_loop_ttft_s"]), float(r["closed_loop_tokens_per_s"])
+
+
+def test_the_hand_roofline_is_the_closed_loop():
+    tpot, ttft, rate = looped(1, 1000, 200)
+    assert ttft == pytest.approx(prefill_s(1000), rel=1e-9)  # one user: the prefill
+    assert tpot == pytest.approx(step_s(1, 1000, 200), rel=1e-3)
+    assert rate == pytest.approx(200 / (prefill_s(1000) + 199 * step_s(1, 1000, 200)), rel=1e-3)
+    assert looped(8, 2000, 250)[0] == pytest.approx(tpot_s(8, 2000, 250), rel=1e-2)
+
+
 def bench_run(prompt, output, completed=50, concurrency=1, rate="inf"):
     """A `vllm bench serve --save-result` object (vllm/benchmarks/serve.py field names) for one run (the timing
-    values are the hand roofline's at the given concurrency; at concurrency None they only need to be valid)."""
-    tpot, ttft = tpot_s(concurrency or 64, prompt, output), prefill_s(prompt)
+    values are the library's closed loop at the true factors, ``looped``, at a concurrency; at concurrency None
+    they only need to be valid)."""
+    if concurrency:
+        tpot, ttft, throughput = looped(concurrency, prompt, output)
+    else:
+        tpot, ttft = tpot_s(64, prompt, output), prefill_s(prompt)
+        throughput = output / (ttft + output * tpot)
     return {"date": "20261130-120000", "endpoint_type": "vllm", "backend": "vllm", "label": None,
             "model_id": "meta-llama/Llama-3.1-8B", "tokenizer_id": "meta-llama/Llama-3.1-8B", "num_prompts": completed,
             "request_rate": rate, "burstiness": 1.0, "max_concurrency": concurrency, "duration": 100.0,
             "completed": completed, "failed": 0, "total_input_tokens": prompt * completed,
             "total_output_tokens": output * completed, "request_throughput": 0.5,
-            "output_throughput": output / (ttft + output * tpot), "total_token_throughput": 1.0,
+            "output_throughput": throughput, "total_token_throughput": 1.0,
             "mean_ttft_ms": ttft * 1e3, "median_ttft_ms": ttft * 1e3, "std_ttft_ms": 0.0, "p99_ttft_ms": ttft * 1e3,
             "mean_tpot_ms": tpot * 1e3, "median_tpot_ms": tpot * 1e3, "std_tpot_ms": 0.0, "p99_tpot_ms": tpot * 1e3,
             "mean_itl_ms": tpot * 1e3, "median_itl_ms": tpot * 1e3, "std_itl_ms": 0.0, "p99_itl_ms": tpot * 1e3,
@@ -88,9 +120,10 @@ def test_a_bench_run_becomes_one_row_by_its_own_fields():
     assert len(rows) == 1
     row = rows[0]
     assert row.setup == {"prompt_tokens": 1000.0, "output_tokens": 200.0, "concurrency": 1.0}
-    assert row.measured["tpot_s"] == pytest.approx(tpot_s(1, 1000, 200))
-    assert row.measured["ttft_s"] == pytest.approx(prefill_s(1000))  # one request in flight: TTFT is the prefill
-    assert row.measured["output_tokens_per_s"] == pytest.approx(200 / (prefill_s(1000) + 200 * tpot_s(1, 1000, 200)))
+    tpot, ttft, rate = looped(1, 1000, 200)
+    assert row.measured["tpot_s"] == pytest.approx(tpot)
+    assert row.measured["ttft_s"] == pytest.approx(ttft)  # one request in flight: TTFT is the prefill
+    assert row.measured["output_tokens_per_s"] == pytest.approx(rate)
 
 
 def test_bench_load_fields_map_to_the_three_kinds_of_load():
@@ -137,7 +170,7 @@ def test_the_fit_from_bench_json_and_a_scrape_gives_back_the_hand_factors(tmp_pa
     bench = _write(tmp_path, "bench.json", "\n".join(json.dumps(r) for r in runs))
     prompt, output, batch = 2_000, 250, 8
     before = _write(tmp_path, "before.prom", scrape(1_000, 500, 5.0, 1_000, 10_000, 1_000, 10))
-    after = _write(tmp_path, "after.prom", scrape(41_000, 5_500, 5.0 + tpot_s(batch, prompt, output) * 40_000,
+    after = _write(tmp_path, "after.prom", scrape(41_000, 5_500, 5.0 + looped(batch, prompt, output)[0] * 40_000,
                                                    41_000, 10_000 + 160 * prompt, 1_000 + 160 * output, 170))
     scenario = yaml_mapping()
     observations, default, fitted = calibrate(scenario, [bench, after], since=before)

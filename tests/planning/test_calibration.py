@@ -147,7 +147,7 @@ def test_held_factors_keep_their_start_values(points):
 
 
 def test_metric_definitions_by_hand():
-    # Static batch: output tokens/s = B A / (t_prefill(B P) + A t_step(B)); closed loop at concurrency C:
+    # Static batch: output tokens/s = B A / (t_prefill(B P) + A t_step(B)); closed loop at concurrency C, about:
     # TPOT = t_step(C) + (C - 1) t_prefill(P) / A and output tokens/s = A / (t_prefill(P) + A t_step(C) / C).
     s = Scenario.from_dict(mapping(LLAMA_8B, prompt=512, output=128))
     f = Factors(0.6, 0.76, 0.002)
@@ -160,10 +160,16 @@ def test_metric_definitions_by_hand():
 
     assert predict(Observation(s, "output_tokens_per_s", 1.0, batch_size=8), f) == pytest.approx(
         8 * 128 / (prefill(8 * 512) + 128 * step(8)))
-    assert predict(Observation(s, "tpot_s", 1.0, concurrency=10), f) == pytest.approx(step(10) + 9 * prefill(512)
-                                                                                        / 128)
-    assert predict(Observation(s, "output_tokens_per_s", 1.0, concurrency=10), f) == pytest.approx(
-        128 / (prefill(512) + 128 * step(10) / 10))
+    # Users in flight: the library's closed loop (``closed_loop_*`` at workload.concurrency 10, the factors applied)
+    # exactly, and within 0.1% (TPOT) and 1% (throughput) of the hand formulas: the response time law counts A - 1
+    # gaps after the first token and has slightly under 10 decoding at once.
+    looped = f.apply(replace(s, workload=replace(s.workload, concurrency=10))).evaluate()
+    tpot = predict(Observation(s, "tpot_s", 1.0, concurrency=10), f)
+    assert tpot == pytest.approx(float(looped["closed_loop_tpot_s"]), rel=1e-9)
+    assert tpot == pytest.approx(step(10) + 9 * prefill(512) / 128, rel=1e-3)
+    rate = predict(Observation(s, "output_tokens_per_s", 1.0, concurrency=10), f)
+    assert rate == pytest.approx(float(looped["closed_loop_tokens_per_s"]), rel=1e-9)
+    assert rate == pytest.approx(128 / (prefill(512) + 128 * step(10) / 10), rel=1e-2)
     # step(1) by hand: 8,030,261,248 x 2 B / (3.35 TB/s x 0.6) + KV of 576 tokens + 2 ms overhead
     weights = 8_030_261_248 * 2 / (3.35e12 * 0.6)
     kv = 576 * 131_072 / (3.35e12 * 0.6)
