@@ -14,8 +14,8 @@ the string ``"inf"``; ``max_concurrency``, an integer or null; ``num_prompts``; 
     prompt_tokens = total_input_tokens / completed          output_tokens = total_output_tokens / completed
     load:   request_rate finite -> open loop at that rate;  else max_concurrency -> closed loop;  else offline
     points: TPOT = mean_tpot_ms;  output tokens/s = output_throughput;
-            TTFT = mean_ttft_ms only with one request in flight (max_concurrency 1, no rate): the planner does
-            not model the queue in front of a concurrent closed loop
+            TTFT = mean_ttft_ms at a rate or a max_concurrency (the library's queue and closed loop predict it,
+            request latency included); not offline, where the wait depends on how many requests were sent
     tensor parallel: metadata ``tensor_parallel_size`` (or ``tp``), else the scenario's ``gpu.count``
 
 **A Prometheus text scrape of vLLM's ``/metrics``** (``vllm/v1/metrics/loggers.py``), optionally minus an
@@ -189,7 +189,7 @@ def rows_from_vllm_bench(text: str, origin: str) -> list[BenchmarkRow]:
             measured["tpot_s"] = tpot * 1e-3
         if throughput is not None:
             measured["output_tokens_per_s"] = throughput
-        if ttft is not None and concurrency == 1 and not math.isfinite(rate):
+        if ttft is not None and ("request_rate" in setup or "concurrency" in setup):
             measured["ttft_s"] = ttft * 1e-3
         if not measured:
             problems.append(f"{where}: no measured value (mean_tpot_ms or output_throughput)")

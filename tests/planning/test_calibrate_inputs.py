@@ -47,14 +47,14 @@ def tpot_s(concurrency, prompt, output):
 
 
 @functools.cache
-def looped(concurrency, prompt, output):
+def looped(concurrency, prompt, output, latency=0.0):
     """(TPOT [s], TTFT [s], output tokens/s) of ``concurrency`` users in flight: the library's closed loop on the
-    scenario at the true factors."""
+    scenario at the true factors (and a request latency [s])."""
     from capacity import Scenario
 
     data = yaml.safe_load(SCENARIO)
     data["gpu"] = {"name": "h100-sxm", "bandwidth_efficiency": E_BW, "flops_efficiency": E_FL}
-    data["serving"]["step_overhead"] = OVERHEAD
+    data["serving"].update(step_overhead=OVERHEAD, request_latency=latency)
     data["workload"] = {"prompt_tokens": prompt, "output_tokens": output, "concurrency": concurrency}
     r = Scenario.from_dict(data).evaluate()
     return float(r["closed_loop_tpot_s"]), float(r["closed_loop_ttft_s"]), float(r["closed_loop_tokens_per_s"])
@@ -68,12 +68,12 @@ def test_the_hand_roofline_is_the_closed_loop():
     assert looped(8, 2000, 250)[0] == pytest.approx(tpot_s(8, 2000, 250), rel=1e-2)
 
 
-def bench_run(prompt, output, completed=50, concurrency=1, rate="inf"):
+def bench_run(prompt, output, completed=50, concurrency=1, rate="inf", latency=0.0):
     """A `vllm bench serve --save-result` object (vllm/benchmarks/serve.py field names) for one run (the timing
     values are the library's closed loop at the true factors, ``looped``, at a concurrency; at concurrency None
     they only need to be valid)."""
     if concurrency:
-        tpot, ttft, throughput = looped(concurrency, prompt, output)
+        tpot, ttft, throughput = looped(concurrency, prompt, output, latency)
     else:
         tpot, ttft = tpot_s(64, prompt, output), prefill_s(prompt)
         throughput = output / (ttft + output * tpot)
@@ -134,8 +134,10 @@ def test_bench_load_fields_map_to_the_three_kinds_of_load():
     rows = rows_from_vllm_bench(text, "runs.json")
     assert [r.label for r in rows] == ["runs.json run 1", "runs.json run 2", "runs.json run 3"]
     assert "concurrency" not in rows[0].setup and "request_rate" not in rows[0].setup  # offline: the ceiling
-    assert rows[1].setup["concurrency"] == 16 and "ttft_s" not in rows[1].measured  # TTFT needs one in flight
-    assert rows[2].setup["request_rate"] == 2.5 and "ttft_s" not in rows[2].measured
+    assert "ttft_s" not in rows[0].measured  # offline: the wait depends on how many requests were sent at once
+    # users in flight and a rate: the closed loop's and the open queue's TTFT (the library predicts both)
+    assert rows[1].setup["concurrency"] == 16 and rows[1].measured["ttft_s"] == pytest.approx(looped(16, 500, 100)[1])
+    assert rows[2].setup["request_rate"] == 2.5 and rows[2].measured["ttft_s"] == pytest.approx(prefill_s(500))
     # total tokens / completed is the mean length, rounded to a whole token
     odd = bench_run(500, 100, completed=3)
     odd["total_input_tokens"], odd["total_output_tokens"] = 1000, 301
@@ -181,6 +183,21 @@ def test_the_fit_from_bench_json_and_a_scrape_gives_back_the_hand_factors(tmp_pa
     assert f.flops_efficiency == pytest.approx(E_FL, rel=1e-6)
     assert f.step_overhead_s == pytest.approx(OVERHEAD, rel=1e-5)
     assert fitted.mape < 1e-4
+
+
+def test_runs_at_users_in_flight_fit_the_request_latency_too(tmp_path):
+    # vllm bench serve at 1, 8 and 32 users behind a front end that adds 40 ms to every first token: the TTFTs at
+    # every concurrency are read, and the default fit takes the latency with the three step factors.
+    runs = [bench_run(p, a, concurrency=c, latency=0.04) for p, a in ((1000, 200), (4000, 100)) for c in (1, 8, 32)]
+    bench = _write(tmp_path, "bench.json", "\n".join(json.dumps(r) for r in runs))
+    observations, _, fitted = calibrate(yaml_mapping(), [bench])
+    assert sum(o.metric == "ttft_s" for o in observations) == 6
+    assert "request_latency" in fitted.fitted and fitted.held == {}
+    f = fitted.factors
+    assert f.request_latency_s == pytest.approx(0.04, rel=1e-4)
+    assert f.bandwidth_efficiency == pytest.approx(E_BW, rel=1e-4)
+    assert f.flops_efficiency == pytest.approx(E_FL, rel=1e-4)
+    assert f.step_overhead_s == pytest.approx(OVERHEAD, rel=1e-3)
 
 
 def yaml_mapping():
