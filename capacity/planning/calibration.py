@@ -185,10 +185,12 @@ class Observation:
 
     @property
     def closed_loop(self) -> bool:
-        """A TPOT, TTFT or throughput of users in flight (a finite concurrency, no static batch, no rate): the
-        library's closed loop predicts it (``analysis.closed_loop``)."""
-        return (self.metric in ("tpot_s", "ttft_s", "output_tokens_per_s") and self.batch_size is None
-                and not self.open_loop and self.concurrency is not None and 1 <= self.concurrency < math.inf)
+        """A TPOT or throughput of users in flight (a finite concurrency, no static batch, no rate), or a queued TTFT:
+        the library's closed loop predicts it (``analysis.closed_loop``; one user's TTFT is its prefill and request
+        latency exactly, no load to linearise)."""
+        return self.queued_ttft or (
+            self.metric in ("tpot_s", "output_tokens_per_s") and self.batch_size is None and not self.open_loop
+            and self.concurrency is not None and 1 <= self.concurrency < math.inf)
 
     @property
     def linearised(self) -> bool:
@@ -354,7 +356,7 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
     step = p.decode(b)
     share = p.prefill_share(p.prompt_tokens)  # what the others' prompts cost this request's steps
     tpot = step + share.scaled((b - 1.0) / a)
-    if obs.closed_loop and (m != "ttft_s" or obs.queued_ttft):
+    if obs.closed_loop:
         # Users in flight: the library's closed loop (``analysis.closed_loop``) predicts the value; the terms are the
         # piece that dominates it (the TPOT of B users, the prefill) scaled to it, exact at ``factors``.
         key = {"tpot_s": "closed_loop_tpot_s", "ttft_s": "closed_loop_ttft_s",
