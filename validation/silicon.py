@@ -382,17 +382,21 @@ def with_ttft_rules(obs: Observation, share: float, latency_s: float) -> Observa
 
 
 def _ttft_at_shares(row: Row) -> tuple[float, float] | None:
-    """(closed-loop TTFT at clustering 0, at clustering 1) [s] of a kept TTFT row at C > 1, both without a request
-    latency (cached on the row); None where either is not finite. The TTFT is about linear in the share between
-    them (``slo.ttft_at_step_ends_s``: the clustered count passes the spread one at a share of about
-    ``X TPOT / (C - 1)``, a few thousandths) and in the latency (a pure delay; it lengthens the cycle, which the
-    harness's own predictions then take exactly)."""
+    """(closed-loop TTFT at clustering 0, at clustering 1) [s] of a kept TTFT row at C > 1, both less the request
+    latency they were evaluated at (cached on the row); None where either is not finite. The TTFT is about linear in
+    the share between them (the clustered prompts' compute ``c n_c``, ``analysis.closed_loop_engine_ttft_s``) and in
+    the latency, a delay: evaluated at the engine profile's own latency where one applies (``latency_applies``: then
+    requests reach the engine at any phase of a step, the queue of random arrivals; with none, at step ends), it
+    lengthens the cycle a little more or less at the fitted value, which the harness's own predictions then take
+    exactly."""
     if "ttft_shares" not in row.raw:
         obs = row.ttft_obs
         values = None
         if obs is not None and obs.concurrency and obs.concurrency > 1:
+            at = engines.request_latency_for(row.engine, row.family, obs.scenario.serving.front_end)[0] or 0.0
             try:
-                values = tuple(predict(with_ttft_rules(obs, k, 0.0), Factors.of(obs.scenario)) for k in (0.0, 1.0))
+                values = tuple(predict(with_ttft_rules(obs, k, at), Factors.of(obs.scenario)) - at
+                               for k in (0.0, 1.0))
             except ScenarioError:
                 values = None
         row.raw["ttft_shares"] = values if values and all(map(math.isfinite, values)) else None

@@ -220,7 +220,7 @@ FITTED_OVERHEAD_ENGINES: dict[str, tuple[str, ...]] = {
 #: (``planning.median_fit.median_overhead``: a weighted median, which outlying groups cannot drag), the
 #: efficiencies held at ``FITTED_EFFICIENCY``'s; a row at C users is the library's closed loop
 #: (``analysis.closed_loop``, what ``capacity evaluate`` answers). Leave-one-group-out it predicts each group at
-#: 19.1% (the
+#: 19.0% (the
 #: overhead fitted without the group), where the published points' overheads gave 19.4%. It applies to the
 #: families the sample holds the engine on (``SILICON_FAMILIES``) and where no published point of the engine
 #: fitted the family's own (TensorRT-LLM on Hopper keeps its 0.436 ms).
@@ -246,12 +246,13 @@ SILICON_FAMILIES: dict[str, tuple[str, ...]] = {
 #: relative error's minimiser). One share per model class, not per engine: the MoE rows ask for about three times
 #: the dense rows' share on every engine (their clustered prompts cost more than the roofline's arithmetic, c, says:
 #: grouped expert matmuls and token routing; the step model does not hold that cost; counting attention's
-#: arithmetic in prefill took the MoE share from 0.214 to 0.163, the dense one from 0.057 to 0.053), and one share for
+#: arithmetic in prefill took the MoE share from 0.214 to 0.163, the dense one from 0.057 to 0.053; reading a
+#: request latency as putting arrivals at any phase of a step, 0.159 and 0.045), and one share for
 #: both classes was 7 points worse leave-one-group-out (51.4% against 44.3% TTFT MAPE, docs/fidelity.md); per engine
 #: and class was no better than per class.
 CLOSED_LOOP_CLUSTERING: dict[str, float] = {
-    "dense": 0.053,
-    "moe": 0.163,
+    "dense": 0.045,
+    "moe": 0.159,
 }
 
 
@@ -262,7 +263,9 @@ def clustering_for(moe: bool) -> float:
 
 #: A request's time outside the engine's passes [s] (``serving.request_latency``; ``analysis.delayed_ttft``): the
 #: HTTP front end, tokenisation, the hand-off to the scheduler, detokenisation and streaming of the first token, a
-#: pure delay on every TTFT. Fitted per engine on the silicon sample's closed-loop TTFT rows together with
+#: pure delay on every TTFT; in a closed loop it also puts each next request's arrival at any phase of a decode step
+#: (the queue of random arrivals, ``analysis.closed_loop_engine_ttft_s``, as the simulator's clients arrive).
+#: Fitted per engine on the silicon sample's closed-loop TTFT rows together with
 #: ``CLOSED_LOOP_CLUSTERING`` (``python validation/silicon.py --fit``: the weighted medians of a coordinate descent on
 #: the mean absolute relative error, ``silicon.silicon_ttft_rules``). What the measured deployments' serving path
 #: adds: at 4 users the sample's first tokens come 0.1-0.3 s after one prefill on every SGLang model, 0.05-0.2 s on
@@ -273,9 +276,9 @@ def clustering_for(moe: bool) -> float:
 #: Triton, 23 ms for Llama-3.1-8B's first token at 2 requests/s): those points measured no such path
 #: (``request_latency_for``).
 SILICON_REQUEST_LATENCY_S: dict[str, float] = {
-    "sglang": 0.2637,
-    "tensorrt-llm": 0.0642,
-    "vllm": 0.0403,
+    "sglang": 0.2510,
+    "tensorrt-llm": 0.0588,
+    "vllm": 0.0330,
 }
 
 

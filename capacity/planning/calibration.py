@@ -35,7 +35,9 @@ factors through the operating batch and the queue; each is linearised at the cur
 (closed-loop TPOT, throughput; B_run the running batch, ``batch_running``) or the prefill (TTFT, its request
 latency apart), and the fit is
 repeated until it is self-consistent, where the prediction is the library's own value: one composition of a
-closed loop, the library's, for ``capacity evaluate``, the fit and the validation harnesses alike.
+closed loop, the library's, for ``capacity evaluate``, the fit and the validation harnesses alike. Where points
+hold TTFTs at users in flight, whose queue moves with the factors in ways no one piece holds, Gauss-Newton steps
+on the library's predictions themselves (``_polish``, a finite-difference Jacobian) finish the fit.
 
 The fit minimises the squared log errors ``sum_i ln(t_i / y_i)^2`` of the times (a rate is fitted as its
 reciprocal, time per output token, so a 2x over- and a 2x under-prediction cost the same) with efficiencies
@@ -366,7 +368,7 @@ def _terms_for(obs: Observation, factors: Factors) -> Terms:
             raise ScenarioError(f"{obs.label or 'observation'}: the library predicts no finite {key} at "
                                 f"{concurrency:g} users in flight")
         if m == "ttft_s":
-            return _queued_ttft(obs, prefill, value, factors)
+            return _queued_ttft(obs, prefill, value, factors, step)
         piece = tpot if m == "tpot_s" else share.scaled(1.0 / a) + step.scaled(1.0 / b)
         return piece.scaled((value if m == "tpot_s" else 1.0 / value) / piece.time(factors))
     if m in ("step_time_s", "tpot_s"):
@@ -389,12 +391,19 @@ def _latency_terms(obs: Observation) -> Terms:
     return Terms(np.zeros(0), np.zeros(0), fixed=own, latency=1.0, own_latency=own)
 
 
-def _queued_ttft(obs: Observation, prefill: Terms, value: float, factors: Factors) -> Terms:
+def _queued_ttft(obs: Observation, prefill: Terms, value: float, factors: Factors,
+                 step: Terms | None = None) -> Terms:
     """A TTFT the library predicts with a queue (``value`` [s] at ``factors``, its request latency included): the
-    engine's part as a multiple of the prefill, plus the request latency (``_latency_terms``)."""
+    engine's part as a multiple of the prefill, plus the request latency (``_latency_terms``). With ``step`` (a
+    closed loop whose requests reach the engine at any phase of a decode step, a request latency in effect:
+    ``analysis.closed_loop_engine_ttft_s``), the prefill itself plus the wait as a multiple of that decode step,
+    the piece the queue of random arrivals waits on (the fit then sees the bandwidth's share in the wait)."""
     latency = _latency_terms(obs)
     own = latency.time(factors)
-    return prefill.scaled((value - own) / prefill.time(factors)) + latency
+    if step is None or own <= 0:
+        return prefill.scaled((value - own) / prefill.time(factors)) + latency
+    wait = max(value - own - prefill.time(factors), 0.0)
+    return prefill + step.scaled(wait / step.time(factors)) + latency
 
 
 def _predictions(observations: Sequence[Observation], factors: Factors, measured_times: np.ndarray) -> np.ndarray:
@@ -822,6 +831,71 @@ MIN_SPARE_POINTS = 1
 PLAUSIBLE_EFFICIENCY_MIN = 0.05
 
 
+#: Gauss-Newton steps with a finite-difference Jacobian that ``_polish`` takes at most.
+POLISH_ITERATIONS = 20
+
+
+def _polish(observations: Sequence[Observation], measured: np.ndarray, theta: np.ndarray, free: np.ndarray,
+            latency: bool) -> np.ndarray:
+    """Gauss-Newton on the log loss of the library's own predictions, the Jacobian by forward differences, from
+    ``theta`` over the ``free`` parameters within the box; each step halved until the loss falls.
+
+    A queued TTFT (users in flight, ``Observation.queued_ttft``) depends on the factors through the closed loop's
+    throughput, decode step and prefill queue in ways no one piece holds (``_queued_ttft`` linearises it on the
+    prefill and the decode step), so the linearised iteration can settle where its approximate gradient, not the
+    loss's, vanishes; these steps, on the predictions themselves (``predict``, the library's values), finish the
+    fit. Each costs one evaluation per point and free parameter."""
+    idx = np.flatnonzero(free)
+    if not len(idx):
+        return theta
+
+    rate = np.array([o.is_rate for o in observations])
+    replicas = np.array([o.replicas for o in observations], dtype=float)
+
+    def residuals(t: np.ndarray) -> np.ndarray:  # ln(predicted time / measured time), a rate as time per token
+        try:
+            predicted = _predictions(observations, Factors.from_theta(t, latency), measured)
+        except ScenarioError:  # no finite prediction there (a queue without bound): not a step to take
+            return np.full(len(measured), np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(np.where(rate, replicas / predicted, predicted) / measured)
+
+    def clip(t: np.ndarray) -> np.ndarray:
+        return np.clip(t, _LOWER, _UPPER)
+
+    r = residuals(theta)
+    loss = float(r @ r)
+    for _ in range(POLISH_ITERATIONS):
+        jac = np.empty((len(r), len(idx)))
+        for k, j in enumerate(idx):
+            h = 1e-6 * max(abs(theta[j]), 1e-3)
+            h = -h if theta[j] + h > _UPPER[j] else h
+            shifted = theta.copy()
+            shifted[j] += h
+            jac[:, k] = (residuals(shifted) - r) / h
+        if not np.all(np.isfinite(jac)):
+            break
+        delta = np.linalg.lstsq(jac, -r, rcond=None)[0]
+        step, improved = 1.0, False
+        while step > 1e-4:
+            candidate = theta.copy()
+            candidate[idx] += step * delta
+            candidate = clip(candidate)
+            r_c = residuals(candidate)
+            loss_c = float(r_c @ r_c)
+            if np.all(np.isfinite(r_c)) and loss_c < loss:
+                improved = True
+                break
+            step /= 2
+        if not improved:
+            break
+        done = loss - loss_c <= 1e-12 * max(loss, 1e-300)
+        theta, r, loss = candidate, r_c, loss_c
+        if done:
+            break
+    return theta
+
+
 def fit_factors(observations: Sequence[Observation], start: Factors | None = None,
                 fit: Sequence[str] = FACTORS, max_iterations: int = 100) -> Fit:
     """``fit_unguarded``, refusing what the points cannot pin: of the factors the points identify, at most
@@ -899,6 +973,11 @@ def fit_unguarded(observations: Sequence[Observation], start: Factors | None = N
         held, notes = held_c, notes_c
         converged = bool(np.allclose(new, theta, rtol=1e-9, atol=1e-12))
         theta = new
+    if any(o.queued_ttft for o in observations):
+        free = np.array([f in fit and f not in held for f in ALL_FACTORS])
+        theta = _polish(observations, measured, theta, free, with_latency)
+        prob = _Problem.build([terms_for(o, Factors.from_theta(theta, with_latency)) for o in observations],
+                              measured, with_latency)
     edges = {0: (1.0, "at its bound 1.0 (peak): some points are faster than the model allows at any bandwidth "
                       "efficiency (a structural miss: a batch too small, bytes over-counted)"),
              1: (1.0, "at its bound 1.0 (peak): some points are faster than the model allows at any FLOP/s "

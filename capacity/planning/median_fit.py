@@ -5,7 +5,7 @@ group 60% too fast weighs as much as ten groups 20% off). Fitted so on the silic
 step overhead per (engine, GPU family) predicted each left-out group worse than not fitting at all (TPOT MAPE
 21.0% against 19.4%, docs/fidelity.md). The mean absolute relative error, the figure the validation reports, is
 minimised by a weighted median instead, which outlying groups cannot drag: one overhead per engine, fitted so,
-predicts each left-out group at 19.1% (docs/fidelity.md).
+predicts each left-out group at 19.0% (docs/fidelity.md).
 """
 
 from __future__ import annotations

@@ -298,7 +298,7 @@ def test_ttft_at_any_concurrency_is_the_closed_loop_and_fits_back():
 def test_one_users_ttft_carries_the_request_latency_as_the_library_does(engine):
     # At one user in flight the library's TTFT is the prefill plus the request latency L (closed_loop at C = 1:
     # no other user's prompt to wait for); the calibration's prediction is the same number, so a profile fitted
-    # on one-user TTFTs does not fold L into the efficiencies or the overhead (vLLM's fitted L is 40 ms, ideal 0).
+    # on one-user TTFTs does not fold L into the efficiencies or the overhead (vLLM's fitted L is 33 ms, ideal 0).
     base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "serving": {"engine": engine}}
     plain = Scenario.from_dict({**base, "workload": {"prompt_tokens": 2000, "output_tokens": 200}})
     one = Scenario.from_dict({**base, "workload": {"prompt_tokens": 2000, "output_tokens": 200, "concurrency": 1}})
