@@ -302,17 +302,20 @@ def test_calibrate_refuses_large_and_special_benchmark_files(tmp_path):
     assert_refused(run_forked(["calibrate", str(path), str(tmp_path / "fifo.csv")]), "not a regular file")
 
 
-def _bench_json(runs: int, distinct: bool = False) -> str:
-    """``runs`` vllm bench serve results, one a line (--append-result); ``distinct``: each its own prompt length."""
+def _bench_json(runs: int, distinct: bool = False, users: bool = False) -> str:
+    """``runs`` vllm bench serve results, one a line (--append-result); ``distinct``: each its own prompt length;
+    ``users``: each its own max_concurrency (a closed loop the fit re-evaluates at every step)."""
     run = {"completed": 10, "total_input_tokens": 10_000, "total_output_tokens": 3_000, "request_rate": "inf",
            "max_concurrency": 8, "mean_tpot_ms": 12.0, "output_throughput": 600.0}
-    return "\n".join(json.dumps({**run, "total_input_tokens": 10_000 + 10 * i if distinct else 10_000})
+    return "\n".join(json.dumps({**run, "total_input_tokens": 10_000 + 10 * i if distinct else 10_000,
+                                 "max_concurrency": 2 + i if users else 8})
                      for i in range(runs)) + "\n"
 
 
 @pytest.mark.parametrize("name, text, expected", [
     ("10,001 bench runs", _bench_json(10_001), "over 10,000 runs"),
     ("600 distinct setups", _bench_json(600, distinct=True), "600 distinct setups"),
+    ("300 closed-loop loads", _bench_json(300, users=True), "300 distinct closed-loop loads"),
     ("a bench JSON bomb of nesting", '{"completed": ' + "[" * 5_000 + "]" * 5_000 + "}", "nested"),
     ("a bench JSON huge integer", '{"completed": 1' + "0" * 5_000 + "}", "digits"),
     ("a scrape of 150,000 lines", "vllm:a 1\n" * 150_000, "over 100,000 lines"),
