@@ -393,7 +393,7 @@ def _ttft_at_shares(row: Row) -> tuple[float, float] | None:
         obs = row.ttft_obs
         values = None
         if obs is not None and obs.concurrency and obs.concurrency > 1:
-            at = engines.request_latency_for(row.engine, row.family, obs.scenario.serving.front_end)[0] or 0.0
+            at = profile_latency(row) or 0.0
             try:
                 values = tuple(predict(with_ttft_rules(obs, k, at), Factors.of(obs.scenario)) - at
                                for k in (0.0, 1.0))
@@ -403,12 +403,17 @@ def _ttft_at_shares(row: Row) -> tuple[float, float] | None:
     return row.raw["ttft_shares"]
 
 
-def latency_applies(row: Row) -> bool:
-    """Whether the engine profile puts the silicon sample's request latency on the row's TTFT
-    (``engines.request_latency_for`` behind the row's ``serving.front_end``: every row behind Dynamo, ``FRONT_END``)."""
+def profile_latency(row: Row) -> float | None:
+    """The request latency [s] the engine profile puts on the row's TTFT, or None (``engines.request_latency_for``
+    behind the row's ``serving.front_end``: every row behind Dynamo, ``FRONT_END``)."""
     obs = row.ttft_obs or row.tpot_obs
     front_end = obs.scenario.serving.front_end if obs is not None else FRONT_END
-    return engines.request_latency_for(row.engine, row.family, front_end)[0] is not None
+    return engines.request_latency_for(row.engine, row.family, front_end)[0]
+
+
+def latency_applies(row: Row) -> bool:
+    """Whether the engine profile puts the silicon sample's request latency on the row's TTFT (``profile_latency``)."""
+    return profile_latency(row) is not None
 
 
 def share_class(row: Row) -> str:

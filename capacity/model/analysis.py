@@ -859,9 +859,8 @@ def closed_loop_engine_ttft_s(others_rps: ArrayLike, prefill_s: ArrayLike, prefi
     at_ends = slo.ttft_at_step_ends_s(others_rps, prefill_s, prefill_compute_s, tpot_s, clustered)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         queue = slo.ttft_queue_s(others_rps, prefill_s, prefill_compute_s, decode_step_s, output_tokens)
-    spread = queue + select(z > 0, 0.0, _f(prefill_compute_s) * _f(clustered))
-    with np.errstate(invalid="ignore", divide="ignore"):
         w = select(z > 0, 1.0, np.minimum(delay / np.maximum(_f(decode_step_s), 1e-12), 1.0))
+    spread = queue + select(z > 0, 0.0, _f(prefill_compute_s) * _f(clustered))
     return select(w > 0, w * spread + (1.0 - w) * at_ends, at_ends)
 
 
